@@ -1,0 +1,42 @@
+# tff_nlp: the two commands users need are `make demo` and `make test`.
+# Both create the virtual environment first if it is missing.
+
+SHELL := /bin/bash
+# TFF 0.87 supports CPython 3.9-3.11; prefer an explicit python3.11 when present.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tff_nlp-installed
+# Quiet TensorFlow's C++ start-up chatter; errors still print.
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: venv test demo bench clean help
+
+help:
+	@echo "make demo   - set up .venv if needed, run the main job"
+	@echo "make test   - set up .venv if needed, run the test suite"
+	@echo "make venv   - create .venv with the pinned stack (idempotent)"
+	@echo "make bench  - run the benchmarks in bench/ (slow; not part of tests)"
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-tff.txt pyproject.toml
+	@"$(PYTHON)" -c 'import sys; sys.exit(0 if (3, 9) <= sys.version_info[:2] <= (3, 11) else 1)' 2>/dev/null \
+	  || { echo "tff_nlp needs CPython 3.9, 3.10 or 3.11 (tensorflow-federated 0.87 supports no other); '$(PYTHON)' is $$("$(PYTHON)" --version 2>&1 || echo missing): run 'make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)'."; exit 1; }
+	@test -x "$(PY)" || "$(PYTHON)" -m venv "$(VENV)"
+	"$(PY)" -m pip install --quiet -r requirements.txt
+	"$(PY)" -m pip install --quiet --no-deps -r requirements-tff.txt
+	"$(PY)" -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch "$(STAMP)"
+
+test: $(STAMP)
+	"$(PY)" -m pytest tests
+
+demo: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.weighting_demo --flagfile=tff_nlp/bin/flags/weighting_demo.cpu.flags
+
+bench: $(STAMP)
+	"$(PY)" bench/round_overhead.py
+
+clean:
+	rm -rf "$(VENV)" .pytest_cache build *.egg-info

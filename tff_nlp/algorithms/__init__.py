@@ -1,0 +1,11 @@
+"""Federated learning algorithms as `tff.learning.templates.LearningProcess`es."""
+
+from tff_nlp.algorithms.client_data import with_client_config
+from tff_nlp.algorithms.client_work import build_weighted_client_work
+from tff_nlp.algorithms.client_work import CLIENT_STAT_KEYS
+from tff_nlp.algorithms.client_work import WeightedClientWorkProcess
+from tff_nlp.algorithms.fl_process import Algorithm
+from tff_nlp.algorithms.fl_process import build_fl_process
+from tff_nlp.algorithms.fl_process import default_server_optimizer
+from tff_nlp.algorithms.fl_process import FLProcess
+from tff_nlp.algorithms.weighting import Weighting

@@ -1,0 +1,378 @@
+"""Execution contexts for tff_nlp: TFF's local C++ runtime, owned and torn down.
+
+TFF's own `tff.backends.native.set_sync_local_cpp_execution_context()` starts
+its C++ `worker_binary` lazily inside a closure, lets it inherit the caller's
+stdout and stderr, and stops it only from a finalizer. The worker can therefore
+outlive Python and keep a pipe open, so `python train.py | tee log` never ends.
+
+This module starts the worker itself, so it owns the process:
+
+*   the worker writes to a log file, never to the caller's inherited pipes;
+*   the worker is stopped by its pid when the context closes, at interpreter
+    exit (`atexit`), and on Linux by the kernel when the Python process dies
+    for any reason, SIGKILL included (`PR_SET_PDEATHSIG`);
+*   a worker that dies mid-run is reported with the tail of its log instead of
+    being silently restarted.
+
+Typical use::
+
+  with tff_nlp.runtime.local_cpp_context(max_concurrent_computation_calls=4):
+    state = process.initialize()
+    output = process.next(state, client_datasets)
+
+In a notebook, `set_local_cpp_context()` installs the context as TFF's default
+for the rest of the session.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Optional
+import weakref
+
+import grpc
+import portpicker
+import tensorflow_federated as tff
+
+# gRPC limits of TFF's own local factory: model weights can be large.
+_GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
+_GRPC_OPTIONS = (
+    ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
+    ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_BYTES),
+    ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_BYTES),
+)
+_PR_SET_PDEATHSIG = 1
+# Marks workers we started, so tests and tools can tell them from others.
+OWNER_ENV_VAR = 'TFF_NLP_WORKER_OWNER_PID'
+
+_LIVE_WORKERS: 'weakref.WeakSet[WorkerProcess]' = weakref.WeakSet()
+
+
+class WorkerError(RuntimeError):
+  """A TFF worker could not be started or stopped working."""
+
+
+def worker_binary_path() -> str:
+  """Returns the path of the `worker_binary` shipped in the TFF wheel."""
+  package_dir = os.path.dirname(os.path.abspath(tff.__file__))
+  path = os.path.join(package_dir, 'data', 'worker_binary')
+  if not os.path.isfile(path):
+    raise WorkerError(
+        f'TFF worker binary not found at {path}; is tensorflow-federated '
+        '0.87.0 installed (see DEVELOPERS.md)?'
+    )
+  return path
+
+
+def _die_with_parent(parent_pid: int) -> None:
+  """Runs in the child between fork and exec: tie its life to the parent's."""
+  try:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+  except (OSError, AttributeError):
+    return  # Not Linux: rely on atexit and explicit close().
+  if os.getppid() != parent_pid:  # The parent died before prctl took effect.
+    os._exit(1)
+
+
+class WorkerProcess:
+  """One TFF C++ `worker_binary` serving executors over gRPC on 127.0.0.1.
+
+  Attributes:
+    max_concurrent_computation_calls: Cap on parallel calls of one computation
+      inside the worker (e.g. clients trained at once); non-positive means no
+      cap. Lower it when client training runs out of (GPU) memory.
+    port: The TCP port the worker listens on.
+    log_path: File receiving the worker's stdout and stderr.
+    cuda_visible_devices: If not None, the `CUDA_VISIBLE_DEVICES` value of the
+      worker, which is where client computations run.
+  """
+
+  def __init__(
+      self,
+      *,
+      max_concurrent_computation_calls: int = -1,
+      port: Optional[int] = None,
+      log_path: Optional[str] = None,
+      cuda_visible_devices: Optional[str] = None,
+      start_timeout_seconds: float = 120.0,
+  ):
+    self.max_concurrent_computation_calls = max_concurrent_computation_calls
+    self.port = port if port is not None else portpicker.pick_unused_port()
+    if log_path is None:
+      log_dir = tempfile.mkdtemp(prefix='tff_nlp_worker_')
+      log_path = os.path.join(log_dir, f'worker_{self.port}.log')
+    self.log_path = log_path
+    self.cuda_visible_devices = cuda_visible_devices
+    self.start_timeout_seconds = start_timeout_seconds
+    self._process: Optional[subprocess.Popen] = None
+    self._channel: Optional[grpc.Channel] = None
+    self._stub = None
+    self._lock = threading.Lock()
+
+  @property
+  def address(self) -> str:
+    return f'127.0.0.1:{self.port}'
+
+  @property
+  def pid(self) -> Optional[int]:
+    return self._process.pid if self._process is not None else None
+
+  @property
+  def stub(self) -> tff.framework.RemoteExecutorGrpcStub:
+    if self._stub is None:
+      raise WorkerError('The worker has not been started.')
+    return self._stub
+
+  def start(self) -> 'WorkerProcess':
+    """Starts the worker and blocks until it accepts gRPC calls."""
+    if self._process is not None:
+      raise WorkerError(f'Worker on port {self.port} was already started.')
+    args = [
+        worker_binary_path(),
+        f'--port={self.port}',
+        '--max_concurrent_computation_calls='
+        f'{self.max_concurrent_computation_calls}',
+    ]
+    env = dict(os.environ)
+    env[OWNER_ENV_VAR] = str(os.getpid())
+    if self.cuda_visible_devices is not None:
+      env['CUDA_VISIBLE_DEVICES'] = self.cuda_visible_devices
+    log_dir = os.path.dirname(self.log_path)
+    if log_dir:
+      os.makedirs(log_dir, exist_ok=True)
+    parent_pid = os.getpid()
+    with open(self.log_path, 'ab') as log:
+      self._process = subprocess.Popen(
+          args,
+          stdin=subprocess.DEVNULL,
+          stdout=log,
+          stderr=subprocess.STDOUT,
+          env=env,
+          close_fds=True,
+          preexec_fn=lambda: _die_with_parent(parent_pid),
+      )
+    _LIVE_WORKERS.add(self)
+    self._channel = grpc.insecure_channel(self.address, _GRPC_OPTIONS)
+    self._stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
+    deadline = time.monotonic() + self.start_timeout_seconds
+    while not self._stub.is_ready:
+      if self._process.poll() is not None:
+        code = self._process.returncode
+        self.stop()
+        raise WorkerError(
+            f'TFF worker exited with code {code} during start-up; log '
+            f'{self.log_path}:\n{self.log_tail()}'
+        )
+      if time.monotonic() > deadline:
+        self.stop()
+        raise WorkerError(
+            f'TFF worker on {self.address} not ready after '
+            f'{self.start_timeout_seconds:.0f}s; log {self.log_path}:\n'
+            f'{self.log_tail()}'
+        )
+      time.sleep(0.05)
+    return self
+
+  def is_running(self) -> bool:
+    return self._process is not None and self._process.poll() is None
+
+  def check_alive(self) -> None:
+    """Raises `WorkerError` (with the log's tail) if the worker has died."""
+    if self._process is None:
+      raise WorkerError('The worker has not been started.')
+    if self._process.poll() is not None:
+      raise WorkerError(
+          f'TFF worker pid {self._process.pid} on {self.address} exited with '
+          f'code {self._process.returncode}; log {self.log_path}:\n'
+          f'{self.log_tail()}'
+      )
+
+  def log_tail(self, max_lines: int = 20) -> str:
+    try:
+      with open(self.log_path, 'rb') as f:
+        lines = f.read().decode('utf-8', errors='replace').splitlines()
+    except OSError:
+      return '(no log)'
+    return '\n'.join(lines[-max_lines:])
+
+  def stop(self, timeout_seconds: float = 10.0) -> None:
+    """Stops the worker by its pid: SIGTERM, then SIGKILL. Idempotent."""
+    with self._lock:
+      if self._channel is not None:
+        self._channel.close()
+        self._channel = None
+      process = self._process
+      if process is None or process.poll() is not None:
+        _LIVE_WORKERS.discard(self)
+        return
+      process.terminate()
+      try:
+        process.wait(timeout=timeout_seconds)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+      _LIVE_WORKERS.discard(self)
+
+
+@atexit.register
+def _stop_live_workers() -> None:
+  for worker in list(_LIVE_WORKERS):
+    worker.stop()
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextSettings:
+  """Settings of the local C++ execution context.
+
+  Attributes:
+    default_num_clients: Number of clients assumed when a computation's
+      arguments do not determine it (e.g. a `tff.federated_value` at CLIENTS).
+    max_concurrent_computation_calls: Maximum number of concurrent calls of one
+      computation (e.g. client updates trained in parallel) in the worker.
+      Non-positive: no limit. On GPUs, bound it to fit memory.
+    cuda_visible_devices: If set, `CUDA_VISIBLE_DEVICES` for the worker, i.e.
+      the GPUs client computations may use ('' hides all GPUs).
+    log_dir: Directory for the worker log; a fresh temporary one if None.
+  """
+
+  default_num_clients: int = 0
+  max_concurrent_computation_calls: int = -1
+  cuda_visible_devices: Optional[str] = None
+  log_dir: Optional[str] = None
+
+
+class LocalCppContext:
+  """TFF's synchronous C++ execution context on one worker this object owns.
+
+  Use it as a context manager (installs it as the current TFF context and
+  stops the worker on exit, exception or not), or call `install_as_default()`
+  and `close()` yourself. `close()` also runs at interpreter exit.
+  """
+
+  def __init__(self, settings: ContextSettings = ContextSettings()):
+    self.settings = settings
+    log_path = None
+    if settings.log_dir is not None:
+      log_path = os.path.join(settings.log_dir, f'tff_worker_{os.getpid()}.log')
+    self.worker = WorkerProcess(
+        max_concurrent_computation_calls=(
+            settings.max_concurrent_computation_calls
+        ),
+        log_path=log_path,
+        cuda_visible_devices=settings.cuda_visible_devices,
+    ).start()
+    self.tff_context = tff.framework.SyncExecutionContext(
+        executor_fn=tff.framework.ResourceManagingExecutorFactory(
+            self._executor_stack
+        ),
+        compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+        transform_args=tff.tensorflow.transform_args,
+        transform_result=tff.tensorflow.transform_result,
+    )
+    self._install: Optional[contextlib.AbstractContextManager] = None
+
+  def _executor_stack(self, cardinalities):
+    if cardinalities.get(tff.CLIENTS) is None:
+      cardinalities[tff.CLIENTS] = self.settings.default_num_clients
+    self.worker.check_alive()
+    executor = tff.framework.RemoteExecutor(self.worker.stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  def install_as_default(self) -> 'LocalCppContext':
+    """Makes this TFF's default context (until another one is set)."""
+    tff.framework.set_default_context(self.tff_context)
+    return self
+
+  def close(self) -> None:
+    """Stops the worker. Later calls of computations fail with an error."""
+    self.worker.stop()
+
+  def __enter__(self) -> 'LocalCppContext':
+    self._install = tff.framework.get_context_stack().install(self.tff_context)
+    self._install.__enter__()
+    return self
+
+  def __exit__(self, exc_type, exc, tb) -> None:
+    try:
+      if self._install is not None:
+        self._install.__exit__(exc_type, exc, tb)
+        self._install = None
+    finally:
+      self.close()
+
+
+def local_cpp_context(
+    *,
+    default_num_clients: int = 0,
+    max_concurrent_computation_calls: int = -1,
+    cuda_visible_devices: Optional[str] = None,
+    log_dir: Optional[str] = None,
+) -> LocalCppContext:
+  """Starts a worker and returns its context; use it in a `with` statement.
+
+  Args:
+    default_num_clients: See `ContextSettings`.
+    max_concurrent_computation_calls: See `ContextSettings`.
+    cuda_visible_devices: See `ContextSettings`.
+    log_dir: See `ContextSettings`.
+
+  Returns:
+    A `LocalCppContext` whose worker is already running.
+  """
+  return LocalCppContext(
+      ContextSettings(
+          default_num_clients=default_num_clients,
+          max_concurrent_computation_calls=max_concurrent_computation_calls,
+          cuda_visible_devices=cuda_visible_devices,
+          log_dir=log_dir,
+      )
+  )
+
+
+def set_local_cpp_context(**kwargs) -> LocalCppContext:
+  """Starts a worker and installs its context as TFF's default (notebooks).
+
+  Args:
+    **kwargs: The arguments of `local_cpp_context`.
+
+  Returns:
+    The installed `LocalCppContext`; its worker stops at interpreter exit or
+    on `close()`.
+  """
+  return local_cpp_context(**kwargs).install_as_default()
+
+
+def owned_worker_pids() -> list[int]:
+  """Pids of running `worker_binary` processes started by this process."""
+  pids = []
+  me = str(os.getpid())
+  for entry in os.listdir('/proc') if sys.platform.startswith('linux') else []:
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/cmdline', 'rb') as f:
+        cmdline = f.read()
+      if b'worker_binary' not in cmdline.split(b'\0', 1)[0]:
+        continue
+      with open(f'/proc/{entry}/environ', 'rb') as f:
+        environ = f.read().split(b'\0')
+    except OSError:
+      continue
+    if f'{OWNER_ENV_VAR}={me}'.encode() in environ:
+      with open(f'/proc/{entry}/stat', 'rb') as f:
+        state = f.read().rsplit(b')', 1)[-1].split()[0]
+      if state != b'Z':
+        pids.append(int(entry))
+  return pids
