@@ -8,6 +8,7 @@ Subpackages:
 """
 
 from tff_nlp import algorithms
+from tff_nlp import analysis
 from tff_nlp import runtime
 
 __version__ = '0.1.0'

@@ -1,0 +1,223 @@
+"""Reader of the text-classification datasets in `shared/data/text_classification`.
+
+Each dataset is a folder (e.g. `r8/`) holding `train.tsv`, `test.tsv` and
+optionally `dev.tsv`: UTF-8 text, one example per line, `label<TAB>text`
+(see `shared/data/SOURCES.md`). The reader is strict on purpose: federated
+experiments split the data into clients, and a silently skipped or mangled
+line would change every client's data without any trace. Any line that does
+not have exactly the expected shape raises a `ValueError` naming the file, the
+1-based line number and what was expected.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import numpy as np
+
+DATA_DIR_ENV_VAR = 'TFF_NLP_DATA_DIR'
+TEXT_CLASSIFICATION_SUBDIR = 'text_classification'
+TRAIN_SPLIT = 'train'
+DEV_SPLIT = 'dev'
+TEST_SPLIT = 'test'
+SPLIT_SUFFIX = '.tsv'
+
+# The folder holding the `tff_nlp` package, i.e. the repository root in a
+# source checkout; the shared data sits next to the repository.
+_REPO_DIR = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
+_DEFAULT_DATA_DIR = os.path.join(_REPO_DIR, os.pardir, 'shared', 'data')
+
+
+def find_data_dir(data_dir: Optional[str] = None) -> str:
+  """Returns the `shared/data` folder: the argument, env var, or default.
+
+  Args:
+    data_dir: The folder holding `text_classification/` (the `shared/data`
+      folder). If None, the environment variable `TFF_NLP_DATA_DIR` is used,
+      else `<repository>/../shared/data`.
+
+  Returns:
+    The normalised path of an existing directory.
+
+  Raises:
+    ValueError: If the chosen folder does not exist, saying where the path
+      came from and how to set another one.
+  """
+  if data_dir is not None:
+    source = 'the data_dir argument'
+  elif os.environ.get(DATA_DIR_ENV_VAR):
+    data_dir = os.environ[DATA_DIR_ENV_VAR]
+    source = f'the environment variable {DATA_DIR_ENV_VAR}'
+  else:
+    data_dir = _DEFAULT_DATA_DIR
+    source = 'the default location next to the repository'
+  data_dir = os.path.normpath(data_dir)
+  if not os.path.isdir(data_dir):
+    raise ValueError(
+        f'Data directory {data_dir!r} (from {source}) does not exist. Pass '
+        f'the `shared/data` folder as data_dir (--data_dir) or set '
+        f'{DATA_DIR_ENV_VAR}.'
+    )
+  return data_dir
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """The examples of one split, in file order.
+
+  Attributes:
+    texts: The example texts.
+    labels: int32 array of label ids, indices into the dataset's
+      `label_names`.
+  """
+
+  texts: tuple[str, ...]
+  labels: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.texts)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextClassificationData:
+  """A text-classification dataset with its label vocabulary.
+
+  Attributes:
+    name: The dataset's folder name, e.g. 'r8'.
+    label_names: The sorted labels of the training split; label id i is
+      `label_names[i]`.
+    train: The training split.
+    test: The test split.
+    dev: The development split, or None if the dataset has none.
+  """
+
+  name: str
+  label_names: tuple[str, ...]
+  train: Split
+  test: Split
+  dev: Optional[Split]
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.label_names)
+
+
+def read_tsv(path: str) -> tuple[list[str], list[str]]:
+  """Reads a `label<TAB>text` file.
+
+  A trailing CR of a line (Windows line endings) and a UTF-8 byte-order mark
+  at the start of the file are ignored; labels and texts are otherwise kept
+  exactly as written.
+
+  Args:
+    path: The file to read.
+
+  Returns:
+    `(labels, texts)`, two lists of equal length in file order.
+
+  Raises:
+    ValueError: If the file is missing or empty, or a line is not valid
+      UTF-8, does not hold exactly one TAB, or has an empty (or whitespace
+      only) label or text. The message names the file and the 1-based line.
+  """
+  try:
+    with open(path, 'rb') as f:
+      content = f.read()
+  except FileNotFoundError:
+    raise ValueError(f'{path}: file not found.') from None
+  if not content:
+    raise ValueError(f'{path}: empty file; expected lines "label<TAB>text".')
+  lines = content.split(b'\n')
+  if content.endswith(b'\n'):
+    lines.pop()  # The empty string after the final newline is not a line.
+  labels, texts = [], []
+  for line_number, raw_line in enumerate(lines, start=1):
+    where = f'{path}:{line_number}'
+    if raw_line.endswith(b'\r'):
+      raw_line = raw_line[:-1]
+    if line_number == 1 and raw_line.startswith(b'\xef\xbb\xbf'):
+      raw_line = raw_line[3:]  # A BOM would otherwise join the first label.
+    try:
+      line = raw_line.decode('utf-8')
+    except UnicodeDecodeError as e:
+      raise ValueError(
+          f'{where}: not valid UTF-8 (byte {e.start + 1} of the line is '
+          f'{raw_line[e.start:e.start + 1]!r}); expected UTF-8 text.'
+      ) from None
+    num_tabs = line.count('\t')
+    if num_tabs != 1:
+      raise ValueError(
+          f'{where}: expected "label<TAB>text" with exactly one TAB, found '
+          f'{num_tabs}: {line[:80]!r}.'
+      )
+    label, text = line.split('\t')
+    if not label.strip():
+      raise ValueError(f'{where}: empty label; expected "label<TAB>text".')
+    if not text.strip():
+      raise ValueError(f'{where}: empty text; expected "label<TAB>text".')
+    labels.append(label)
+    texts.append(text)
+  return labels, texts
+
+
+def _to_split(
+    path: str, labels: list[str], texts: list[str], label_ids: dict[str, int]
+) -> Split:
+  ids = np.empty(len(labels), np.int32)
+  for i, label in enumerate(labels):
+    if label not in label_ids:
+      raise ValueError(
+          f'{path}:{i + 1}: label {label!r} does not occur in the training '
+          f'split; expected one of {sorted(label_ids)}.'
+      )
+    ids[i] = label_ids[label]
+  return Split(texts=tuple(texts), labels=ids)
+
+
+def load_dataset(
+    name: str, data_dir: Optional[str] = None
+) -> TextClassificationData:
+  """Loads `<data_dir>/text_classification/<name>/{train,dev,test}.tsv`.
+
+  Args:
+    name: The dataset folder, e.g. 'r8', 'tmn', 'trec6'.
+    data_dir: The `shared/data` folder; see `find_data_dir`.
+
+  Returns:
+    A `TextClassificationData` whose label ids follow the sorted training
+    labels.
+
+  Raises:
+    ValueError: If the dataset folder, `train.tsv` or `test.tsv` is missing, a
+      file is malformed (see `read_tsv`), or a dev/test label does not occur
+      in training.
+  """
+  dataset_dir = os.path.join(
+      find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR, name
+  )
+  if not os.path.isdir(dataset_dir):
+    parent = os.path.dirname(dataset_dir)
+    available = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
+    raise ValueError(
+        f'Dataset folder {dataset_dir!r} not found; datasets in {parent!r}: '
+        f'{available}.'
+    )
+
+  def path_of(split):
+    return os.path.join(dataset_dir, split + SPLIT_SUFFIX)
+
+  train_labels, train_texts = read_tsv(path_of(TRAIN_SPLIT))
+  label_names = tuple(sorted(set(train_labels)))
+  label_ids = {label: i for i, label in enumerate(label_names)}
+  train = _to_split(path_of(TRAIN_SPLIT), train_labels, train_texts, label_ids)
+  test = _to_split(path_of(TEST_SPLIT), *read_tsv(path_of(TEST_SPLIT)),
+                   label_ids)
+  dev = None
+  if os.path.exists(path_of(DEV_SPLIT)):
+    dev = _to_split(path_of(DEV_SPLIT), *read_tsv(path_of(DEV_SPLIT)),
+                    label_ids)
+  return TextClassificationData(
+      name=name, label_names=label_names, train=train, test=test, dev=dev
+  )
