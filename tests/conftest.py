@@ -10,9 +10,15 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+from absl import flags  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 
 from tff_nlp import runtime  # pylint: disable=g-import-not-at-top
+
+
+# Under pytest no absl app parses flags; tests read their defaults or set
+# them with flagsaver.
+flags.FLAGS.mark_as_parsed()
 
 
 @pytest.fixture(scope='session', autouse=True)
