@@ -1,4 +1,4 @@
-"""Reader of the text-classification datasets in `shared/data/text_classification`.
+"""Reader of the text-classification datasets in `shared/data`.
 
 Each dataset is a folder (e.g. `r8/`) holding `train.tsv`, `test.tsv` and
 optionally `dev.tsv`: UTF-8 text, one example per line, `label<TAB>text`

@@ -15,8 +15,9 @@ fastText-style classifier of `tff_nlp.models` on a dataset of
     test examples pooled.
 """
 
+from collections.abc import Sequence
 import dataclasses
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -41,7 +42,7 @@ class ClientDataConfig:
 
   dataset: str = 'r8'
   num_clients: int = 8
-  dirichlet_alpha: float = 0.5
+  dirichlet_alpha: float = 0.3
   min_train_examples: int = 50
   vocab_size: int = 10000
   max_length: int = 128
@@ -154,7 +155,10 @@ def prepare_clients(
 
 
 def train_dataset(
-    client: ClientExamples, *, batch_size: int, shuffle_seed: Optional[int]
+    client: ClientExamples,
+    *,
+    batch_size: int,
+    shuffle_seed: Optional[Union[int, Sequence[int]]],
 ) -> tf.data.Dataset:
   """One pass over a client's training examples in batches.
 
@@ -166,7 +170,9 @@ def train_dataset(
   Args:
     client: The client's examples.
     batch_size: Examples per batch (the last batch may be smaller).
-    shuffle_seed: Seed of the example order; None keeps the stored order.
+    shuffle_seed: Seed of the example order (an int or a sequence of ints,
+      e.g. `(seed, round, client)`, as `np.random.default_rng` takes); None
+      keeps the stored order.
 
   Returns:
     A dataset of `(token_ids int32 [B, L], labels int32 [B])` batches.

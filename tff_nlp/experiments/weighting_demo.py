@@ -19,18 +19,22 @@ It stands in for the text-to-SQL pipeline of the paper and is the job run by
 """
 
 import collections
+from collections.abc import Sequence
 import dataclasses
 import json
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from absl import logging
 from matplotlib import figure
+from matplotlib import ticker
+from matplotlib.backends import backend_agg
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import algorithms
+from tff_nlp import data
 from tff_nlp import models
 from tff_nlp.experiments import federated_text
 
@@ -62,7 +66,7 @@ class TrainingConfig:
   """
 
   algorithm: str = 'fedavg'
-  rounds: int = 15
+  rounds: int = 20
   local_epochs: int = 2
   batch_size: int = 16
   client_optimizer: str = 'sgd'
@@ -105,28 +109,27 @@ def _to_python(structure):
 
 
 def train_with_weighting(
-    clients: federated_text.FederatedTextClassification,
+    task: federated_text.FederatedTextClassification,
     *,
     weighting: str,
     training: TrainingConfig,
     seed: int,
-) -> tuple[tff.learning.models.ModelWeights, WeightingResult]:
+) -> WeightingResult:
   """Trains the classifier on all clients with one weighting.
 
   Executes TFF computations in the current context (e.g. inside `with
   tff_nlp.runtime.local_cpp_context():`).
 
   Args:
-    clients: The federated data.
+    task: The clients' data.
     weighting: The client weighting mechanism.
     training: The training configuration.
     seed: Seed of the initial model and the clients' example order.
 
   Returns:
-    `(final_model_weights, result)`; `result.accuracies` is that of the
-    final model.
+    The `WeightingResult`, with the accuracies of the final global model.
   """
-  spec = clients.model_spec(embedding_dim=training.embedding_dim, seed=seed)
+  spec = task.model_spec(embedding_dim=training.embedding_dim, seed=seed)
   process = algorithms.build_fl_process(
       models.build_model_fn(spec),
       algorithm=training.algorithm,
@@ -140,7 +143,7 @@ def train_with_weighting(
   state = process.initialize()
   round_metrics = []
   stat_keys = algorithms.CLIENT_STAT_KEYS + ('weight',)
-  client_outputs = {k: [[] for _ in clients.clients] for k in stat_keys}
+  client_outputs = {k: [[] for _ in task.clients] for k in stat_keys}
   for round_num in range(1, training.rounds + 1):
     client_data = [
         algorithms.with_client_config(
@@ -153,7 +156,7 @@ def train_with_weighting(
             learning_rate=training.client_learning_rate,
             num_epochs=training.local_epochs,
         )
-        for client_id, client in enumerate(clients.clients)
+        for client_id, client in enumerate(task.clients)
     ]
     result = process.next_with_client_outputs(state, client_data)
     state = result['output'].state
@@ -169,24 +172,14 @@ def train_with_weighting(
         metrics['client_work']['train']['sparse_categorical_accuracy'],
         metrics['client_work']['weighting']['weight_std'],
     )
-  model_weights = process.get_model_weights(state)
-  return model_weights, WeightingResult(
+  keras_model = models.build_keras_model(spec)
+  process.get_model_weights(state).assign_weights_to(keras_model)
+  return WeightingResult(
       weighting=weighting,
-      accuracies=evaluate_weights(model_weights, clients, spec),
+      accuracies=federated_text.evaluate(keras_model, task.clients),
       round_metrics=round_metrics,
       client_outputs=client_outputs,
   )
-
-
-def evaluate_weights(
-    model_weights: tff.learning.models.ModelWeights,
-    clients: federated_text.FederatedTextClassification,
-    spec: models.TextClassifierSpec,
-) -> federated_text.Accuracies:
-  """Accuracies of the classifier with `model_weights` on every client."""
-  keras_model = models.build_keras_model(spec)
-  model_weights.assign_weights_to(keras_model)
-  return federated_text.evaluate(keras_model, clients.clients)
 
 
 def _accuracies_json(accuracies: federated_text.Accuracies) -> dict[str, Any]:
@@ -243,10 +236,11 @@ def plot_training_loss(
   """
   ncols = min(2, len(results))
   nrows = -(-len(results) // ncols)
-  # A bare Figure renders with Agg on savefig and leaves pyplot's global
-  # backend alone.
+  # An Agg canvas of our own, not pyplot: no global backend is chosen or
+  # changed, and no display is needed.
   fig = figure.Figure(figsize=(5.5 * ncols, 3.8 * nrows), layout='constrained')
-  axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+  backend_agg.FigureCanvasAgg(fig)
+  axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
   for ax, result in zip(axes.flat, results):
     for client_id, losses in enumerate(
         result.client_outputs['mean_batch_loss']
@@ -261,6 +255,7 @@ def plot_training_loss(
         f'{result.weighting}: MacroAvg {_percent(result.accuracies.macro)}%'
     )
     ax.set_xlabel('round')
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_ylabel('mean training loss')
     ax.grid(alpha=0.3)
   for ax in axes.flat[len(results):]:
@@ -288,7 +283,8 @@ def run_weighting_demo(
 
   Executes TFF computations in the current context (e.g. inside `with
   tff_nlp.runtime.local_cpp_context():`). Writes to `output_dir`
-  `config.json` (the arguments and the clients' sizes and label counts),
+  `config.json` (the arguments, the data folder used and the clients' sizes
+  and label counts),
   `results.json` (per weighting: accuracies, per-round metrics, per-client
   statistics of every round), `results.md` (the accuracy table, also printed
   to stdout) and `training_loss.png`.
@@ -315,11 +311,12 @@ def run_weighting_demo(
         f'weightings must be distinct names from {list(WEIGHTINGS)}, got '
         f'{list(weightings)}.'
     )
-  clients = federated_text.prepare_clients(
+  data_dir = data.find_data_dir(data_dir)
+  task = federated_text.prepare_clients(
       client_data, data_dir=data_dir, seed=seed
   )
-  train_sizes = [c.num_train for c in clients.clients]
-  num_classes = len(clients.label_names)
+  train_sizes = [c.num_train for c in task.clients]
+  num_classes = len(task.label_names)
   os.makedirs(output_dir, exist_ok=True)
   _write_json(
       os.path.join(output_dir, CONFIG_FILE),
@@ -329,8 +326,8 @@ def run_weighting_demo(
           weightings=list(weightings),
           client_data=dataclasses.asdict(client_data),
           training=dataclasses.asdict(training),
-          label_names=list(clients.label_names),
-          vocabulary_size=clients.vocabulary.size,
+          label_names=list(task.label_names),
+          vocabulary_size=task.vocabulary.size,
           clients=[
               collections.OrderedDict(
                   train_examples=c.num_train,
@@ -340,7 +337,7 @@ def run_weighting_demo(
                   test_label_counts=np.bincount(
                       c.test_y, minlength=num_classes).tolist(),
               )
-              for c in clients.clients
+              for c in task.clients
           ],
           versions=collections.OrderedDict(
               tensorflow=tf.__version__,
@@ -350,20 +347,16 @@ def run_weighting_demo(
       ),
   )
   logging.info('%s clients: train sizes %s, test sizes %s', client_data.dataset,
-               train_sizes, [c.num_test for c in clients.clients])
+               train_sizes, [c.num_test for c in task.clients])
 
-  initial = evaluate_weights(
-      tff.learning.models.ModelWeights.from_model(
-          models.build_keras_model(
-              clients.model_spec(embedding_dim=training.embedding_dim,
-                                 seed=seed))),
-      clients,
-      clients.model_spec(embedding_dim=training.embedding_dim, seed=seed),
+  spec = task.model_spec(embedding_dim=training.embedding_dim, seed=seed)
+  initial = federated_text.evaluate(
+      models.build_keras_model(spec), task.clients
   )
   results = []
   for weighting in weightings:
-    _, result = train_with_weighting(
-        clients, weighting=weighting, training=training, seed=seed
+    result = train_with_weighting(
+        task, weighting=weighting, training=training, seed=seed
     )
     results.append(result)
     logging.info('%s: MacroAvg %.4f, MicroAvg %.4f', weighting,

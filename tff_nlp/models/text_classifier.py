@@ -99,8 +99,8 @@ def build_model_fn(
   Returns:
     A no-arg callable that builds a new Keras model (same initial weights on
     every call) and wraps it with `tff.learning.models.from_keras_model`,
-    with sparse categorical cross-entropy loss and accuracy metric, taking
-    batches as described by `input_spec`.
+    with sparse categorical cross-entropy loss, accuracy, example and batch
+    counts as metrics, taking batches as described by `input_spec`.
   """
 
   def model_fn() -> tff.learning.models.VariableModel:
@@ -108,7 +108,13 @@ def build_model_fn(
         build_keras_model(spec),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(),
         input_spec=input_spec(spec.max_length),
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()],
+        # Listing TFF's counters ourselves keeps from_keras_model from adding
+        # (and logging about) them on every model_fn call.
+        metrics=[
+            tf.keras.metrics.SparseCategoricalAccuracy(),
+            tff.learning.metrics.NumExamplesCounter(),
+            tff.learning.metrics.NumBatchesCounter(),
+        ],
     )
 
   return model_fn

@@ -1,0 +1,190 @@
+"""Tests of the strict `label<TAB>text` reader and the data-dir lookup."""
+
+import os
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+
+from tff_nlp import data
+from tff_nlp.data import text_classification
+
+
+def _write(directory: str, name: str, content: bytes) -> str:
+  path = os.path.join(directory, name)
+  with open(path, 'wb') as f:
+    f.write(content)
+  return path
+
+
+def _make_dataset(root: str, name: str, splits: dict[str, bytes]) -> str:
+  """Writes `<root>/text_classification/<name>/<split>.tsv`; returns root."""
+  folder = os.path.join(root, 'text_classification', name)
+  os.makedirs(folder)
+  for split, content in splits.items():
+    _write(folder, split + '.tsv', content)
+  return root
+
+
+class ReadTsvTest(parameterized.TestCase):
+
+  def test_reads_labels_and_texts_in_order(self):
+    path = _write(
+        self.create_tempdir().full_path,
+        'train.tsv',
+        'earn\tprofit up\r\nacq\tbuys  Café\nearn\tx\n'.encode('utf-8'),
+    )
+    labels, texts = data.read_tsv(path)
+    self.assertEqual(labels, ['earn', 'acq', 'earn'])
+    # CRLF's CR is dropped; inner spaces and case are kept as written.
+    self.assertEqual(texts, ['profit up', 'buys  Café', 'x'])
+
+  def test_last_line_without_newline_and_bom(self):
+    path = _write(self.create_tempdir().full_path, 'a.tsv',
+                  b'\xef\xbb\xbfa\tone\nb\ttwo')
+    self.assertEqual(data.read_tsv(path), (['a', 'b'], ['one', 'two']))
+
+  @parameterized.named_parameters(
+      ('missing_tab', b'a\tok\nno tab here\n', 2, 'exactly one TAB, found 0'),
+      ('two_tabs', b'a\tok\nb\tx\ty\n', 2, 'exactly one TAB, found 2'),
+      ('blank_line', b'a\tok\n\nb\tok\n', 2, 'exactly one TAB, found 0'),
+      ('trailing_blank_line', b'a\tok\n\n', 2, 'exactly one TAB, found 0'),
+      ('empty_label', b'a\tok\n\ttext\n', 2, 'empty label'),
+      ('blank_label', b'  \ttext\n', 1, 'empty label'),
+      ('empty_text', b'a\tok\nb\tok\nc\t\n', 3, 'empty text'),
+      ('whitespace_text', b'a\t   \n', 1, 'empty text'),
+      ('non_utf8', b'a\tok\nb\tcaf\xe9\n', 2, 'not valid UTF-8 (byte 6'),
+      ('truncated_utf8', b'a\t\xc3\n', 1, 'not valid UTF-8'),
+  )
+  def test_bad_line_names_file_and_line(self, content, line, expected):
+    path = _write(self.create_tempdir().full_path, 'bad.tsv', content)
+    with self.assertRaisesRegex(ValueError, 'bad.tsv') as cm:
+      data.read_tsv(path)
+    message = str(cm.exception)
+    self.assertIn(f'{path}:{line}:', message)
+    self.assertIn(expected, message)
+
+  def test_empty_file(self):
+    path = _write(self.create_tempdir().full_path, 'empty.tsv', b'')
+    with self.assertRaisesRegex(ValueError, r'empty\.tsv: empty file'):
+      data.read_tsv(path)
+
+  def test_missing_file(self):
+    path = os.path.join(self.create_tempdir().full_path, 'nope.tsv')
+    with self.assertRaisesRegex(ValueError, r'nope\.tsv: file not found'):
+      data.read_tsv(path)
+
+
+class LoadDatasetTest(parameterized.TestCase):
+
+  def test_label_ids_follow_sorted_training_labels(self):
+    root = _make_dataset(
+        self.create_tempdir().full_path, 'toy', {
+            'train': b'zeta\ta\nalpha\tb\nmid\tc\nalpha\td\n',
+            'test': b'mid\te\nzeta\tf\n',
+            'dev': b'alpha\tg\n',
+        })
+    dataset = data.load_dataset('toy', root)
+    self.assertEqual(dataset.name, 'toy')
+    self.assertEqual(dataset.label_names, ('alpha', 'mid', 'zeta'))
+    self.assertEqual(dataset.num_classes, 3)
+    self.assertEqual(dataset.train.texts, ('a', 'b', 'c', 'd'))
+    np.testing.assert_array_equal(dataset.train.labels, [2, 0, 1, 0])
+    self.assertEqual(dataset.train.labels.dtype, np.int32)
+    np.testing.assert_array_equal(dataset.test.labels, [1, 2])
+    self.assertEqual(dataset.test.texts, ('e', 'f'))
+    np.testing.assert_array_equal(dataset.dev.labels, [0])
+    self.assertLen(dataset.dev, 1)
+
+  def test_dev_is_optional(self):
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', {
+        'train': b'a\tx\n', 'test': b'a\ty\n'})
+    self.assertIsNone(data.load_dataset('toy', root).dev)
+
+  @parameterized.named_parameters(
+      ('train', 'train', {'test': b'a\ty\n'}),
+      ('test', 'test', {'train': b'a\tx\n'}),
+  )
+  def test_missing_split_file(self, missing, splits):
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', splits)
+    with self.assertRaisesRegex(
+        ValueError, rf'toy/{missing}\.tsv: file not found'):
+      data.load_dataset('toy', root)
+
+  @parameterized.named_parameters(('test', 'test'), ('dev', 'dev'))
+  def test_label_unseen_in_training(self, split):
+    splits = {'train': b'a\tx\nb\tx\n', 'test': b'a\ty\n'}
+    splits[split] = b'a\ty\nb\ty\nc\ty\n'
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', splits)
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"toy/{split}\.tsv:3: label 'c' does not occur in the training"):
+      data.load_dataset('toy', root)
+
+  def test_error_in_test_split_names_it(self):
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', {
+        'train': b'a\tx\n', 'test': b'a\ty\na y\n'})
+    with self.assertRaisesRegex(ValueError, r'toy/test\.tsv:2: expected'):
+      data.load_dataset('toy', root)
+
+  def test_missing_dataset_lists_available(self):
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', {
+        'train': b'a\tx\n', 'test': b'a\ty\n'})
+    with self.assertRaisesRegex(ValueError, r"not found.*\['toy'\]"):
+      data.load_dataset('r9', root)
+
+  def test_real_r8_matches_its_documentation(self):
+    # shared/data/SOURCES.md: "train 5,485 / test 2,189. 8 labels: acq, crude,
+    # earn, grain, interest, money-fx, ship, trade."
+    r8 = data.load_dataset('r8')
+    self.assertLen(r8.train, 5485)
+    self.assertLen(r8.test, 2189)
+    self.assertIsNone(r8.dev)
+    self.assertEqual(r8.label_names, ('acq', 'crude', 'earn', 'grain',
+                                      'interest', 'money-fx', 'ship',
+                                      'trade'))
+    # `cut -f1 train.tsv | sort | uniq -c`: acq 1596, earn 2840, grain 41.
+    counts = np.bincount(r8.train.labels)
+    self.assertEqual((counts[0], counts[2], counts[3]), (1596, 2840, 41))
+
+
+class FindDataDirTest(absltest.TestCase):
+
+  def test_argument_wins(self):
+    explicit = self.create_tempdir().full_path
+    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: '/nonexistent'}):
+      self.assertEqual(data.find_data_dir(explicit + '/'), explicit)
+
+  def test_environment_variable_then_default(self):
+    from_env = self.create_tempdir().full_path
+    default = self.create_tempdir().full_path
+    with mock.patch.object(text_classification, '_DEFAULT_DATA_DIR', default):
+      with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: from_env}):
+        self.assertEqual(data.find_data_dir(), from_env)
+      with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: ''}):
+        self.assertEqual(data.find_data_dir(), default)
+
+  def test_default_is_next_to_the_repository(self):
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    self.assertEqual(
+        os.path.normpath(text_classification._DEFAULT_DATA_DIR),
+        os.path.join(os.path.dirname(repo), 'shared', 'data'),
+    )
+
+  def test_missing_directory_says_where_it_came_from(self):
+    missing = os.path.join(self.create_tempdir().full_path, 'none')
+    with self.assertRaisesRegex(ValueError, 'from the data_dir argument'):
+      data.find_data_dir(missing)
+    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: missing}):
+      with self.assertRaisesRegex(ValueError, 'TFF_NLP_DATA_DIR'):
+        data.find_data_dir()
+    with mock.patch.object(text_classification, '_DEFAULT_DATA_DIR', missing):
+      with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: ''}):
+        with self.assertRaisesRegex(ValueError, 'default location'):
+          data.find_data_dir()
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,157 @@
+"""Tests of the federated text set-up: clients, batches, accuracy."""
+
+import os
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_nlp import models
+from tff_nlp.experiments import federated_text
+
+# Labels a, b; 'rare' occurs only in test, so it must encode as OOV.
+_TRAIN = ''.join(
+    f'{"a" if i % 3 else "b"}\tword{i % 4} common text {i}\n'
+    for i in range(30)
+)
+_TEST = ''.join(
+    f'{"a" if i % 2 else "b"}\tword{i % 4} rare\n' for i in range(12)
+)
+
+
+def _client(n_train, n_test=2, length=3):
+  return federated_text.ClientExamples(
+      train_x=np.arange(n_train * length, dtype=np.int32).reshape(
+          n_train, length),
+      train_y=np.arange(n_train, dtype=np.int32),
+      test_x=np.zeros((n_test, length), np.int32),
+      test_y=np.zeros(n_test, np.int32),
+  )
+
+
+class AccuraciesTest(tf.test.TestCase):
+
+  def test_macro_and_micro_averages(self):
+    accuracies = federated_text.Accuracies(correct=(1, 9, 0),
+                                           totals=(2, 10, 3))
+    self.assertAllClose(accuracies.per_client, [0.5, 0.9, 0.0])
+    # MacroAvg = (0.5 + 0.9 + 0) / 3; MicroAvg = (1 + 9 + 0) / 15.
+    self.assertAlmostEqual(accuracies.macro, 1.4 / 3)
+    self.assertAlmostEqual(accuracies.micro, 10 / 15)
+
+  def test_evaluate_counts_correct_argmax_per_client(self):
+    # Predicts the class given by the first token id.
+    keras_model = tf.keras.Sequential(
+        [tf.keras.layers.Lambda(lambda x: tf.one_hot(x[:, 0], 3))])
+    clients = (
+        federated_text.ClientExamples(
+            train_x=np.zeros((1, 2), np.int32),
+            train_y=np.zeros(1, np.int32),
+            test_x=np.array([[0, 5], [2, 5], [1, 0], [2, 2]], np.int32),
+            test_y=np.array([0, 1, 1, 2], np.int32),  # right: 1st, 3rd, 4th
+        ),
+        federated_text.ClientExamples(
+            train_x=np.zeros((1, 2), np.int32),
+            train_y=np.zeros(1, np.int32),
+            test_x=np.array([[1, 1]], np.int32),
+            test_y=np.array([0], np.int32),  # wrong
+        ),
+    )
+    accuracies = federated_text.evaluate(keras_model, clients, batch_size=3)
+    self.assertEqual(accuracies.correct, (3, 0))
+    self.assertEqual(accuracies.totals, (4, 1))
+
+
+class TrainDatasetTest(tf.test.TestCase, parameterized.TestCase):
+
+  def _batches(self, client, **kwargs):
+    dataset = federated_text.train_dataset(client, **kwargs)
+    return [(x.numpy(), y.numpy()) for x, y in dataset]
+
+  def test_element_spec_matches_the_model_input_spec(self):
+    dataset = federated_text.train_dataset(_client(5), batch_size=2,
+                                           shuffle_seed=None)
+    self.assertEqual(dataset.element_spec, models.input_spec(3))
+
+  @parameterized.named_parameters(
+      ('even', 6, 3, [3, 3]),
+      ('remainder', 7, 3, [3, 3, 1]),
+      ('one_batch', 2, 16, [2]),
+  )
+  def test_batch_sizes(self, n, batch_size, sizes):
+    batches = self._batches(_client(n), batch_size=batch_size,
+                            shuffle_seed=None)
+    self.assertEqual([len(y) for _, y in batches], sizes)
+
+  def test_unshuffled_keeps_order(self):
+    client = _client(5)
+    x = np.concatenate([b[0] for b in self._batches(
+        client, batch_size=2, shuffle_seed=None)])
+    self.assertAllEqual(x, client.train_x)
+
+  def test_shuffle_is_a_seeded_permutation_of_rows(self):
+    client = _client(20)
+
+    def order(seed):
+      batches = self._batches(client, batch_size=8, shuffle_seed=seed)
+      x = np.concatenate([b[0] for b in batches])
+      y = np.concatenate([b[1] for b in batches])
+      # Rows stay whole: row y of train_x is [3y, 3y + 1, 3y + 2].
+      self.assertAllEqual(x, client.train_x[y])
+      return y
+
+    first = order((0, 1, 2))
+    self.assertAllEqual(np.sort(first), np.arange(20))
+    self.assertAllEqual(first, order((0, 1, 2)))
+    self.assertNotAllEqual(first, order((0, 2, 2)))
+    self.assertAllEqual(first, np.random.default_rng((0, 1, 2)).permutation(20))
+
+
+class PrepareClientsTest(tf.test.TestCase):
+
+  def test_clients_hold_their_partition_encoded(self):
+    root = self.create_tempdir().full_path
+    folder = os.path.join(root, 'text_classification', 'toy')
+    os.makedirs(folder)
+    for name, content in (('train', _TRAIN), ('test', _TEST)):
+      with open(os.path.join(folder, name + '.tsv'), 'w') as f:
+        f.write(content)
+    config = federated_text.ClientDataConfig(
+        dataset='toy', num_clients=3, dirichlet_alpha=1.0,
+        min_train_examples=3, vocab_size=6, max_length=4)
+    prepared = federated_text.prepare_clients(config, data_dir=root, seed=5)
+    again = federated_text.prepare_clients(config, data_dir=root, seed=5)
+
+    self.assertEqual(prepared.label_names, ('a', 'b'))
+    # Train counts: common 30, text 30, word0..3 8/8/7/7 -> top 4 words
+    # ranked (count, then alphabetically): common, text, word0, word1.
+    self.assertEqual(prepared.vocabulary.words,
+                     ('common', 'text', 'word0', 'word1'))
+    self.assertLen(prepared.clients, 3)
+    spec = prepared.model_spec(embedding_dim=8, seed=1)
+    self.assertEqual(spec, models.TextClassifierSpec(
+        vocab_size=6, num_classes=2, max_length=4, embedding_dim=8, seed=1))
+
+    train_lines = [l.split('\t') for l in _TRAIN.splitlines()]
+    test_lines = [l.split('\t') for l in _TEST.splitlines()]
+    label_id = {'a': 0, 'b': 1}
+    for client, client_again, train_indices, test_indices in zip(
+        prepared.clients, again.clients, prepared.partition.train_indices,
+        prepared.partition.test_indices):
+      self.assertGreaterEqual(client.num_train, 3)
+      self.assertAllEqual(client.train_x, client_again.train_x)
+      for row, i in enumerate(train_indices):
+        label, text = train_lines[i]
+        self.assertEqual(client.train_y[row], label_id[label])
+        # "word<k> common text <i>": word0/word1 known, <i> never is.
+        word_id = {'word0': 4, 'word1': 5}.get(text.split()[0], 1)
+        self.assertAllEqual(client.train_x[row], [word_id, 2, 3, 1])
+      for row, i in enumerate(test_indices):
+        label, text = test_lines[i]
+        self.assertEqual(client.test_y[row], label_id[label])
+        word_id = {'word0': 4, 'word1': 5}.get(text.split()[0], 1)
+        self.assertAllEqual(client.test_x[row], [word_id, 1, 0, 0])
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,173 @@
+"""Tests of the weighting demo: its report, and an end-to-end run on r8."""
+
+import json
+import os
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_nlp import data
+from tff_nlp import runtime
+from tff_nlp.experiments import federated_text
+from tff_nlp.experiments import weighting_demo
+
+_TINY_DATA = federated_text.ClientDataConfig(
+    dataset='r8', num_clients=2, dirichlet_alpha=0.5, min_train_examples=50,
+    vocab_size=500, max_length=16)
+_TINY_TRAINING = weighting_demo.TrainingConfig(
+    rounds=2, local_epochs=1, batch_size=256, client_learning_rate=1.0,
+    embedding_dim=8)
+
+
+def _table_rows(markdown: str) -> dict[str, list[str]]:
+  """The cells of each row of the Markdown table, keyed by the first cell."""
+  rows = {}
+  for line in markdown.splitlines():
+    if line.startswith('| ') and not line.startswith('|---'):
+      cells = [c.strip() for c in line.strip('|').split('|')]
+      rows[cells[0]] = cells[1:]
+  return rows
+
+
+class ResultsTableTest(tf.test.TestCase):
+
+  def test_table_layout_and_percentages(self):
+    result = weighting_demo.WeightingResult(
+        weighting='lorar',
+        accuracies=federated_text.Accuracies(correct=(1, 2), totals=(3, 4)),
+        round_metrics=[],
+        client_outputs={},
+    )
+    # 1/3 = 33.33%, 2/4 = 50%; MacroAvg 41.67%, MicroAvg 3/7 = 42.86%.
+    self.assertEqual(
+        weighting_demo.results_table([result], train_sizes=[30, 7]),
+        '| Weighting | C1 (30) | C2 (7) | MacroAvg | MicroAvg |\n'
+        '|---|---:|---:|---:|---:|\n'
+        '| lorar | 33.33 | 50.00 | 41.67 | 42.86 |')
+
+
+class ArgumentsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('rounds', dict(rounds=0), 'rounds must be positive'),
+      ('local_epochs', dict(local_epochs=0), 'local_epochs must be positive'),
+      ('batch_size', dict(batch_size=-1), 'batch_size must be positive'),
+      ('optimizer', dict(client_optimizer='lamb'),
+       r"Unknown client_optimizer 'lamb'; expected one of \['adam', 'sgd'\]"),
+  )
+  def test_bad_training_config(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      weighting_demo.TrainingConfig(**kwargs)
+
+  @parameterized.named_parameters(
+      ('unknown', ['lorar', 'lora']),
+      ('repeated', ['uniform', 'uniform']),
+      ('none', []),
+  )
+  def test_bad_weightings_fail_before_any_work(self, weightings):
+    output_dir = os.path.join(self.create_tempdir().full_path, 'out')
+    with self.assertRaisesRegex(ValueError, 'weightings must be distinct'):
+      weighting_demo.run_weighting_demo(
+          data_dir='/nonexistent', output_dir=output_dir,
+          client_data=_TINY_DATA, training=_TINY_TRAINING,
+          weightings=weightings, seed=0)
+    self.assertFalse(os.path.exists(output_dir))
+
+
+class WeightingDemoExecutionTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.enter_context(runtime.local_cpp_context())
+
+  def _run(self, weightings):
+    output_dir = self.create_tempdir().full_path
+    results = weighting_demo.run_weighting_demo(
+        data_dir=None, output_dir=output_dir, client_data=_TINY_DATA,
+        training=_TINY_TRAINING, weightings=weightings, seed=3)
+    return output_dir, results
+
+  def test_real_r8_reports_are_consistent_and_reproducible(self):
+    output_dir, results = self._run(weighting_demo.WEIGHTINGS)
+    self.assertEqual([r.weighting for r in results],
+                     list(weighting_demo.WEIGHTINGS))
+    for name in ('config.json', 'results.json', 'results.md',
+                 'training_loss.png'):
+      self.assertTrue(os.path.isfile(os.path.join(output_dir, name)), name)
+    with open(os.path.join(output_dir, 'training_loss.png'), 'rb') as f:
+      self.assertEqual(f.read(8), b'\x89PNG\r\n\x1a\n')
+    with open(os.path.join(output_dir, 'config.json')) as f:
+      config = json.load(f)
+    with open(os.path.join(output_dir, 'results.json')) as f:
+      report = json.load(f)
+    with open(os.path.join(output_dir, 'results.md')) as f:
+      markdown = f.read()
+    rows = _table_rows(markdown)
+
+    clients = config['clients']
+    train_sizes = [c['train_examples'] for c in clients]
+    test_sizes = [c['test_examples'] for c in clients]
+    self.assertLen(clients, 2)
+    self.assertEqual(config['training']['rounds'], 2)
+    self.assertEqual(config['client_data']['dataset'], 'r8')
+    self.assertEqual(config['data_dir'], data.find_data_dir())
+    # The clients hold all of r8 (5485 train, 2189 test), split by label.
+    self.assertEqual(sum(train_sizes), 5485)
+    self.assertEqual(sum(test_sizes), 2189)
+    for c in clients:
+      self.assertEqual(sum(c['train_label_counts']), c['train_examples'])
+    self.assertEqual(rows['Weighting'], [
+        f'C1 ({train_sizes[0]})', f'C2 ({train_sizes[1]})', 'MacroAvg',
+        'MicroAvg'])
+
+    self.assertEqual(list(report['weightings']),
+                     list(weighting_demo.WEIGHTINGS))
+    for name, entry in report['weightings'].items():
+      accuracy = np.array(entry['per_client_accuracy'])
+      self.assertAllInRange(accuracy, 0.0, 1.0)
+      self.assertEqual(entry['test_examples'], test_sizes)
+      self.assertAllClose(accuracy,
+                          np.divide(entry['correct'], test_sizes))
+      self.assertAlmostEqual(entry['macro_avg'], np.mean(accuracy))
+      self.assertAlmostEqual(entry['micro_avg'],
+                             sum(entry['correct']) / sum(test_sizes))
+      self.assertEqual(
+          rows[name],
+          [f'{100 * v:.2f}' for v in (*accuracy, entry['macro_avg'],
+                                      entry['micro_avg'])])
+      self.assertLen(entry['round_metrics'], 2)
+      weighting_metrics = entry['round_metrics'][0]['client_work'][
+          'weighting']
+      self.assertEqual(weighting_metrics['num_clients'], 2)
+      # num_examples counts all examples processed: one epoch here.
+      self.assertEqual(weighting_metrics['num_examples'], 5485)
+      outputs = entry['client_outputs']
+      self.assertEqual(np.shape(outputs['mean_batch_loss']), (2, 2))
+      self.assertAllEqual(outputs['dataset_size'],
+                          [[n, n] for n in train_sizes])
+      # Every weighting starts from the same model on the same batches.
+      first = report['weightings']['num_examples']['client_outputs']
+      self.assertAllClose(outputs['first_batch_loss'][0][0],
+                          first['first_batch_loss'][0][0])
+    self.assertAllEqual(
+        report['weightings']['uniform']['client_outputs']['weight'],
+        [[1.0, 1.0], [1.0, 1.0]])
+    self.assertAllEqual(
+        report['weightings']['num_examples']['client_outputs']['weight'],
+        [[n, n] for n in train_sizes])
+    initial = report['initial_model']
+    self.assertAllInRange(initial['per_client_accuracy'], 0.0, 1.0)
+    self.assertIn(f'Initial model: MacroAvg {100 * initial["macro_avg"]:.2f}',
+                  markdown)
+
+    # A separate run of one weighting gives the same numbers.
+    _, (again,) = self._run(['lorar'])
+    lorar = results[-1]
+    self.assertEqual(again.accuracies, lorar.accuracies)
+    self.assertEqual(again.client_outputs, lorar.client_outputs)
+    self.assertEqual(again.round_metrics, lorar.round_metrics)
+
+
+if __name__ == '__main__':
+  tf.test.main()
