@@ -1,14 +1,23 @@
 """tff_nlp: TensorFlow Federated computations for federated NLP.
 
 Subpackages:
-  algorithms  FedAvg / FedOPT / FedProx with Lorar-family client weighting.
-  runtime     TFF execution contexts with an owned, always-stopped worker.
-  data        Readers of the datasets in ../shared/data.
-  models      Keras models wrapped as `tff.learning` models.
+  algorithms   FedAvg / FedOPT / FedProx with Lorar-family client weighting,
+               as `tff.learning.templates.LearningProcess`es.
+  analysis     Inspection of federated computations (what leaves a client).
+  runtime      TFF execution contexts with an owned, always-stopped worker.
+  data         Readers of the datasets in ../shared/data and federated splits.
+  models       Keras models wrapped as `tff.learning` models.
+  experiments  Federated training runs on real data, with their reports.
+
+Binaries (`python -m tff_nlp.bin.<name>`) live in `tff_nlp.bin`; they are
+entry points, not API, and are not imported here.
 """
 
 from tff_nlp import algorithms
 from tff_nlp import analysis
+from tff_nlp import data
+from tff_nlp import experiments
+from tff_nlp import models
 from tff_nlp import runtime
 
 __version__ = '0.1.0'
