@@ -7,7 +7,15 @@ Subpackages:
   runtime      TFF execution contexts with an owned, always-stopped worker.
   data         Readers of the datasets in ../shared/data and federated splits.
   models       Keras models wrapped as `tff.learning` models.
+  training     The round loop of every experiment: client sampling,
+               checkpoint/resume (`tff.program`), metrics to TensorBoard,
+               CSV and JSON lines, progress bar.
   experiments  Federated training runs on real data, with their reports.
+
+Modules:
+  errors       `InputError` / `CheckpointError`: bad input, reported with
+               the file, line or argument at fault.
+  plots        Matplotlib figures of training runs (PNG).
 
 Binaries (`python -m tff_nlp.bin.<name>`) live in `tff_nlp.bin`; they are
 entry points, not API, and are not imported here.
@@ -16,8 +24,11 @@ entry points, not API, and are not imported here.
 from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp import data
+from tff_nlp import errors
 from tff_nlp import experiments
 from tff_nlp import models
+from tff_nlp import plots
 from tff_nlp import runtime
+from tff_nlp import training
 
 __version__ = '0.1.0'

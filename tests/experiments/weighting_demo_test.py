@@ -8,7 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import data
+from tff_nlp import errors
 from tff_nlp import runtime
+from tff_nlp import training
 from tff_nlp.experiments import federated_text
 from tff_nlp.experiments import weighting_demo
 
@@ -16,8 +18,13 @@ _TINY_DATA = federated_text.ClientDataConfig(
     dataset='r8', num_clients=2, dirichlet_alpha=0.5, min_train_examples=50,
     vocab_size=500, max_length=16)
 _TINY_TRAINING = weighting_demo.TrainingConfig(
-    rounds=2, local_epochs=1, batch_size=256, client_learning_rate=1.0,
-    embedding_dim=8)
+    local_epochs=1, batch_size=256, client_learning_rate=1.0, embedding_dim=8)
+_TINY_LOOP = training.LoopConfig(rounds=2, seed=3, progress=False)
+
+
+def _without_timing(records):
+  return [{k: v for k, v in r.items() if k != 'round_seconds'}
+          for r in records]
 
 
 def _table_rows(markdown: str) -> dict[str, list[str]]:
@@ -36,8 +43,7 @@ class ResultsTableTest(tf.test.TestCase):
     result = weighting_demo.WeightingResult(
         weighting='lorar',
         accuracies=federated_text.Accuracies(correct=(1, 2), totals=(3, 4)),
-        round_metrics=[],
-        client_outputs={},
+        records=[],
     )
     # 1/3 = 33.33%, 2/4 = 50%; MacroAvg 41.67%, MicroAvg 3/7 = 42.86%.
     self.assertEqual(
@@ -50,7 +56,6 @@ class ResultsTableTest(tf.test.TestCase):
 class ArgumentsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('rounds', dict(rounds=0), 'rounds must be positive'),
       ('local_epochs', dict(local_epochs=0), 'local_epochs must be positive'),
       ('batch_size', dict(batch_size=-1), 'batch_size must be positive'),
       ('optimizer', dict(client_optimizer='lamb'),
@@ -70,8 +75,8 @@ class ArgumentsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'weightings must be distinct'):
       weighting_demo.run_weighting_demo(
           data_dir='/nonexistent', output_dir=output_dir,
-          client_data=_TINY_DATA, training=_TINY_TRAINING,
-          weightings=weightings, seed=0)
+          client_data=_TINY_DATA, training=_TINY_TRAINING, loop=_TINY_LOOP,
+          weightings=weightings)
     self.assertFalse(os.path.exists(output_dir))
 
 
@@ -81,11 +86,11 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     super().setUp()
     self.enter_context(runtime.local_cpp_context())
 
-  def _run(self, weightings):
-    output_dir = self.create_tempdir().full_path
+  def _run(self, weightings, output_dir=None, loop=_TINY_LOOP):
+    output_dir = output_dir or self.create_tempdir().full_path
     results = weighting_demo.run_weighting_demo(
         data_dir=None, output_dir=output_dir, client_data=_TINY_DATA,
-        training=_TINY_TRAINING, weightings=weightings, seed=3)
+        training=_TINY_TRAINING, loop=loop, weightings=weightings)
     return output_dir, results
 
   def test_real_r8_reports_are_consistent_and_reproducible(self):
@@ -93,10 +98,14 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     self.assertEqual([r.weighting for r in results],
                      list(weighting_demo.WEIGHTINGS))
     for name in ('config.json', 'results.json', 'results.md',
-                 'training_loss.png'):
+                 'training_loss.png', 'macro_accuracy.png',
+                 'lorar/metrics.csv', 'lorar/metrics.jsonl'):
       self.assertTrue(os.path.isfile(os.path.join(output_dir, name)), name)
-    with open(os.path.join(output_dir, 'training_loss.png'), 'rb') as f:
-      self.assertEqual(f.read(8), b'\x89PNG\r\n\x1a\n')
+    for name in ('training_loss.png', 'macro_accuracy.png'):
+      with open(os.path.join(output_dir, name), 'rb') as f:
+        self.assertEqual(f.read(8), b'\x89PNG\r\n\x1a\n')
+    self.assertNotEmpty(os.listdir(
+        os.path.join(output_dir, 'tensorboard', 'uniform')))
     with open(os.path.join(output_dir, 'config.json')) as f:
       config = json.load(f)
     with open(os.path.join(output_dir, 'results.json')) as f:
@@ -105,12 +114,13 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
       markdown = f.read()
     rows = _table_rows(markdown)
 
-    clients = config['clients']
+    clients = report['clients']
     train_sizes = [c['train_examples'] for c in clients]
     test_sizes = [c['test_examples'] for c in clients]
     self.assertLen(clients, 2)
-    self.assertEqual(config['training']['rounds'], 2)
-    self.assertEqual(config['client_data']['dataset'], 'r8')
+    self.assertEqual(config['loop']['rounds'], 2)
+    self.assertEqual(config['experiment']['seed'], 3)
+    self.assertEqual(config['experiment']['client_data']['dataset'], 'r8')
     self.assertEqual(config['data_dir'], data.find_data_dir())
     # The clients hold all of r8 (5485 train, 2189 test), split by label.
     self.assertEqual(sum(train_sizes), 5485)
@@ -136,26 +146,29 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
           rows[name],
           [f'{100 * v:.2f}' for v in (*accuracy, entry['macro_avg'],
                                       entry['micro_avg'])])
-      self.assertLen(entry['round_metrics'], 2)
-      weighting_metrics = entry['round_metrics'][0]['client_work'][
-          'weighting']
+      # Round 0 holds the initial evaluation; the last round the final one.
+      records = entry['rounds']
+      self.assertEqual([r['round'] for r in records], [0, 1, 2])
+      self.assertEqual(records[-1]['eval']['correct'], entry['correct'])
+      weighting_metrics = records[1]['train']['client_work']['weighting']
       self.assertEqual(weighting_metrics['num_clients'], 2)
       # num_examples counts all examples processed: one epoch here.
       self.assertEqual(weighting_metrics['num_examples'], 5485)
-      outputs = entry['client_outputs']
-      self.assertEqual(np.shape(outputs['mean_batch_loss']), (2, 2))
-      self.assertAllEqual(outputs['dataset_size'],
-                          [[n, n] for n in train_sizes])
+      for record in records[1:]:
+        self.assertEqual(record['client_ids'], [0, 1])
+        self.assertEqual([c['dataset_size'] for c in record['client_outputs']],
+                         train_sizes)
       # Every weighting starts from the same model on the same batches.
-      first = report['weightings']['num_examples']['client_outputs']
-      self.assertAllClose(outputs['first_batch_loss'][0][0],
-                          first['first_batch_loss'][0][0])
-    self.assertAllEqual(
-        report['weightings']['uniform']['client_outputs']['weight'],
-        [[1.0, 1.0], [1.0, 1.0]])
-    self.assertAllEqual(
-        report['weightings']['num_examples']['client_outputs']['weight'],
-        [[n, n] for n in train_sizes])
+      first = report['weightings']['num_examples']['rounds'][1]
+      self.assertAllClose(
+          records[1]['client_outputs'][0]['first_batch_loss'],
+          first['client_outputs'][0]['first_batch_loss'])
+    for record in report['weightings']['uniform']['rounds'][1:]:
+      self.assertEqual([c['weight'] for c in record['client_outputs']],
+                       [1.0, 1.0])
+    for record in report['weightings']['num_examples']['rounds'][1:]:
+      self.assertEqual([c['weight'] for c in record['client_outputs']],
+                       train_sizes)
     initial = report['initial_model']
     self.assertAllInRange(initial['per_client_accuracy'], 0.0, 1.0)
     self.assertIn(f'Initial model: MacroAvg {100 * initial["macro_avg"]:.2f}',
@@ -165,8 +178,27 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     _, (again,) = self._run(['lorar'])
     lorar = results[-1]
     self.assertEqual(again.accuracies, lorar.accuracies)
-    self.assertEqual(again.client_outputs, lorar.client_outputs)
-    self.assertEqual(again.round_metrics, lorar.round_metrics)
+    self.assertEqual(_without_timing(again.records),
+                     _without_timing(lorar.records))
+
+  def test_rerun_resumes_and_extends_but_refuses_another_experiment(self):
+    output_dir, (first,) = self._run(['uniform'])
+    # Same command again: everything is checkpointed, nothing is retrained.
+    _, (again,) = self._run(['uniform'], output_dir=output_dir)
+    self.assertEqual(again.records, first.records)
+    # More rounds continue the run: rounds 1-2 are kept as they were.
+    _, (longer,) = self._run(
+        ['uniform'], output_dir=output_dir,
+        loop=training.LoopConfig(rounds=3, seed=3, progress=False))
+    self.assertEqual([r['round'] for r in longer.records], [0, 1, 2, 3])
+    self.assertEqual(longer.records[:3], first.records)
+    # Another seed is another experiment.
+    with self.assertRaisesRegex(
+        errors.CheckpointError,
+        r'config.json: .* holds a run of a different experiment '
+        r'\(seed: 3 -> 4\)'):
+      self._run(['uniform'], output_dir=output_dir,
+                loop=training.LoopConfig(rounds=3, seed=4, progress=False))
 
 
 if __name__ == '__main__':

@@ -5,8 +5,8 @@ optionally `dev.tsv`: UTF-8 text, one example per line, `label<TAB>text`
 (see `shared/data/SOURCES.md`). The reader is strict on purpose: federated
 experiments split the data into clients, and a silently skipped or mangled
 line would change every client's data without any trace. Any line that does
-not have exactly the expected shape raises a `ValueError` naming the file, the
-1-based line number and what was expected.
+not have exactly the expected shape raises an `InputError` (a `ValueError`)
+naming the file, the 1-based line number and what was expected.
 """
 
 import dataclasses
@@ -14,6 +14,8 @@ import os
 from typing import Optional
 
 import numpy as np
+
+from tff_nlp import errors
 
 DATA_DIR_ENV_VAR = 'TFF_NLP_DATA_DIR'
 TEXT_CLASSIFICATION_SUBDIR = 'text_classification'
@@ -55,7 +57,7 @@ def find_data_dir(data_dir: Optional[str] = None) -> str:
     source = 'the default location next to the repository'
   data_dir = os.path.normpath(data_dir)
   if not os.path.isdir(data_dir):
-    raise ValueError(
+    raise errors.InputError(
         f'Data directory {data_dir!r} (from {source}) does not exist. Pass '
         f'the `shared/data` folder as data_dir (--data_dir) or set '
         f'{DATA_DIR_ENV_VAR}.'
@@ -126,9 +128,11 @@ def read_tsv(path: str) -> tuple[list[str], list[str]]:
     with open(path, 'rb') as f:
       content = f.read()
   except FileNotFoundError:
-    raise ValueError(f'{path}: file not found.') from None
+    raise errors.InputError(f'{path}: file not found.') from None
   if not content:
-    raise ValueError(f'{path}: empty file; expected lines "label<TAB>text".')
+    raise errors.InputError(
+        f'{path}: empty file; expected lines "label<TAB>text".'
+    )
   lines = content.split(b'\n')
   if content.endswith(b'\n'):
     lines.pop()  # The empty string after the final newline is not a line.
@@ -142,21 +146,25 @@ def read_tsv(path: str) -> tuple[list[str], list[str]]:
     try:
       line = raw_line.decode('utf-8')
     except UnicodeDecodeError as e:
-      raise ValueError(
+      raise errors.InputError(
           f'{where}: not valid UTF-8 (byte {e.start + 1} of the line is '
           f'{raw_line[e.start:e.start + 1]!r}); expected UTF-8 text.'
       ) from None
     num_tabs = line.count('\t')
     if num_tabs != 1:
-      raise ValueError(
+      raise errors.InputError(
           f'{where}: expected "label<TAB>text" with exactly one TAB, found '
           f'{num_tabs}: {line[:80]!r}.'
       )
     label, text = line.split('\t')
     if not label.strip():
-      raise ValueError(f'{where}: empty label; expected "label<TAB>text".')
+      raise errors.InputError(
+          f'{where}: empty label; expected "label<TAB>text".'
+      )
     if not text.strip():
-      raise ValueError(f'{where}: empty text; expected "label<TAB>text".')
+      raise errors.InputError(
+          f'{where}: empty text; expected "label<TAB>text".'
+      )
     labels.append(label)
     texts.append(text)
   return labels, texts
@@ -168,7 +176,7 @@ def _to_split(
   ids = np.empty(len(labels), np.int32)
   for i, label in enumerate(labels):
     if label not in label_ids:
-      raise ValueError(
+      raise errors.InputError(
           f'{path}:{i + 1}: label {label!r} does not occur in the training '
           f'split; expected one of {sorted(label_ids)}.'
       )
@@ -200,7 +208,7 @@ def load_dataset(
   if not os.path.isdir(dataset_dir):
     parent = os.path.dirname(dataset_dir)
     available = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
-    raise ValueError(
+    raise errors.InputError(
         f'Dataset folder {dataset_dir!r} not found; datasets in {parent!r}: '
         f'{available}.'
     )

@@ -5,14 +5,15 @@ A short federated training of the fastText-style classifier on a
 very different sizes, once per weighting mechanism (`num_examples`, `uniform`,
 `loss_reduction`, `lorar`; see `tff_nlp.algorithms.Weighting`). As in the
 Lorar paper (Zhang et al., ACL 2023), every client takes part in every round
-and the final global model is evaluated on each client's own test set, with
-MacroAvg (mean of the per-client accuracies) and MicroAvg (accuracy over all
-test examples pooled).
+(unless `clients_per_round` says otherwise) and the final global model is
+evaluated on each client's own test set, with MacroAvg (mean of the
+per-client accuracies) and MicroAvg (accuracy over all test examples pooled).
 
 All weightings start from the same initial model and see the same client
 batches in the same order, so their results differ only by the weighting.
-Every random choice (client split, initial weights, example order) is seeded
-from `seed`, so the same arguments give the same numbers.
+Every random choice (client split, initial weights, client sampling, example
+order) is seeded from the loop's `seed`, so the same arguments give the same
+numbers, also when a killed run is resumed by running it again.
 
 It stands in for the text-to-SQL pipeline of the paper and is the job run by
 `make demo`; `federated_text` holds the reusable set-up.
@@ -26,9 +27,6 @@ import os
 from typing import Any, Optional
 
 from absl import logging
-from matplotlib import figure
-from matplotlib import ticker
-from matplotlib.backends import backend_agg
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -36,6 +34,8 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp import data
 from tff_nlp import models
+from tff_nlp import plots
+from tff_nlp import training as training_lib
 from tff_nlp.experiments import federated_text
 
 WEIGHTINGS = tuple(w.value for w in algorithms.Weighting)
@@ -43,10 +43,10 @@ CLIENT_OPTIMIZERS = {
     'sgd': tff.learning.optimizers.build_sgdm,
     'adam': tff.learning.optimizers.build_adam,
 }
-CONFIG_FILE = 'config.json'
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
 LOSS_PLOT_FILE = 'training_loss.png'
+ACCURACY_PLOT_FILE = 'macro_accuracy.png'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,6 @@ class TrainingConfig:
   Attributes:
     algorithm: 'fedavg', 'fedopt' or 'fedprox' (server optimizers as in the
       Lorar paper; see `tff_nlp.algorithms.build_fl_process`).
-    rounds: Training rounds; every client takes part in each.
     local_epochs: Passes of every client over its data per round.
     batch_size: Client batch size.
     client_optimizer: A key of `CLIENT_OPTIMIZERS`.
@@ -66,7 +65,6 @@ class TrainingConfig:
   """
 
   algorithm: str = 'fedavg'
-  rounds: int = 20
   local_epochs: int = 2
   batch_size: int = 16
   client_optimizer: str = 'sgd'
@@ -75,7 +73,7 @@ class TrainingConfig:
   embedding_dim: int = 64
 
   def __post_init__(self):
-    for name in ('rounds', 'local_epochs', 'batch_size', 'embedding_dim'):
+    for name in ('local_epochs', 'batch_size', 'embedding_dim'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
     if self.client_optimizer not in CLIENT_OPTIMIZERS:
@@ -92,20 +90,42 @@ class WeightingResult:
   Attributes:
     weighting: The weighting's name.
     accuracies: The final global model's accuracy on every client.
-    round_metrics: Per round, the process's metrics as plain Python values.
-    client_outputs: Per client statistic (`tff_nlp.algorithms.CLIENT_STAT_KEYS`
-      and 'weight'), per client, its value in each round.
+    records: Every round's record (`metrics.jsonl` of its run): training
+      metrics, evaluations when due, the clients and their outputs.
   """
 
   weighting: str
   accuracies: federated_text.Accuracies
-  round_metrics: list[Any]
-  client_outputs: dict[str, list[list[float]]]
+  records: list[dict[str, Any]]
 
 
-def _to_python(structure):
-  """Metrics of a TFF round (numpy leaves, OrderedDicts) as JSON values."""
-  return tf.nest.map_structure(lambda x: np.asarray(x).item(), structure)
+def _evaluation_fn(task, spec) -> training_lib.EvaluateFn:
+  """Accuracies of global weights on every client's test set, as metrics."""
+  keras_model = models.build_keras_model(spec)
+
+  def evaluate(model_weights):
+    model_weights.assign_weights_to(keras_model)
+    return _accuracies_json(federated_text.evaluate(keras_model, task.clients))
+
+  return evaluate
+
+
+def _client_data_fn(task, training, seed) -> training_lib.ClientDataFn:
+  def client_data_fn(round_num, client_ids):
+    return [
+        algorithms.with_client_config(
+            federated_text.train_dataset(
+                task.clients[client_id],
+                batch_size=training.batch_size,
+                shuffle_seed=(seed, round_num, client_id),
+            ),
+            learning_rate=training.client_learning_rate,
+            num_epochs=training.local_epochs,
+        )
+        for client_id in client_ids
+    ]
+
+  return client_data_fn
 
 
 def train_with_weighting(
@@ -113,23 +133,30 @@ def train_with_weighting(
     *,
     weighting: str,
     training: TrainingConfig,
-    seed: int,
+    loop: training_lib.LoopConfig,
+    output_dir: str,
+    tensorboard_dir: Optional[str] = None,
 ) -> WeightingResult:
-  """Trains the classifier on all clients with one weighting.
+  """Trains the classifier on the clients with one weighting, resumably.
 
   Executes TFF computations in the current context (e.g. inside `with
-  tff_nlp.runtime.local_cpp_context():`).
+  tff_nlp.runtime.local_cpp_context():`). Checkpoints and per-round records
+  go to `output_dir` (see `tff_nlp.training.run_training`); running it again
+  with the same arguments resumes after the latest checkpoint.
 
   Args:
     task: The clients' data.
     weighting: The client weighting mechanism.
-    training: The training configuration.
-    seed: Seed of the initial model and the clients' example order.
+    training: The federated training.
+    loop: Rounds, sampling, checkpoint and evaluation cadence; its seed also
+      seeds the initial model and the clients' example order.
+    output_dir: The run directory of this weighting.
+    tensorboard_dir: TensorBoard log directory (default: in `output_dir`).
 
   Returns:
     The `WeightingResult`, with the accuracies of the final global model.
   """
-  spec = task.model_spec(embedding_dim=training.embedding_dim, seed=seed)
+  spec = task.model_spec(embedding_dim=training.embedding_dim, seed=loop.seed)
   process = algorithms.build_fl_process(
       models.build_model_fn(spec),
       algorithm=training.algorithm,
@@ -140,45 +167,24 @@ def train_with_weighting(
       proximal_strength=training.proximal_strength,
       with_client_config=True,
   )
-  state = process.initialize()
-  round_metrics = []
-  stat_keys = algorithms.CLIENT_STAT_KEYS + ('weight',)
-  client_outputs = {k: [[] for _ in task.clients] for k in stat_keys}
-  for round_num in range(1, training.rounds + 1):
-    client_data = [
-        algorithms.with_client_config(
-            federated_text.train_dataset(
-                client,
-                batch_size=training.batch_size,
-                # Per round and client, shared by all weightings.
-                shuffle_seed=(seed, round_num, client_id),
-            ),
-            learning_rate=training.client_learning_rate,
-            num_epochs=training.local_epochs,
-        )
-        for client_id, client in enumerate(task.clients)
-    ]
-    result = process.next_with_client_outputs(state, client_data)
-    state = result['output'].state
-    metrics = _to_python(result['output'].metrics)
-    round_metrics.append(metrics)
-    for client_id, outputs in enumerate(result['client_outputs']):
-      for key in stat_keys:
-        client_outputs[key][client_id].append(float(outputs[key]))
-    logging.info(
-        '%s round %d/%d: training loss %.4f, accuracy %.4f, weight std %.4g',
-        weighting, round_num, training.rounds,
-        metrics['client_work']['train']['loss'],
-        metrics['client_work']['train']['sparse_categorical_accuracy'],
-        metrics['client_work']['weighting']['weight_std'],
-    )
-  keras_model = models.build_keras_model(spec)
-  process.get_model_weights(state).assign_weights_to(keras_model)
+  run = training_lib.run_training(
+      process,
+      client_data_fn=_client_data_fn(task, training, loop.seed),
+      num_clients=len(task.clients),
+      config=loop,
+      output_dir=output_dir,
+      evaluate_fn=_evaluation_fn(task, spec),
+      tensorboard_dir=tensorboard_dir,
+      description=weighting,
+  )
+  final = run.records[-1]['eval']
   return WeightingResult(
       weighting=weighting,
-      accuracies=federated_text.evaluate(keras_model, task.clients),
-      round_metrics=round_metrics,
-      client_outputs=client_outputs,
+      accuracies=federated_text.Accuracies(
+          correct=tuple(final['correct']),
+          totals=tuple(final['test_examples']),
+      ),
+      records=run.records,
   )
 
 
@@ -224,44 +230,37 @@ def results_table(
   return '\n'.join(lines)
 
 
-def plot_training_loss(
-    results: Sequence[WeightingResult], train_sizes: Sequence[int], path: str
+def write_plots(
+    results: Sequence[WeightingResult], train_sizes: Sequence[int],
+    output_dir: str
 ) -> None:
-  """Saves each client's mean training loss per round, a panel per weighting.
+  """Writes `training_loss.png` and `macro_accuracy.png` to `output_dir`.
 
   Args:
-    results: One panel each.
+    results: The weightings' results.
     train_sizes: Training examples of each client, for the legend.
-    path: The PNG file to write.
+    output_dir: Where to write.
   """
-  ncols = min(2, len(results))
-  nrows = -(-len(results) // ncols)
-  # An Agg canvas of our own, not pyplot: no global backend is chosen or
-  # changed, and no display is needed.
-  fig = figure.Figure(figsize=(5.5 * ncols, 3.8 * nrows), layout='constrained')
-  backend_agg.FigureCanvasAgg(fig)
-  axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
-  for ax, result in zip(axes.flat, results):
-    for client_id, losses in enumerate(
-        result.client_outputs['mean_batch_loss']
-    ):
-      ax.plot(
-          range(1, len(losses) + 1),
-          losses,
-          marker='.',
-          label=f'C{client_id + 1} ({train_sizes[client_id]})',
-      )
-    ax.set_title(
-        f'{result.weighting}: MacroAvg {_percent(result.accuracies.macro)}%'
-    )
-    ax.set_xlabel('round')
-    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
-    ax.set_ylabel('mean training loss')
-    ax.grid(alpha=0.3)
-  for ax in axes.flat[len(results):]:
-    ax.set_visible(False)
-  axes.flat[0].legend(title='client (train size)', fontsize='small')
-  fig.savefig(path, dpi=110)
+  plots.plot_client_training_loss(
+      {
+          f'{r.weighting}: MacroAvg {_percent(r.accuracies.macro)}%': {
+              f'C{client_id + 1} ({train_sizes[client_id]})': series
+              for client_id, series in plots.client_loss_series(
+                  r.records).items()
+          }
+          for r in results
+      },
+      os.path.join(output_dir, LOSS_PLOT_FILE),
+      y_label='mean training loss of the round',
+      legend_title='client (train size)',
+  )
+  plots.plot_metric_by_round(
+      {r.weighting: plots.metric_series(r.records, 'eval/macro_avg')
+       for r in results},
+      os.path.join(output_dir, ACCURACY_PLOT_FILE),
+      y_label='MacroAvg test accuracy',
+      title='Global model, per weighting',
+  )
 
 
 def _write_json(path: str, value: Any) -> None:
@@ -276,18 +275,25 @@ def run_weighting_demo(
     output_dir: str,
     client_data: federated_text.ClientDataConfig,
     training: TrainingConfig,
+    loop: training_lib.LoopConfig,
     weightings: Sequence[str] = WEIGHTINGS,
-    seed: int = 0,
 ) -> list[WeightingResult]:
   """Trains with each weighting, evaluates, writes the reports.
 
   Executes TFF computations in the current context (e.g. inside `with
-  tff_nlp.runtime.local_cpp_context():`). Writes to `output_dir`
-  `config.json` (the arguments, the data folder used and the clients' sizes
-  and label counts),
-  `results.json` (per weighting: accuracies, per-round metrics, per-client
-  statistics of every round), `results.md` (the accuracy table, also printed
-  to stdout) and `training_loss.png`.
+  tff_nlp.runtime.local_cpp_context():`). Writes to `output_dir`:
+
+  *   `config.json`: the arguments, the data folder used, the clients' sizes
+      and label counts, library versions;
+  *   per weighting `<weighting>/` (checkpoints, `metrics.csv`,
+      `metrics.jsonl`) and `tensorboard/<weighting>/`;
+  *   `results.json` (per weighting: final accuracies and every round's
+      record), `results.md` (the accuracy table, also printed to stdout),
+      `training_loss.png` and `macro_accuracy.png`.
+
+  Running it again with the same arguments resumes each weighting after its
+  latest checkpoint (finished ones are not retrained); a different
+  experiment in the same `output_dir` is refused.
 
   Args:
     data_dir: The `shared/data` folder, or None to locate it (see
@@ -295,15 +301,17 @@ def run_weighting_demo(
     output_dir: Where to write the reports (created if missing).
     client_data: The dataset and its split into clients.
     training: The federated training.
+    loop: Rounds, clients per round, seed, checkpoint and evaluation cadence.
     weightings: The weightings to compare, in table order.
-    seed: Seed of the client split, initial model and example order.
 
   Returns:
     The results, in the order of `weightings`.
 
   Raises:
-    ValueError: For an unknown or repeated weighting, or bad data (see
-      `federated_text.prepare_clients`).
+    ValueError: For an unknown or repeated weighting.
+    InputError: For bad data (see `federated_text.prepare_clients`) or an
+      output directory that cannot be used (see
+      `tff_nlp.training.prepare_run_dir`).
   """
   unknown = [w for w in weightings if w not in WEIGHTINGS]
   if unknown or not weightings or len(set(weightings)) != len(weightings):
@@ -312,20 +320,52 @@ def run_weighting_demo(
         f'{list(weightings)}.'
     )
   data_dir = data.find_data_dir(data_dir)
+  # What defines the experiment: a run directory can only be resumed with
+  # these unchanged. Rounds, cadences and the weightings may change.
+  experiment = collections.OrderedDict(
+      seed=loop.seed,
+      clients_per_round=loop.clients_per_round,
+      client_data=dataclasses.asdict(client_data),
+      training=dataclasses.asdict(training),
+  )
+  training_lib.prepare_run_dir(output_dir, collections.OrderedDict(
+      experiment=experiment,
+      loop=dataclasses.asdict(loop),
+      weightings=list(weightings),
+      data_dir=data_dir,
+      versions=collections.OrderedDict(
+          tensorflow=tf.__version__,
+          tensorflow_federated=tff.__version__,
+          numpy=np.__version__,
+      ),
+  ))
   task = federated_text.prepare_clients(
-      client_data, data_dir=data_dir, seed=seed
+      client_data, data_dir=data_dir, seed=loop.seed
   )
   train_sizes = [c.num_train for c in task.clients]
   num_classes = len(task.label_names)
-  os.makedirs(output_dir, exist_ok=True)
+  logging.info('%s clients: train sizes %s, test sizes %s', client_data.dataset,
+               train_sizes, [c.num_test for c in task.clients])
+
+  results = []
+  for weighting in weightings:
+    result = train_with_weighting(
+        task,
+        weighting=weighting,
+        training=training,
+        loop=loop,
+        output_dir=os.path.join(output_dir, weighting),
+        tensorboard_dir=os.path.join(
+            output_dir, training_lib.TENSORBOARD_DIR, weighting),
+    )
+    results.append(result)
+    logging.info('%s: MacroAvg %.4f, MicroAvg %.4f', weighting,
+                 result.accuracies.macro, result.accuracies.micro)
+
+  initial = results[0].records[0]['eval']
   _write_json(
-      os.path.join(output_dir, CONFIG_FILE),
+      os.path.join(output_dir, RESULTS_FILE),
       collections.OrderedDict(
-          data_dir=data_dir,
-          seed=seed,
-          weightings=list(weightings),
-          client_data=dataclasses.asdict(client_data),
-          training=dataclasses.asdict(training),
           label_names=list(task.label_names),
           vocabulary_size=task.vocabulary.size,
           clients=[
@@ -339,42 +379,10 @@ def run_weighting_demo(
               )
               for c in task.clients
           ],
-          versions=collections.OrderedDict(
-              tensorflow=tf.__version__,
-              tensorflow_federated=tff.__version__,
-              numpy=np.__version__,
-          ),
-      ),
-  )
-  logging.info('%s clients: train sizes %s, test sizes %s', client_data.dataset,
-               train_sizes, [c.num_test for c in task.clients])
-
-  spec = task.model_spec(embedding_dim=training.embedding_dim, seed=seed)
-  initial = federated_text.evaluate(
-      models.build_keras_model(spec), task.clients
-  )
-  results = []
-  for weighting in weightings:
-    result = train_with_weighting(
-        task, weighting=weighting, training=training, seed=seed
-    )
-    results.append(result)
-    logging.info('%s: MacroAvg %.4f, MicroAvg %.4f', weighting,
-                 result.accuracies.macro, result.accuracies.micro)
-
-  _write_json(
-      os.path.join(output_dir, RESULTS_FILE),
-      collections.OrderedDict(
-          initial_model=_accuracies_json(initial),
+          initial_model=initial,
           weightings=collections.OrderedDict(
-              (
-                  r.weighting,
-                  collections.OrderedDict(
-                      **_accuracies_json(r.accuracies),
-                      round_metrics=r.round_metrics,
-                      client_outputs=r.client_outputs,
-                  ),
-              )
+              (r.weighting, collections.OrderedDict(
+                  **_accuracies_json(r.accuracies), rounds=r.records))
               for r in results
           ),
       ),
@@ -384,16 +392,14 @@ def run_weighting_demo(
     f.write(
         f'# Client weightings: {client_data.dataset}, '
         f'{client_data.num_clients} clients, {training.algorithm}, '
-        f'{training.rounds} rounds\n\n'
+        f'{loop.rounds} rounds\n\n'
         'Test accuracy (%) of the final global model on each client\'s own '
         'test set. Header: client (training examples). MacroAvg: mean of the '
         'client accuracies; MicroAvg: accuracy over all test examples.\n\n'
         f'{table}\n\n'
-        f'Initial model: MacroAvg {_percent(initial.macro)}, MicroAvg '
-        f'{_percent(initial.micro)}.\n'
+        f'Initial model: MacroAvg {_percent(initial["macro_avg"])}, MicroAvg '
+        f'{_percent(initial["micro_avg"])}.\n'
     )
-  plot_training_loss(
-      results, train_sizes, os.path.join(output_dir, LOSS_PLOT_FILE)
-  )
+  write_plots(results, train_sizes, output_dir)
   print(table)
   return results

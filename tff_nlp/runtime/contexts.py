@@ -231,6 +231,23 @@ def _stop_live_workers() -> None:
     worker.stop()
 
 
+class _ClosedContext(tff.framework.SyncContext):
+  """The default TFF context after interpreter exit began: refuses to run."""
+
+  def invoke(self, comp, arg):
+    raise RuntimeError('The interpreter is exiting; no TFF context is left.')
+
+
+@atexit.register
+def _drop_tff_import_time_context() -> None:
+  # `import tensorflow_federated` installs a default context whose
+  # ServiceManager.__del__ uses the `subprocess` module. Left for interpreter
+  # teardown, it runs after `subprocess` is gone and prints "Exception ignored
+  # ... 'NoneType' object has no attribute 'Popen'" after our error messages.
+  # Replaced here, while modules are intact, it is collected quietly.
+  tff.framework.set_default_context(_ClosedContext())
+
+
 @dataclasses.dataclass(frozen=True)
 class ContextSettings:
   """Settings of the local C++ execution context.

@@ -1,0 +1,67 @@
+"""Executes every notebook in colabs/ headless, at smoke scale.
+
+A notebook that raises fails the test with the failing cell's traceback.
+Notebooks run in their own Jupyter kernel (this Python), from the colabs/
+folder, with `TFF_NLP_NOTEBOOK_ROUNDS=2` so training cells stay short; the
+kernel starts and stops its own TFF worker (the notebooks close their
+context), which the check at the end makes sure of.
+"""
+
+import glob
+import os
+import subprocess
+
+import nbclient
+import nbformat
+import pytest
+
+_COLABS_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    'colabs',
+)
+_NOTEBOOKS = sorted(glob.glob(os.path.join(_COLABS_DIR, '*.ipynb')))
+
+
+def _worker_pids() -> set[int]:
+  # The kernel's workers are not children of this process, so
+  # `runtime.owned_worker_pids()` does not see them; any new worker_binary
+  # after the kernel stopped is one it left behind.
+  result = subprocess.run(['pgrep', '-f', 'worker_binary'],
+                          capture_output=True, text=True, check=False)
+  return {int(pid) for pid in result.stdout.split()}
+
+
+def test_there_is_a_notebook():
+  assert _NOTEBOOKS, f'no notebooks in {_COLABS_DIR}'
+
+
+@pytest.mark.parametrize(
+    'path', _NOTEBOOKS, ids=[os.path.basename(p) for p in _NOTEBOOKS]
+)
+def test_notebook_runs(path, monkeypatch):
+  monkeypatch.setenv('TFF_NLP_NOTEBOOK_ROUNDS', '2')
+  monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '2')
+  workers_before = _worker_pids()
+  notebook = nbformat.read(path, as_version=4)
+  client = nbclient.NotebookClient(
+      notebook,
+      timeout=900,
+      kernel_name='python3',
+      resources={'metadata': {'path': _COLABS_DIR}},
+  )
+  client.execute()  # Raises CellExecutionError naming the failing cell.
+
+  code_cells = [c for c in notebook.cells if c.cell_type == 'code']
+  errors = [
+      o for c in code_cells for o in c.get('outputs', [])
+      if o.get('output_type') == 'error'
+  ]
+  assert not errors
+  # The guarded install cell saw tff_nlp installed and did nothing.
+  install_outputs = ''.join(
+      o.get('text', '') for c in code_cells if 'find_spec' in c.source
+      for o in c.outputs
+  )
+  assert 'nothing to do' in install_outputs
+  leftover = _worker_pids() - workers_before
+  assert not leftover, f'{path} left TFF workers running: {leftover}'

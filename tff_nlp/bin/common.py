@@ -1,0 +1,91 @@
+"""What every tff_nlp binary shares: loop flags, start-up and failure.
+
+Importing this module defines the flags every experiment has (rounds,
+clients per round, seed, output directory, checkpoint and evaluation
+cadence, progress bar) and, through `tff_nlp.runtime.flags`, the execution
+context flags. A binary adopts them as key flags so `--helpshort` lists them
+next to its own, sets its own defaults with `flags.set_default`, and starts
+with `common.run(main)`.
+
+`run` makes bad input exit with status 2 and one line on stderr, naming what
+is wrong: an unknown flag or flag value, an unreadable `--flagfile`, and any
+`tff_nlp.errors.InputError` (a missing data directory, a malformed data file,
+a checkpoint that cannot be resumed). Other exceptions are bugs and keep
+their traceback.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from tff_nlp import errors
+from tff_nlp import training
+from tff_nlp.runtime import flags as runtime_flags
+
+flags.adopt_module_key_flags(runtime_flags)
+
+OUTPUT_DIR = flags.DEFINE_string(
+    'output_dir', None,
+    'Run directory: config, checkpoints, metrics, reports. Running the same '
+    'command again resumes the run in it.')
+ROUNDS = flags.DEFINE_integer(
+    'rounds', 10, 'Training rounds (a resumed run continues up to this).',
+    lower_bound=1)
+CLIENTS_PER_ROUND = flags.DEFINE_integer(
+    'clients_per_round', 0,
+    'Clients sampled per round, seeded by (seed, round); 0: every client.',
+    lower_bound=0)
+SEED = flags.DEFINE_integer(
+    'seed', 0,
+    'Seed of every random choice (data split, initial model, sampling, '
+    'example order).')
+CHECKPOINT_EVERY = flags.DEFINE_integer(
+    'checkpoint_every', 1,
+    'Save the training state every this many rounds (and at the last).',
+    lower_bound=1)
+EVAL_EVERY = flags.DEFINE_integer(
+    'eval_every', 0,
+    'Evaluate the global model every this many rounds; 0: only the initial '
+    'and the final model.', lower_bound=0)
+PROGRESS = flags.DEFINE_enum(
+    'progress', 'auto', ['auto', 'on', 'off'],
+    'Progress bar on stderr; auto: only when stderr is a terminal.')
+
+
+def loop_config_from_flags() -> training.LoopConfig:
+  """The `training.LoopConfig` given by this module's flags."""
+  return training.LoopConfig(
+      rounds=ROUNDS.value,
+      clients_per_round=CLIENTS_PER_ROUND.value,
+      seed=SEED.value,
+      checkpoint_every=CHECKPOINT_EVERY.value,
+      eval_every=EVAL_EVERY.value,
+      progress={'auto': None, 'on': True, 'off': False}[PROGRESS.value],
+  )
+
+
+def _exit_on_bad_input(program: str, message: str) -> None:
+  one_line = ' '.join(str(message).split())
+  print(f'{program}: error: {one_line}', file=sys.stderr)
+  sys.exit(2)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    _exit_on_bad_input(os.path.basename(argv[0]), e)
+
+
+def run(main) -> None:
+  """`absl.app.run(main)`, with bad input reported in one line, status 2."""
+
+  def main_reporting_bad_input(argv):
+    try:
+      return main(argv)
+    except (errors.InputError, app.UsageError) as e:
+      _exit_on_bad_input(os.path.basename(argv[0]), e)
+
+  app.run(main_reporting_bad_input, flags_parser=_parse_flags)

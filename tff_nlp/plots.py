@@ -1,0 +1,161 @@
+"""Figures of federated runs, drawn from their `metrics.jsonl` records.
+
+*   `plot_client_training_loss`: each client's training loss against its
+    cumulative local steps across rounds, one panel per run (the per-client
+    curves of the Lorar paper).
+*   `plot_metric_by_round`: one metric against rounds for several runs on one
+    axis (e.g. MacroAvg accuracy per weighting).
+
+The figures are drawn on Agg canvases of their own, not with pyplot: no
+global backend is chosen or changed and no display is needed.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from matplotlib import figure
+from matplotlib import ticker
+from matplotlib.backends import backend_agg
+import numpy as np
+
+# (x values, y values) of one curve.
+Series = tuple[list[float], list[float]]
+
+
+def lookup(record: Mapping[str, Any], metric: str) -> Any:
+  """`record['a']['b']` for `metric='a/b'`; KeyError if absent."""
+  value = record
+  for key in metric.split('/'):
+    value = value[key]
+  return value
+
+
+def metric_series(records: Sequence[Mapping[str, Any]], metric: str) -> Series:
+  """(rounds, values) of `metric` over the records that have it.
+
+  Args:
+    records: Per-round records (`tff_nlp.training.read_json_lines`).
+    metric: A '/'-separated path into a record, e.g. 'eval/macro_avg'.
+
+  Returns:
+    The rounds and float values, in record order; non-finite values (stored
+    as strings in JSON) become NaN.
+  """
+  rounds, values = [], []
+  for record in records:
+    try:
+      value = lookup(record, metric)
+    except (KeyError, TypeError):
+      continue
+    rounds.append(record['round'])
+    values.append(float(value))
+  return rounds, values
+
+
+def client_loss_series(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    loss_key: str = 'mean_batch_loss',
+    steps_key: str = 'num_batches',
+) -> dict[int, Series]:
+  """Each client's round loss against its cumulative local steps.
+
+  Args:
+    records: Per-round records with `client_ids` and `client_outputs` (as
+      written by `tff_nlp.training.run_training` for an `FLProcess`).
+    loss_key: The per-client output holding the round's training loss.
+    steps_key: The per-client output holding the round's local steps.
+
+  Returns:
+    `{client_id: (cumulative steps at the end of each round it took part in,
+    its loss in that round)}`; clients that trained no step in a round (e.g.
+    empty) get no point for it.
+  """
+  series: dict[int, Series] = {}
+  steps_so_far: dict[int, float] = {}
+  for record in records:
+    for client_id, output in zip(record.get('client_ids', ()),
+                                 record.get('client_outputs', ())):
+      steps = float(output[steps_key])
+      if steps <= 0:
+        continue
+      steps_so_far[client_id] = steps_so_far.get(client_id, 0.0) + steps
+      xs, ys = series.setdefault(client_id, ([], []))
+      xs.append(steps_so_far[client_id])
+      ys.append(float(output[loss_key]))
+  return dict(sorted(series.items()))
+
+
+def _new_figure(nrows: int, ncols: int, *, width: float, height: float,
+                **subplot_kwargs):
+  fig = figure.Figure(figsize=(width * ncols, height * nrows),
+                      layout='constrained')
+  backend_agg.FigureCanvasAgg(fig)
+  return fig, fig.subplots(nrows, ncols, squeeze=False, **subplot_kwargs)
+
+
+def plot_client_training_loss(
+    panels: Mapping[str, Mapping[str, Series]],
+    path: str,
+    *,
+    x_label: str = 'local step',
+    y_label: str = 'training loss',
+    legend_title: Optional[str] = 'client',
+) -> None:
+  """Saves per-client loss curves as a PNG, one panel per run.
+
+  Args:
+    panels: `{panel title: {curve label: (steps, losses)}}`, e.g. one panel
+      per weighting with `client_loss_series` per client.
+    path: The PNG file to write.
+    x_label: Label of the x axis.
+    y_label: Label of the y axis.
+    legend_title: Title of the legend (shown on the first panel).
+  """
+  if not panels:
+    raise ValueError('Nothing to plot: panels is empty.')
+  ncols = min(2, len(panels))
+  nrows = -(-len(panels) // ncols)
+  fig, axes = _new_figure(nrows, ncols, width=5.5, height=3.8, sharey=True)
+  for ax, (title, curves) in zip(axes.flat, panels.items()):
+    for label, (xs, ys) in curves.items():
+      ax.plot(xs, ys, marker='.', label=label)
+    ax.set_title(title)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3)
+  for ax in axes.flat[len(panels):]:
+    ax.set_visible(False)
+  axes.flat[0].legend(title=legend_title, fontsize='small')
+  fig.savefig(path, dpi=110)
+
+
+def plot_metric_by_round(
+    runs: Mapping[str, Series],
+    path: str,
+    *,
+    y_label: str,
+    title: Optional[str] = None,
+) -> None:
+  """Saves one metric against rounds for several runs on one axis (PNG).
+
+  Args:
+    runs: `{run label: (rounds, values)}`, e.g. from `metric_series`.
+    path: The PNG file to write.
+    y_label: What the metric is.
+    title: Figure title.
+  """
+  if not runs:
+    raise ValueError('Nothing to plot: runs is empty.')
+  fig, axes = _new_figure(1, 1, width=6.5, height=4.0)
+  ax = axes[0, 0]
+  for label, (rounds, values) in runs.items():
+    ax.plot(rounds, np.asarray(values, float), marker='.', label=label)
+  ax.set_xlabel('round')
+  ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+  ax.set_ylabel(y_label)
+  if title:
+    ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize='small')
+  fig.savefig(path, dpi=110)

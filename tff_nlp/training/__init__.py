@@ -1,0 +1,13 @@
+"""Resumable training loops from `tff.program` pieces, and their records."""
+
+from tff_nlp.training.loop import ClientDataFn
+from tff_nlp.training.loop import EvaluateFn
+from tff_nlp.training.loop import LoopConfig
+from tff_nlp.training.loop import run_training
+from tff_nlp.training.loop import sample_clients
+from tff_nlp.training.loop import TENSORBOARD_DIR
+from tff_nlp.training.loop import TrainingRun
+from tff_nlp.training.release import JsonLinesReleaseManager
+from tff_nlp.training.release import read_json_lines
+from tff_nlp.training.release import to_json_value
+from tff_nlp.training.run_dir import prepare_run_dir

@@ -1,0 +1,299 @@
+"""A resumable federated training loop built from `tff.program` pieces.
+
+`run_training` drives any `tff.learning.templates.LearningProcess` round by
+round and, in `output_dir`:
+
+*   saves the process state with a `tff.program.FileProgramStateManager`
+    (`checkpoints/round_<N>`) every `checkpoint_every` rounds, at round 0 (the
+    initial state) and at the last round;
+*   releases each round's metrics (training metrics, evaluation metrics when
+    due, wall time) to TensorBoard (`tff.program.TensorBoardReleaseManager`),
+    to `metrics.csv` (`tff.program.CSVFileReleaseManager`) and, with the
+    per-client outputs of an `FLProcess`, to `metrics.jsonl`;
+*   shows a progress bar (round, elapsed time, ETA, latest loss) when stderr
+    is a terminal.
+
+Running the same call again after the process died resumes after the latest
+checkpoint. Rounds between that checkpoint and the death are run again and
+their records replaced, so `metrics.csv` and `metrics.jsonl` hold each round
+exactly once; with per-round client data that depends only on the round
+number (as `client_data_fn` must provide), the final model equals that of an
+uninterrupted run.
+"""
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+import concurrent.futures
+import dataclasses
+import os
+import sys
+import time
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow_federated as tff
+import tqdm
+
+from tff_nlp import errors
+from tff_nlp.algorithms import fl_process as fl_process_lib
+from tff_nlp.training import release
+
+CHECKPOINT_DIR = 'checkpoints'
+CHECKPOINT_PREFIX = 'round_'
+METRICS_CSV = 'metrics.csv'
+METRICS_JSONL = 'metrics.jsonl'
+TENSORBOARD_DIR = 'tensorboard'
+
+# The arguments of `client_data_fn`: the round number (1-based) and the ids
+# of the clients sampled for it; it returns their data, in that order.
+ClientDataFn = Callable[[int, Sequence[int]], list[Any]]
+# Maps global model weights to named evaluation metrics.
+EvaluateFn = Callable[[tff.learning.models.ModelWeights], Mapping[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """How many rounds to run and what to do around them.
+
+  Attributes:
+    rounds: Total training rounds (a resumed run continues up to this).
+    clients_per_round: Clients sampled each round, without replacement and
+      seeded by `(seed, round)`; 0 takes every client every round.
+    seed: Seed of the client sampling.
+    checkpoint_every: Save the state every this many rounds (and at the last).
+    eval_every: Evaluate every this many rounds; 0 evaluates only the initial
+      and the final model. Ignored without an `evaluate_fn`.
+    progress: Show a progress bar; None shows it when stderr is a terminal.
+  """
+
+  rounds: int
+  clients_per_round: int = 0
+  seed: int = 0
+  checkpoint_every: int = 1
+  eval_every: int = 0
+  progress: Optional[bool] = None
+
+  def __post_init__(self):
+    for name, minimum in (('rounds', 1), ('clients_per_round', 0),
+                          ('checkpoint_every', 1), ('eval_every', 0)):
+      value = getattr(self, name)
+      if not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f'{name} must be an integer >= {minimum}, got '
+                         f'{value!r}.')
+
+
+@dataclasses.dataclass
+class TrainingRun:
+  """What `run_training` did.
+
+  Attributes:
+    state: The learning process state after the last round.
+    resumed_from: The checkpointed round the run resumed from; 0 for a run
+      that started from the initial state.
+    records: Every round's record from `metrics.jsonl` (round 0 holds the
+      initial evaluation, if any), including rounds run before a resume.
+  """
+
+  state: Any
+  resumed_from: int
+  records: list[dict[str, Any]]
+
+
+def sample_clients(
+    num_clients: int, clients_per_round: int, *, seed: int, round_num: int
+) -> list[int]:
+  """The sorted ids of the clients of a round, a function of the round only.
+
+  Args:
+    num_clients: Number of clients to sample from (ids `0..num_clients-1`).
+    clients_per_round: How many to take; 0 (or `>= num_clients`) takes all.
+    seed: The run's seed.
+    round_num: The round.
+
+  Returns:
+    Sorted client ids.
+  """
+  if num_clients < 1:
+    raise ValueError(f'num_clients must be positive, got {num_clients}.')
+  if clients_per_round == 0 or clients_per_round >= num_clients:
+    return list(range(num_clients))
+  rng = np.random.default_rng((seed, round_num))
+  return sorted(
+      int(i) for i in rng.choice(num_clients, clients_per_round, replace=False)
+  )
+
+
+def _run_sync(coroutine):
+  """Runs a `tff.program` coroutine, also from inside a running event loop.
+
+  Jupyter kernels run cells inside an event loop, where `asyncio.run` fails;
+  there the coroutine runs on a loop in a helper thread.
+  """
+  try:
+    asyncio.get_running_loop()
+  except RuntimeError:
+    return asyncio.run(coroutine)
+  with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    return pool.submit(asyncio.run, coroutine).result()
+
+
+async def _gather(*coroutines):
+  return await asyncio.gather(*coroutines)
+
+
+def _latest_loss(metrics) -> Optional[float]:
+  try:
+    return float(metrics['client_work']['train']['loss'])
+  except (KeyError, TypeError, ValueError):
+    return None
+
+
+class _Progress:
+  """A tqdm bar over rounds, or nothing when disabled."""
+
+  def __init__(self, *, enabled, total, initial, description):
+    self._bar = tqdm.tqdm(
+        total=total, initial=initial, unit='round', desc=description,
+        file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+
+  def update(self, metrics) -> None:
+    loss = _latest_loss(metrics)
+    if loss is not None:
+      self._bar.set_postfix(loss=f'{loss:.4f}', refresh=False)
+    self._bar.update(1)
+
+  def close(self) -> None:
+    self._bar.close()
+
+
+def _load_latest_checkpoint(state_manager, root_dir, template, rounds):
+  """(state, version) of the latest checkpoint, or (None, 0) if none."""
+  versions = _run_sync(state_manager.get_versions())
+  if not versions:
+    return None, 0
+  version = max(versions)
+  path = os.path.join(root_dir, f'{CHECKPOINT_PREFIX}{version}')
+  if version > rounds:
+    raise errors.CheckpointError(
+        f'{path}: the run already has {version} rounds, more than the '
+        f'{rounds} asked for. Ask for at least {version} rounds, or use '
+        'another output directory.')
+  try:
+    state = _run_sync(state_manager.load(version, template))
+  except Exception as e:  # pylint: disable=broad-except
+    # Whatever TF or TFF raises for a damaged SavedModel, the user needs the
+    # path; the checkpoint is left as it is, never overwritten.
+    raise errors.CheckpointError(
+        f'{path}: the checkpoint cannot be loaded ({type(e).__name__}: '
+        f'{str(e).splitlines()[0] if str(e) else ""}). It was left untouched: '
+        'move it away to resume from an earlier checkpoint, or use another '
+        'output directory.') from e
+  return state, version
+
+
+def run_training(
+    process: tff.learning.templates.LearningProcess,
+    *,
+    client_data_fn: ClientDataFn,
+    num_clients: int,
+    config: LoopConfig,
+    output_dir: str,
+    evaluate_fn: Optional[EvaluateFn] = None,
+    tensorboard_dir: Optional[str] = None,
+    description: Optional[str] = None,
+) -> TrainingRun:
+  """Trains `process` for `config.rounds` rounds, resuming if checkpointed.
+
+  Executes TFF computations in the current context (e.g. inside `with
+  tff_nlp.runtime.local_cpp_context():`).
+
+  Args:
+    process: The learning process. With an `algorithms.FLProcess`, the
+      simulation-only per-client outputs are recorded in `metrics.jsonl`.
+    client_data_fn: `(round_num, client_ids) -> [client data]`. For exact
+      resumption it must depend only on its arguments (e.g. seed the example
+      order with `(seed, round_num, client_id)`).
+    num_clients: Number of clients `client_data_fn` can serve.
+    config: Rounds, sampling, checkpoint and evaluation cadence, progress.
+    output_dir: Where checkpoints and metrics go (created if missing).
+    evaluate_fn: Evaluates global model weights; its metrics are recorded
+      under `eval` for round 0 (initial model), every `config.eval_every`
+      rounds and the last round.
+    tensorboard_dir: TensorBoard log directory; `output_dir/tensorboard` if
+      None.
+    description: Label of the progress bar.
+
+  Returns:
+    A `TrainingRun` with the final state and every round's record.
+
+  Raises:
+    CheckpointError: If the latest checkpoint cannot be loaded or holds more
+      rounds than `config.rounds`.
+  """
+  checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
+  state_manager = tff.program.FileProgramStateManager(
+      checkpoint_dir, prefix=CHECKPOINT_PREFIX, keep_total=3, keep_first=True)
+  scalar_managers = [
+      tff.program.TensorBoardReleaseManager(
+          tensorboard_dir or os.path.join(output_dir, TENSORBOARD_DIR)),
+      tff.program.CSVFileReleaseManager(os.path.join(output_dir, METRICS_CSV)),
+  ]
+  jsonl_manager = release.JsonLinesReleaseManager(
+      os.path.join(output_dir, METRICS_JSONL))
+
+  def publish(record, jsonl_extra, round_num):
+    _run_sync(_gather(
+        *[m.release(record, key=round_num) for m in scalar_managers],
+        jsonl_manager.release({**record, **jsonl_extra}, key=round_num)))
+
+  def evaluate(state):
+    return dict(evaluate_fn(process.get_model_weights(state)))
+
+  template = process.initialize()
+  state, resumed_from = _load_latest_checkpoint(
+      state_manager, checkpoint_dir, template, config.rounds)
+  if state is None:
+    state = template
+    if evaluate_fn is not None:
+      publish({'eval': evaluate(state)}, {}, 0)
+    _run_sync(state_manager.save(state, 0))
+
+  with_client_outputs = isinstance(process, fl_process_lib.FLProcess)
+  progress = _Progress(
+      enabled=sys.stderr.isatty() if config.progress is None
+      else config.progress,
+      total=config.rounds, initial=resumed_from, description=description)
+  try:
+    for round_num in range(resumed_from + 1, config.rounds + 1):
+      client_ids = sample_clients(num_clients, config.clients_per_round,
+                                  seed=config.seed, round_num=round_num)
+      client_data = client_data_fn(round_num, client_ids)
+      start = time.perf_counter()
+      if with_client_outputs:
+        result = process.next_with_client_outputs(state, client_data)
+        output, client_outputs = result['output'], result['client_outputs']
+      else:
+        output, client_outputs = process.next(state, client_data), None
+      state = output.state
+      record = {'train': output.metrics,
+                'round_seconds': time.perf_counter() - start}
+      is_last = round_num == config.rounds
+      if evaluate_fn is not None and (is_last or (
+          config.eval_every and round_num % config.eval_every == 0)):
+        record['eval'] = evaluate(state)
+      jsonl_extra = {'client_ids': client_ids}
+      if client_outputs is not None:
+        jsonl_extra['client_outputs'] = client_outputs
+      # Records first, checkpoint second: a death in between replays the
+      # round on resume, which replaces its records.
+      publish(record, jsonl_extra, round_num)
+      if is_last or round_num % config.checkpoint_every == 0:
+        _run_sync(state_manager.save(state, round_num))
+      progress.update(output.metrics)
+  finally:
+    progress.close()
+  return TrainingRun(
+      state=state,
+      resumed_from=resumed_from,
+      records=release.read_json_lines(jsonl_manager.path),
+  )

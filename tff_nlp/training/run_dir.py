@@ -1,0 +1,90 @@
+"""The output directory of a run: checked before training, tied to a config.
+
+A run directory holds `config.json`. Starting a run in a directory that
+already has one resumes that run, which is only right if the experiment is
+the same: `prepare_run_dir` compares the parts of the config that define the
+experiment and refuses a mismatch, naming the differing keys, instead of
+silently mixing two experiments' checkpoints and metrics.
+"""
+
+from collections.abc import Mapping
+import json
+import os
+from typing import Any
+
+from tff_nlp import errors
+from tff_nlp.training import release
+
+CONFIG_FILE = 'config.json'
+# The key of `config.json` whose value must match for a run to be resumed.
+EXPERIMENT_KEY = 'experiment'
+
+
+def _differences(old, new, prefix=''):
+  if isinstance(old, Mapping) and isinstance(new, Mapping):
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+      diffs += _differences(old.get(key), new.get(key), f'{prefix}{key}.')
+    return diffs
+  return [] if old == new else [f'{prefix[:-1]}: {old!r} -> {new!r}']
+
+
+def prepare_run_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
+  """Creates or checks `output_dir` and writes `config.json`.
+
+  Args:
+    output_dir: The run directory.
+    config: The run's configuration; `config['experiment']` must match that
+      of an existing run in `output_dir`, the rest (e.g. the number of
+      rounds, runtime settings) may change between invocations.
+
+  Returns:
+    Whether `output_dir` already held this experiment (the run resumes).
+
+  Raises:
+    InputError: If `output_dir` cannot be created or written, or holds a
+      different experiment or an unreadable `config.json`.
+  """
+  if EXPERIMENT_KEY not in config:
+    raise ValueError(f'config needs an {EXPERIMENT_KEY!r} entry.')
+  config = release.to_json_value(config)
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+  except OSError as e:
+    raise errors.InputError(
+        f'Output directory {output_dir!r} cannot be created: {e.strerror}.'
+    ) from e
+  probe = os.path.join(output_dir, '.write_test')
+  try:
+    with open(probe, 'w') as f:
+      f.write('ok')
+    os.remove(probe)
+  except OSError as e:
+    raise errors.InputError(
+        f'Output directory {output_dir!r} is not writable: {e.strerror}.'
+    ) from e
+
+  path = os.path.join(output_dir, CONFIG_FILE)
+  resumed = os.path.exists(path)
+  if resumed:
+    try:
+      with open(path, encoding='utf-8') as f:
+        previous = json.load(f)
+    except (OSError, ValueError) as e:
+      raise errors.CheckpointError(
+          f'{path}: cannot be read ({e}); it describes the run in '
+          f'{output_dir!r}. Fix or remove it, or use another output '
+          'directory.') from e
+    diffs = _differences(previous.get(EXPERIMENT_KEY),
+                         config[EXPERIMENT_KEY])
+    if diffs:
+      raise errors.CheckpointError(
+          f'{path}: {output_dir!r} holds a run of a different experiment '
+          f'({"; ".join(diffs)}). Use another output directory, or remove '
+          'this one to start over.')
+  temp_path = path + '.tmp'
+  with open(temp_path, 'w', encoding='utf-8') as f:
+    json.dump(config, f, indent=2)
+    f.write('\n')
+  os.replace(temp_path, path)
+  return resumed
