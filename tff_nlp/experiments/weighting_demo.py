@@ -328,7 +328,7 @@ def run_weighting_demo(
       client_data=dataclasses.asdict(client_data),
       training=dataclasses.asdict(training),
   )
-  training_lib.prepare_run_dir(output_dir, collections.OrderedDict(
+  config = collections.OrderedDict(
       experiment=experiment,
       loop=dataclasses.asdict(loop),
       weightings=list(weightings),
@@ -338,7 +338,8 @@ def run_weighting_demo(
           tensorflow_federated=tff.__version__,
           numpy=np.__version__,
       ),
-  ))
+  )
+  training_lib.prepare_run_dir(output_dir, config)
   task = federated_text.prepare_clients(
       client_data, data_dir=data_dir, seed=loop.seed
   )
@@ -366,6 +367,7 @@ def run_weighting_demo(
   _write_json(
       os.path.join(output_dir, RESULTS_FILE),
       collections.OrderedDict(
+          config=config,
           label_names=list(task.label_names),
           vocabulary_size=task.vocabulary.size,
           clients=[

@@ -1,0 +1,188 @@
+"""The weighting demo binary as a user runs it: `python -m`, in a subprocess.
+
+Covers what only a separate process shows: exit status 2 with one line for
+bad input, and resumption after SIGKILL (no round lost or repeated, the same
+final model as an uninterrupted run).
+"""
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_SMOKE_FLAGS = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
+                            'weighting_demo.smoke.flags')
+_WEIGHTINGS = ('uniform', 'lorar')
+_ROUNDS = 8
+# Small but real: 3 clients of r8, 2 sampled per round, checkpoints every
+# second round, so a kill usually lands between checkpoints.
+_TINY_RUN = [
+    f'--flagfile={_SMOKE_FLAGS}',
+    f'--weightings={",".join(_WEIGHTINGS)}',
+    f'--rounds={_ROUNDS}',
+    '--clients_per_round=2',
+    '--checkpoint_every=2',
+    '--eval_every=4',
+    '--seed=5',
+    '--progress=off',
+]
+
+
+def _command(*args):
+  return [sys.executable, '-m', 'tff_nlp.bin.weighting_demo', *args]
+
+
+def _env():
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+
+
+def _run(*args, timeout=600):
+  return subprocess.run(_command(*args), cwd=_REPO, env=_env(),
+                        capture_output=True, text=True, timeout=timeout,
+                        check=False)
+
+
+def _rounds(path):
+  if not os.path.exists(path):
+    return []
+  with open(path, 'rb') as f:
+    lines = f.read().split(b'\n')
+  return [json.loads(line)['round'] for line in lines if line.strip()
+          and line.endswith(b'}')]
+
+
+def _final_variables(output_dir, weighting):
+  reader = tf.train.load_checkpoint(os.path.join(
+      output_dir, weighting, 'checkpoints', f'round_{_ROUNDS}', 'variables',
+      'variables'))
+  names = sorted(reader.get_variable_to_shape_map())
+  return {n: reader.get_tensor(n) for n in names
+          if n != '_CHECKPOINTABLE_OBJECT_GRAPH'}
+
+
+def _group_alive(pgid):
+  try:
+    os.killpg(pgid, 0)
+  except ProcessLookupError:
+    return False
+  return True
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--data_dir=/no/such/dir'],
+     r"Data directory '/no/such/dir' .*does not exist"),
+    (['--flagfile=/no/such.flags'], r'/no/such\.flags'),
+    (['--progress=sometimes'], r'--progress'),
+    (['--no_such_flag=1'], r"Unknown command line flag 'no_such_flag'"),
+    (['--rounds=0'], r'--rounds'),
+    (['--weightings=lorar,median'], r'--weightings must name distinct'),
+    (['--dataset=no_such_dataset'], r'no_such_dataset'),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
+  result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={tmp_path}/run',
+                *args)
+  assert result.returncode == 2, result.stderr[-2000:]
+  error_lines = [line for line in result.stderr.splitlines()
+                 if 'error:' in line]
+  assert len(error_lines) == 1, result.stderr[-2000:]
+  assert error_lines[0].startswith('weighting_demo.py: error: ')
+  assert re.search(message, error_lines[0]), error_lines[0]
+  assert 'Traceback' not in result.stderr
+
+
+def test_other_experiment_in_output_dir_exits_2(tmp_path):
+  run_dir = tmp_path / 'run'
+  run_dir.mkdir()
+  (run_dir / 'config.json').write_text(json.dumps(
+      {'experiment': {'seed': 99}}))
+  result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={run_dir}')
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert 'holds a run of a different experiment' in result.stderr
+  assert 'seed: 99 -> 0' in result.stderr
+  assert json.loads((run_dir / 'config.json').read_text()) == {
+      'experiment': {'seed': 99}}
+
+
+@pytest.fixture(scope='module')
+def uninterrupted_dir(tmp_path_factory):
+  output_dir = str(tmp_path_factory.mktemp('uninterrupted'))
+  result = _run(*_TINY_RUN, f'--output_dir={output_dir}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  return output_dir
+
+
+def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(
+    tmp_path, uninterrupted_dir):
+  output_dir = str(tmp_path / 'run')
+  args = [*_TINY_RUN, f'--output_dir={output_dir}']
+  # A session of its own, so the kill takes the TFF worker with it, as a
+  # killed terminal or a preempted job does.
+  process = subprocess.Popen(_command(*args), cwd=_REPO, env=_env(),
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+  first_jsonl = os.path.join(output_dir, _WEIGHTINGS[0], 'metrics.jsonl')
+  try:
+    deadline = time.monotonic() + 600
+    while max(_rounds(first_jsonl), default=-1) < 3:
+      assert process.poll() is None, 'the run ended before it was killed'
+      assert time.monotonic() < deadline, 'the run made no progress'
+      time.sleep(0.05)
+  finally:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+  killed_at = max(_rounds(first_jsonl))
+  assert killed_at < _ROUNDS
+  for _ in range(100):  # The worker is reaped by init, not by us.
+    if not _group_alive(process.pid):
+      break
+    time.sleep(0.1)
+  assert not _group_alive(process.pid)
+
+  result = _run(*args)
+  assert result.returncode == 0, result.stderr[-3000:]
+
+  for weighting in _WEIGHTINGS:
+    jsonl = os.path.join(output_dir, weighting, 'metrics.jsonl')
+    assert _rounds(jsonl) == list(range(_ROUNDS + 1)), weighting
+    with open(os.path.join(output_dir, weighting, 'metrics.csv')) as f:
+      assert [int(r['key']) for r in csv.DictReader(f)] == list(
+          range(_ROUNDS + 1))
+    resumed = _final_variables(output_dir, weighting)
+    reference = _final_variables(uninterrupted_dir, weighting)
+    assert resumed.keys() == reference.keys()
+    assert any('global_model_weights' in name for name in resumed)
+    for name in reference:
+      np.testing.assert_allclose(resumed[name], reference[name], rtol=0,
+                                 atol=1e-6, err_msg=f'{weighting}: {name}')
+  with open(os.path.join(output_dir, 'results.json')) as f:
+    results = json.load(f)
+  with open(os.path.join(uninterrupted_dir, 'results.json')) as f:
+    reference_results = json.load(f)
+  for weighting in _WEIGHTINGS:
+    for key in ('correct', 'per_client_accuracy'):
+      assert (results['weightings'][weighting][key] ==
+              reference_results['weightings'][weighting][key])
+
+
+def test_corrupt_checkpoint_exits_2_and_is_kept(tmp_path, uninterrupted_dir):
+  output_dir = tmp_path / 'run'
+  subprocess.run(['cp', '-r', uninterrupted_dir, str(output_dir)], check=True)
+  checkpoint = output_dir / _WEIGHTINGS[0] / 'checkpoints' / f'round_{_ROUNDS}'
+  (checkpoint / 'saved_model.pb').write_bytes(b'\0garbage')
+  result = _run(*_TINY_RUN, f'--output_dir={output_dir}',
+                f'--rounds={_ROUNDS + 2}')
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert f'{checkpoint}: the checkpoint cannot be loaded' in result.stderr
+  assert (checkpoint / 'saved_model.pb').read_bytes() == b'\0garbage'
+  assert sorted(os.listdir(checkpoint.parent))[-1] == f'round_{_ROUNDS}'

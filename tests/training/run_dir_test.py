@@ -1,0 +1,60 @@
+import json
+import os
+
+import pytest
+
+from tff_nlp import errors
+from tff_nlp.training import run_dir
+
+
+def _config(seed=3, rounds=10):
+  return {'experiment': {'seed': seed, 'data': {'clients': 8}},
+          'rounds': rounds}
+
+
+def test_new_directory_is_created_with_config(tmp_path):
+  output_dir = str(tmp_path / 'a' / 'b')
+  assert not run_dir.prepare_run_dir(output_dir, _config())
+  with open(os.path.join(output_dir, 'config.json')) as f:
+    assert json.load(f) == _config()
+  assert os.listdir(output_dir) == ['config.json']  # The write probe is gone.
+
+
+def test_same_experiment_resumes_and_may_change_the_rest(tmp_path):
+  output_dir = str(tmp_path)
+  run_dir.prepare_run_dir(output_dir, _config(rounds=10))
+  assert run_dir.prepare_run_dir(output_dir, _config(rounds=20))
+  with open(os.path.join(output_dir, 'config.json')) as f:
+    assert json.load(f)['rounds'] == 20
+
+
+def test_different_experiment_is_refused_naming_the_differences(tmp_path):
+  output_dir = str(tmp_path)
+  run_dir.prepare_run_dir(output_dir, _config(seed=3))
+  other = _config(seed=4)
+  other['experiment']['data']['clients'] = 5
+  with pytest.raises(errors.CheckpointError) as e:
+    run_dir.prepare_run_dir(output_dir, other)
+  assert 'data.clients: 8 -> 5; seed: 3 -> 4' in str(e.value)
+  with open(os.path.join(output_dir, 'config.json')) as f:
+    assert json.load(f) == _config(seed=3)  # Left as it was.
+
+
+def test_unreadable_config_is_reported_with_its_path(tmp_path):
+  path = tmp_path / 'config.json'
+  path.write_text('{"experiment": ')
+  with pytest.raises(errors.CheckpointError, match=f'{path}: cannot be read'):
+    run_dir.prepare_run_dir(str(tmp_path), _config())
+  assert path.read_text() == '{"experiment": '
+
+
+def test_directory_that_cannot_be_created_is_reported(tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('')
+  with pytest.raises(errors.InputError, match='cannot be created'):
+    run_dir.prepare_run_dir(str(blocker / 'run'), _config())
+
+
+def test_config_needs_an_experiment_entry(tmp_path):
+  with pytest.raises(ValueError, match="'experiment'"):
+    run_dir.prepare_run_dir(str(tmp_path), {'rounds': 1})
