@@ -193,3 +193,15 @@ def test_loop_config_rejects(field, value):
   kwargs = {'rounds': 3, field: value}
   with pytest.raises(ValueError, match=f'{field} must be an integer >= '):
     training.LoopConfig(**kwargs)
+
+
+@pytest.mark.parametrize('progress, shown', [(True, True), (False, False),
+                                             (None, False)])
+def test_progress_bar(tmp_path, capsys, progress, shown):
+  training.run_training(
+      _process(), client_data_fn=_client_data, num_clients=len(_CLIENTS),
+      config=training.LoopConfig(rounds=2, progress=progress),
+      output_dir=str(tmp_path), description='demo')
+  err = capsys.readouterr().err
+  # None: shown only on a terminal, and pytest's stderr is not one.
+  assert ('demo: 100%' in err and '2/2' in err and 'loss=' in err) == shown

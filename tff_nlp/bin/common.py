@@ -14,6 +14,7 @@ a checkpoint that cannot be resumed). Other exceptions are bugs and keep
 their traceback.
 """
 
+import logging
 import os
 import sys
 
@@ -88,4 +89,7 @@ def run(main) -> None:
     except (errors.InputError, app.UsageError) as e:
       _exit_on_bad_input(os.path.basename(argv[0]), e)
 
+  # TensorFlow logs two INFO lines per SavedModel written, i.e. per
+  # checkpoint; TFF's own line ("Program state saved") is enough.
+  logging.getLogger('tensorflow').setLevel(logging.WARNING)
   app.run(main_reporting_bad_input, flags_parser=_parse_flags)

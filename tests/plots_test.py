@@ -1,0 +1,54 @@
+import matplotlib.image
+import numpy as np
+import pytest
+
+from tff_nlp import plots
+
+# Three rounds of two sampled clients out of three (client 2 skipped in
+# round 2, client 0 empty in round 3), as `run_training` records them.
+_RECORDS = [
+    {'round': 0, 'eval': {'macro_avg': 0.1}},
+    {'round': 1, 'client_ids': [0, 2],
+     'client_outputs': [{'mean_batch_loss': 2.0, 'num_batches': 3},
+                        {'mean_batch_loss': 1.5, 'num_batches': 5}],
+     'eval': {'macro_avg': 0.4}},
+    {'round': 2, 'client_ids': [0, 1],
+     'client_outputs': [{'mean_batch_loss': 1.0, 'num_batches': 3},
+                        {'mean_batch_loss': 'nan', 'num_batches': 2}]},
+    {'round': 3, 'client_ids': [0, 2],
+     'client_outputs': [{'mean_batch_loss': 0.0, 'num_batches': 0},
+                        {'mean_batch_loss': 0.5, 'num_batches': 5}],
+     'eval': {'macro_avg': 0.7}},
+]
+
+
+def test_metric_series_takes_records_that_have_the_metric():
+  assert plots.metric_series(_RECORDS, 'eval/macro_avg') == (
+      [0, 1, 3], [0.1, 0.4, 0.7])
+  assert plots.metric_series(_RECORDS, 'eval/missing') == ([], [])
+
+
+def test_client_loss_series_counts_each_clients_own_steps():
+  series = plots.client_loss_series(_RECORDS)
+  # Client 0: 3 steps, then 3 more (6); its empty round 3 adds no point.
+  assert series[0] == ([3.0, 6.0], [2.0, 1.0])
+  # Client 2 skipped round 2: its steps go 5, 10.
+  assert series[2] == ([5.0, 10.0], [1.5, 0.5])
+  steps, losses = series[1]
+  assert steps == [2.0] and np.isnan(losses[0])  # Non-finite stays visible.
+
+
+@pytest.mark.parametrize('draw', [
+    lambda path: plots.plot_client_training_loss(
+        {'lorar': plots.client_loss_series(_RECORDS),
+         'uniform': plots.client_loss_series(_RECORDS[:2])}, path),
+    lambda path: plots.plot_metric_by_round(
+        {'lorar': plots.metric_series(_RECORDS, 'eval/macro_avg'),
+         'uniform': ([0, 3], [0.1, 0.5])}, path, y_label='MacroAvg'),
+], ids=['client_training_loss', 'metric_by_round'])
+def test_writes_a_png(tmp_path, draw):
+  path = str(tmp_path / 'figure.png')
+  draw(path)
+  image = matplotlib.image.imread(path)
+  assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 200
+  assert image[..., :3].std() > 0.01  # Not a blank canvas.
