@@ -7,6 +7,8 @@ Subpackages:
   runtime      TFF execution contexts with an owned, always-stopped worker.
   data         Readers of the datasets in ../shared/data and federated splits.
   models       Keras models wrapped as `tff.learning` models.
+  metrics      Task metrics: text-to-SQL exact match and execution accuracy,
+               and the paper-layout results tables.
   training     The round loop of every experiment: client sampling,
                checkpoint/resume (`tff.program`), metrics to TensorBoard,
                CSV and JSON lines, progress bar.
@@ -26,6 +28,7 @@ from tff_nlp import analysis
 from tff_nlp import data
 from tff_nlp import errors
 from tff_nlp import experiments
+from tff_nlp import metrics
 from tff_nlp import models
 from tff_nlp import plots
 from tff_nlp import runtime

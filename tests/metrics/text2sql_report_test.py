@@ -1,0 +1,167 @@
+"""Tests of the Table 2 report: method keys, paper numbers, layout."""
+
+import json
+import os
+import re
+
+from absl.testing import parameterized
+
+from tff_nlp import algorithms
+from tff_nlp import data
+from tff_nlp.metrics import text2sql
+from tff_nlp.metrics import text2sql_report as report
+
+_FINETUNE = ('finetune',)
+_FEDOPT_LORAR = ('federated', 'fedopt', 'lorar')
+_FEDAVG_UNIFORM = ('federated', 'fedavg', 'uniform')
+
+# Finetuning on all eight clients, correct/total in `CLIENTS` order:
+# 1/2, 1/4, 3/4, 1/1, 0/1, 1/3, 2/3, 1/5 = 50, 25, 75, 100, 0, 33.33, 66.67,
+# 20 %. MacroAvg (0.5 + 0.25 + 0.75 + 1 + 0 + 1/3 + 2/3 + 0.2) / 8 = 3.7 / 8
+# = 46.25 %; MicroAvg 10/23 = 43.48 %.
+_ALL_CLIENTS = text2sql.ClientAccuracies(
+    clients=report.CLIENTS, correct=(1, 1, 3, 1, 0, 1, 2, 1),
+    totals=(2, 4, 4, 1, 1, 3, 3, 5))
+# FedOPT + Lorar on two clients only (atis 1/2, advising 3/4): MacroAvg
+# 62.50 %, MicroAvg 4/6 = 66.67 %, both marked partial.
+_TWO_CLIENTS = text2sql.ClientAccuracies(
+    clients=('atis', 'advising'), correct=(1, 3), totals=(2, 4))
+_HEADER = (
+    '| Method | Source | advising | atis | geography | restaurants | scholar '
+    '| academic | imdb | yelp | MacroAvg | MicroAvg |\n'
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n')
+
+
+class MethodKeyTest(parameterized.TestCase):
+
+  def test_table2_labels(self):
+    self.assertEqual(
+        [report.method_label(m) for m in report.TABLE2_METHODS],
+        ['Finetuning', 'Centralized', 'FedOPT', 'FedOPT + Lorar', 'FedAvg',
+         'FedAvg + Lorar', 'FedProx', 'FedProx + Lorar', 'FedOPT + uniform',
+         'FedOPT + loss_reduction'])
+
+  def test_weightings_are_the_library_ones(self):
+    self.assertCountEqual(report.WEIGHTINGS,
+                          [w.value for w in algorithms.Weighting])
+
+  @parameterized.named_parameters(
+      ('unknown_paradigm', ('local',)),
+      ('extra_part', ('finetune', 'lorar')),
+      ('unknown_algorithm', ('federated', 'fedsgd', 'lorar')),
+      ('unknown_weighting', ('federated', 'fedavg', 'equal')),
+      ('no_weighting', ('federated', 'fedavg')),
+  )
+  def test_invalid_key(self, method):
+    with self.assertRaisesRegex(ValueError, 'Unknown method'):
+      report.method_label(method)
+
+
+class PaperResultsTest(parameterized.TestCase):
+
+  def test_one_entry_per_table_row(self):
+    self.assertCountEqual(report.PAPER_RESULTS, report.TABLE2_METHODS)
+    for paper in report.PAPER_RESULTS.values():
+      self.assertEqual(paper.per_client, {})
+
+  def test_numbers_match_lorar_md(self):
+    path = os.path.join(data.find_data_dir(), os.pardir, 'docs', 'lorar.md')
+    if not os.path.exists(path):
+      self.skipTest(f'{path} not found.')
+    with open(path) as f:
+      text = f.read()
+    # "| FedOPT + Lorar | 62.55 | 69.39 |" rows of the headline table, and
+    # "`uniform` 61.04 / 68.13" for FedOPT's other weightings.
+    numbers = {
+        label: (float(macro), float(micro)) for label, macro, micro in
+        re.findall(r'^\| ([A-Za-z +]+) \| (\d+\.\d+) \| (\d+\.\d+) \|$', text,
+                   re.MULTILINE)}
+    numbers.update(
+        (f'FedOPT + {weighting}', (float(macro), float(micro)))
+        for weighting, macro, micro in
+        re.findall(r'`(\w+)` (\d+\.\d+) / (\d+\.\d+)', text))
+    self.assertEqual(
+        numbers,
+        {report.method_label(m): (p.macro_avg, p.micro_avg)
+         for m, p in report.PAPER_RESULTS.items()})
+
+
+class Table2MarkdownTest(parameterized.TestCase):
+
+  def test_crafted_table(self):
+    table = report.table2_markdown(
+        {_FINETUNE: _ALL_CLIENTS, _FEDOPT_LORAR: _TWO_CLIENTS},
+        methods=[_FINETUNE, _FEDOPT_LORAR, _FEDAVG_UNIFORM])
+    # FedAvg + uniform: no run and no paper numbers, so one empty row.
+    self.assertEqual(
+        table,
+        _HEADER
+        + '| Finetuning | ours | 50.00 | 25.00 | 75.00 | 100.00 | 0.00 | '
+        '33.33 | 66.67 | 20.00 | 46.25 | 43.48 |\n'
+        '| Finetuning | paper | – | – | – | – | – | – | – | – | 62.78 | '
+        '71.47 |\n'
+        '| FedOPT + Lorar | ours | 75.00 | 50.00 | – | – | – | – | – | – | '
+        '62.50* | 66.67* |\n'
+        '| FedOPT + Lorar | paper | – | – | – | – | – | – | – | – | 62.55 | '
+        '69.39 |\n'
+        '| FedAvg + uniform | ours | – | – | – | – | – | – | – | – | – | – |')
+
+  def test_paper_per_client_numbers(self):
+    # Made-up paper numbers, to show where per-client ones would go.
+    paper = {_FINETUNE: report.PaperResult(
+        macro_avg=1.0, micro_avg=2.5, per_client={'imdb': 3.456})}
+    self.assertEqual(
+        report.table2_markdown({}, methods=[_FINETUNE], paper=paper),
+        _HEADER
+        + '| Finetuning | ours | – | – | – | – | – | – | – | – | – | – |\n'
+        '| Finetuning | paper | – | – | – | – | – | – | 3.46 | – | 1.00 | '
+        '2.50 |')
+
+  def test_default_rows(self):
+    table = report.table2_markdown({})
+    rows = [line.split(' | ')[:2] for line in table.splitlines()[2:]]
+    # Every method of Table 2 has the paper's row under ours.
+    self.assertEqual(
+        rows,
+        [[f'| {report.method_label(m)}', source]
+         for m in report.TABLE2_METHODS for source in ('ours', 'paper')])
+
+  @parameterized.named_parameters(
+      ('method_not_in_table', {_FEDAVG_UNIFORM: _TWO_CLIENTS},
+       'not in the table'),
+      ('unknown_client', {_FINETUNE: text2sql.ClientAccuracies(
+          clients=('spider',), correct=(1,), totals=(1,))},
+       r"unknown clients \['spider'\]"),
+      ('invalid_key', {('federated', 'fedavg'): _TWO_CLIENTS},
+       'Unknown method'),
+  )
+  def test_invalid_results(self, results, message):
+    for function in (report.table2_markdown, report.table2_json):
+      with self.assertRaisesRegex(ValueError, message):
+        function(results)
+
+
+class Table2JsonTest(parameterized.TestCase):
+
+  def test_crafted_json(self):
+    content = report.table2_json({_FEDOPT_LORAR: _TWO_CLIENTS},
+                                 methods=[_FEDOPT_LORAR, _FEDAVG_UNIFORM])
+    self.assertEqual(json.loads(json.dumps(content)), {
+        'clients': list(report.CLIENTS),
+        'methods': [
+            {'key': ['federated', 'fedopt', 'lorar'],
+             'label': 'FedOPT + Lorar',
+             'ours': {
+                 'per_client': {
+                     'atis': {'correct': 1, 'total': 2, 'accuracy': 0.5},
+                     'advising': {'correct': 3, 'total': 4, 'accuracy': 0.75},
+                 },
+                 'macro_avg': 0.625,
+                 'micro_avg': 4 / 6,
+             },
+             'paper': {'macro_avg_percent': 62.55, 'micro_avg_percent': 69.39,
+                       'per_client_percent': {}}},
+            {'key': ['federated', 'fedavg', 'uniform'],
+             'label': 'FedAvg + uniform', 'ours': None, 'paper': None},
+        ],
+    })

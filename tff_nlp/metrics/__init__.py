@@ -1,0 +1,27 @@
+"""Evaluation metrics and result tables.
+
+`text2sql`: exact match (the Lorar paper's metric) and SQLite execution
+accuracy of predicted SQL, per client with MacroAvg and MicroAvg.
+`text2sql_report`: the paper's Table 2 layout and its headline numbers.
+"""
+
+from tff_nlp.metrics.text2sql import ClientAccuracies
+from tff_nlp.metrics.text2sql import connect_read_only
+from tff_nlp.metrics.text2sql import evaluate
+from tff_nlp.metrics.text2sql import exact_match
+from tff_nlp.metrics.text2sql import execute_select
+from tff_nlp.metrics.text2sql import execution_match
+from tff_nlp.metrics.text2sql import find_databases
+from tff_nlp.metrics.text2sql import has_top_level_order_by
+from tff_nlp.metrics.text2sql import normalize_sql
+from tff_nlp.metrics.text2sql import QueryError
+from tff_nlp.metrics.text2sql import results_equal
+from tff_nlp.metrics.text2sql import Text2SqlEvaluation
+from tff_nlp.metrics.text2sql_report import CLIENTS
+from tff_nlp.metrics.text2sql_report import method_label
+from tff_nlp.metrics.text2sql_report import MethodKey
+from tff_nlp.metrics.text2sql_report import PAPER_RESULTS
+from tff_nlp.metrics.text2sql_report import PaperResult
+from tff_nlp.metrics.text2sql_report import table2_json
+from tff_nlp.metrics.text2sql_report import table2_markdown
+from tff_nlp.metrics.text2sql_report import TABLE2_METHODS

@@ -1,0 +1,246 @@
+"""The Lorar paper's Table 2: test EM per client and method, beside the paper.
+
+Zhang et al., ACL 2023 (see `shared/docs/lorar.md`) report test exact match
+(%) of every training paradigm on the eight text-to-SQL clients with MacroAvg
+and MicroAvg. `table2_markdown` lays out our numbers the same way, with the
+paper's under each of our rows; `table2_json` gives the same content for a
+`results.json`.
+
+Methods are keyed by tuples:
+
+*   `('finetune',)`: one model per client trained on its own data;
+*   `('centralized',)`: one model on the union of the clients' data;
+*   `('federated', algorithm, weighting)`: `algorithm` one of 'fedavg',
+    'fedopt', 'fedprox' and `weighting` one of the client weightings of
+    `tff_nlp.algorithms.Weighting` ('num_examples', 'uniform',
+    'loss_reduction', 'lorar'). The paper's plain "FedOPT" is
+    `('federated', 'fedopt', 'num_examples')` and "FedOPT + Lorar" is
+    `('federated', 'fedopt', 'lorar')`.
+"""
+
+import collections
+from collections.abc import Mapping, Sequence
+import dataclasses
+import types
+from typing import Any, Optional
+
+from tff_nlp.metrics import text2sql
+
+MethodKey = tuple[str, ...]
+
+# The table's columns, in the paper's order (large, medium, small clients).
+CLIENTS = ('advising', 'atis', 'geography', 'restaurants', 'scholar',
+           'academic', 'imdb', 'yelp')
+ALGORITHMS = {'fedopt': 'FedOPT', 'fedavg': 'FedAvg', 'fedprox': 'FedProx'}
+# The weighting's suffix in a row label; `num_examples` is the paper's
+# baseline weighting, so the algorithm's name alone stands for it.
+WEIGHTINGS = {
+    'num_examples': '',
+    'lorar': ' + Lorar',
+    'uniform': ' + uniform',
+    'loss_reduction': ' + loss_reduction',
+}
+MISSING = '–'
+# Marks an average over fewer than all `CLIENTS`.
+PARTIAL_MARK = '*'
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperResult:
+  """Numbers reported in the paper for one method, in percent.
+
+  Attributes:
+    macro_avg: MacroAvg test EM (%).
+    micro_avg: MicroAvg test EM (%).
+    per_client: Test EM (%) by client name, where known for certain.
+  """
+
+  macro_avg: float
+  micro_avg: float
+  per_client: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+def _federated(algorithm: str, weighting: str) -> MethodKey:
+  return ('federated', algorithm, weighting)
+
+
+# The paper's headline numbers as restated in `shared/docs/lorar.md`. That
+# note has no per-client numbers, so none are given here.
+PAPER_RESULTS: Mapping[MethodKey, PaperResult] = types.MappingProxyType({
+    ('finetune',): PaperResult(62.78, 71.47),
+    ('centralized',): PaperResult(70.32, 74.21),
+    _federated('fedopt', 'num_examples'): PaperResult(58.32, 68.49),
+    _federated('fedopt', 'lorar'): PaperResult(62.55, 69.39),
+    _federated('fedavg', 'num_examples'): PaperResult(40.03, 57.89),
+    _federated('fedavg', 'lorar'): PaperResult(60.16, 63.91),
+    _federated('fedprox', 'num_examples'): PaperResult(41.67, 58.84),
+    _federated('fedprox', 'lorar'): PaperResult(58.39, 62.42),
+    _federated('fedopt', 'uniform'): PaperResult(61.04, 68.13),
+    _federated('fedopt', 'loss_reduction'): PaperResult(60.67, 67.12),
+})
+
+# The table's rows: Table 2's order, then FedOPT's other two weightings.
+TABLE2_METHODS: tuple[MethodKey, ...] = (
+    ('finetune',),
+    ('centralized',),
+    _federated('fedopt', 'num_examples'),
+    _federated('fedopt', 'lorar'),
+    _federated('fedavg', 'num_examples'),
+    _federated('fedavg', 'lorar'),
+    _federated('fedprox', 'num_examples'),
+    _federated('fedprox', 'lorar'),
+    _federated('fedopt', 'uniform'),
+    _federated('fedopt', 'loss_reduction'),
+)
+
+
+def method_label(method: MethodKey) -> str:
+  """The row label of a method key, e.g. 'FedAvg + Lorar'.
+
+  Args:
+    method: A method key (see the module docstring).
+
+  Returns:
+    The label.
+
+  Raises:
+    ValueError: If `method` is not a valid key.
+  """
+  method = tuple(method)
+  if method == ('finetune',):
+    return 'Finetuning'
+  if method == ('centralized',):
+    return 'Centralized'
+  if (len(method) == 3 and method[0] == 'federated'
+      and method[1] in ALGORITHMS and method[2] in WEIGHTINGS):
+    return ALGORITHMS[method[1]] + WEIGHTINGS[method[2]]
+  raise ValueError(
+      f'Unknown method {method!r}; expected (\'finetune\',), '
+      f'(\'centralized\',) or (\'federated\', algorithm, weighting) with '
+      f'algorithm in {list(ALGORITHMS)} and weighting in '
+      f'{list(WEIGHTINGS)}.')
+
+
+def _check_results(results: Mapping[MethodKey, text2sql.ClientAccuracies],
+                   methods: Sequence[MethodKey]) -> None:
+  """Refuses results the table would silently leave out."""
+  for method in [*methods, *results]:
+    method_label(method)
+  rows = {tuple(m) for m in methods}
+  extra = [m for m in results if tuple(m) not in rows]
+  if extra:
+    raise ValueError(f'Results of methods not in the table: {extra}.')
+  for method, accuracies in results.items():
+    unknown = sorted(set(accuracies.clients) - set(CLIENTS))
+    if unknown:
+      raise ValueError(
+          f'{method_label(method)}: unknown clients {unknown}; expected some '
+          f'of {list(CLIENTS)}.')
+
+
+def _percent(fraction: float) -> str:
+  return f'{100 * fraction:.2f}'
+
+
+def _our_cells(accuracies: Optional[text2sql.ClientAccuracies]) -> list[str]:
+  if accuracies is None:
+    return [MISSING] * (len(CLIENTS) + 2)
+  per_client = accuracies.per_client
+  mark = '' if set(accuracies.clients) == set(CLIENTS) else PARTIAL_MARK
+  return ([_percent(per_client[c]) if c in per_client else MISSING
+           for c in CLIENTS]
+          + [_percent(accuracies.macro) + mark,
+             _percent(accuracies.micro) + mark])
+
+
+def _paper_cells(paper: PaperResult) -> list[str]:
+  return ([f'{paper.per_client[c]:.2f}' if c in paper.per_client else MISSING
+           for c in CLIENTS]
+          + [f'{paper.macro_avg:.2f}', f'{paper.micro_avg:.2f}'])
+
+
+def table2_markdown(
+    results: Mapping[MethodKey, text2sql.ClientAccuracies],
+    *,
+    methods: Sequence[MethodKey] = TABLE2_METHODS,
+    paper: Mapping[MethodKey, PaperResult] = PAPER_RESULTS,
+) -> str:
+  """The Markdown table of test EM (%) in the layout of the paper's Table 2.
+
+  One row of ours per method (all cells `MISSING` if the method has no
+  results), followed by a row of the paper's numbers if `paper` has the
+  method; the Source column says which. Columns: the `CLIENTS` in order,
+  then MacroAvg and MicroAvg. A client missing from our results shows
+  `MISSING`, and our averages are then over the clients present, marked
+  with `PARTIAL_MARK`.
+
+  Args:
+    results: Our EM per method (e.g. `Text2SqlEvaluation.exact_match`).
+    methods: The rows, in order.
+    paper: The paper's numbers per method.
+
+  Returns:
+    The table, one line per row, without a trailing newline.
+
+  Raises:
+    ValueError: For an invalid method key, results of a method not in
+      `methods` or of a client not in `CLIENTS`.
+  """
+  _check_results(results, methods)
+  results = {tuple(k): v for k, v in results.items()}
+  header = ['Method', 'Source', *CLIENTS, 'MacroAvg', 'MicroAvg']
+  lines = [
+      '| ' + ' | '.join(header) + ' |',
+      '|---|---|' + '---:|' * (len(header) - 2),
+  ]
+  for method in methods:
+    method = tuple(method)
+    label = method_label(method)
+    rows = [[label, 'ours', *_our_cells(results.get(method))]]
+    if method in paper:
+      rows.append([label, 'paper', *_paper_cells(paper[method])])
+    lines.extend('| ' + ' | '.join(cells) + ' |' for cells in rows)
+  return '\n'.join(lines)
+
+
+def table2_json(
+    results: Mapping[MethodKey, text2sql.ClientAccuracies],
+    *,
+    methods: Sequence[MethodKey] = TABLE2_METHODS,
+    paper: Mapping[MethodKey, PaperResult] = PAPER_RESULTS,
+) -> dict[str, Any]:
+  """The content of `table2_markdown` as a JSON-ready dict.
+
+  Our numbers are fractions with their counts (`ClientAccuracies.to_json`);
+  the paper's are percentages as printed, under keys ending in `_percent`.
+
+  Args:
+    results: Our EM per method.
+    methods: The methods, in order.
+    paper: The paper's numbers per method.
+
+  Returns:
+    `{'clients': CLIENTS, 'methods': [...]}`, one entry per method with its
+    `key` (a list), `label`, `ours` and `paper` (each None if absent).
+
+  Raises:
+    ValueError: As `table2_markdown`.
+  """
+  _check_results(results, methods)
+  results = {tuple(k): v for k, v in results.items()}
+  entries = []
+  for method in methods:
+    method = tuple(method)
+    ours = results.get(method)
+    theirs = paper.get(method)
+    entries.append(collections.OrderedDict(
+        key=list(method),
+        label=method_label(method),
+        ours=ours.to_json() if ours else None,
+        paper=collections.OrderedDict(
+            macro_avg_percent=theirs.macro_avg,
+            micro_avg_percent=theirs.micro_avg,
+            per_client_percent=dict(theirs.per_client),
+        ) if theirs else None,
+    ))
+  return collections.OrderedDict(clients=list(CLIENTS), methods=entries)
