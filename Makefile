@@ -10,13 +10,14 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench clean help
+.PHONY: venv test demo bench bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
 	@echo "make test   - set up .venv if needed, run the test suite"
 	@echo "make venv   - create .venv with the pinned stack (idempotent)"
 	@echo "make bench  - run the benchmarks in bench/ (slow; not part of tests)"
+	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
 
@@ -37,6 +38,12 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	"$(PY)" bench/round_overhead.py
+
+# Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
+# so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's
+# registered Python toolchain, whatever PATH is (DEVELOPERS.md, "Bazel").
+bazel-test: $(STAMP)
+	status=0; bazel test //tests/... || status=$$?; bazel shutdown; exit $$status
 
 clean:
 	rm -rf "$(VENV)" .pytest_cache build *.egg-info

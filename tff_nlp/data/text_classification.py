@@ -38,6 +38,8 @@ def find_data_dir(data_dir: Optional[str] = None) -> str:
   Args:
     data_dir: The folder holding `text_classification/` (the `shared/data`
       folder). If None, the environment variable `TFF_NLP_DATA_DIR` is used,
+      else, under `bazel run`, `$BUILD_WORKSPACE_DIRECTORY/../shared/data`
+      (the binary runs in Bazel's runfiles tree, not in the repository),
       else `<repository>/../shared/data`.
 
   Returns:
@@ -52,6 +54,12 @@ def find_data_dir(data_dir: Optional[str] = None) -> str:
   elif os.environ.get(DATA_DIR_ENV_VAR):
     data_dir = os.environ[DATA_DIR_ENV_VAR]
     source = f'the environment variable {DATA_DIR_ENV_VAR}'
+  elif os.environ.get('BUILD_WORKSPACE_DIRECTORY'):
+    # Set by `bazel run` to the source checkout; __file__ is in runfiles.
+    data_dir = os.path.join(
+        os.environ['BUILD_WORKSPACE_DIRECTORY'], os.pardir, 'shared', 'data'
+    )
+    source = 'the Bazel workspace (BUILD_WORKSPACE_DIRECTORY)'
   else:
     data_dir = _DEFAULT_DATA_DIR
     source = 'the default location next to the repository'
