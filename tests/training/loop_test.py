@@ -2,6 +2,7 @@
 tests: records, checkpoints, resume after a stop or a death, bad checkpoints.
 """
 
+import asyncio
 import csv
 import glob
 import os
@@ -205,3 +206,17 @@ def test_progress_bar(tmp_path, capsys, progress, shown):
   err = capsys.readouterr().err
   # None: shown only on a terminal, and pytest's stderr is not one.
   assert ('demo: 100%' in err and '2/2' in err and 'loss=' in err) == shown
+
+
+def test_leaves_the_threads_event_loop_usable(tmp_path):
+  # `asyncio.run` would unset the main thread's event loop, and TFF's
+  # `tff.simulation.run_training_process` (asyncio.get_event_loop()) would
+  # then fail after our loop ran.
+  loop = asyncio.new_event_loop()
+  asyncio.set_event_loop(loop)
+  try:
+    _train(tmp_path, 1)
+    assert asyncio.get_event_loop() is loop
+  finally:
+    asyncio.set_event_loop(None)
+    loop.close()

@@ -63,8 +63,16 @@ def test_runs_and_resumes_in_tff_simulation_loop(tmp_path):
         metrics_managers=[memory, csv_manager],
     )
 
-  run(3)
-  final_state = run(5)  # Resumes from the round 3 checkpoint.
+  # TFF's loop calls `asyncio.get_event_loop()`, which raises in a main
+  # thread whose loop an earlier `asyncio.run` (any test's) has unset.
+  loop = asyncio.new_event_loop()
+  asyncio.set_event_loop(loop)
+  try:
+    run(3)
+    final_state = run(5)  # Resumes from the round 3 checkpoint.
+  finally:
+    asyncio.set_event_loop(None)
+    loop.close()
 
   by_hand = [process.initialize()]
   for round_num in range(1, 6):

@@ -126,15 +126,28 @@ def sample_clients(
 def _run_sync(coroutine):
   """Runs a `tff.program` coroutine, also from inside a running event loop.
 
-  Jupyter kernels run cells inside an event loop, where `asyncio.run` fails;
-  there the coroutine runs on a loop in a helper thread.
+  The coroutine runs on a private event loop, never installed as the
+  thread's current loop: `asyncio.run` would leave the main thread with no
+  current loop, after which TFF's `tff.simulation.run_training_process`
+  (which calls `asyncio.get_event_loop()`) fails. Jupyter kernels run cells
+  inside an event loop, where a second loop cannot run in the same thread;
+  there the coroutine runs in a helper thread.
   """
   try:
     asyncio.get_running_loop()
   except RuntimeError:
-    return asyncio.run(coroutine)
+    return _run_on_private_loop(coroutine)
   with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-    return pool.submit(asyncio.run, coroutine).result()
+    return pool.submit(_run_on_private_loop, coroutine).result()
+
+
+def _run_on_private_loop(coroutine):
+  loop = asyncio.new_event_loop()
+  try:
+    return loop.run_until_complete(coroutine)
+  finally:
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 async def _gather(*coroutines):
