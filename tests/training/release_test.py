@@ -1,5 +1,6 @@
 import asyncio
 import collections
+import dataclasses
 import enum
 import json
 import os
@@ -25,6 +26,12 @@ class _Color(enum.Enum):
   RED = 'red'
 
 
+@dataclasses.dataclass(frozen=True)
+class _Span:
+  start: int
+  names: tuple[str, ...]
+
+
 @attrs.define
 class _Point:
   x: int
@@ -41,6 +48,7 @@ class _Point:
      {'a': 1.0, 'b': {'3': 'c'}}),
     (_Color.RED, 'red'),
     (_Point(x=np.int32(1), y=2.0), {'x': 1, 'y': 2.0}),
+    (_Span(start=np.int64(3), names=('a',)), {'start': 3, 'names': ['a']}),
     (float('nan'), 'nan'),
     (np.float32('inf'), 'inf'),
 ])

@@ -10,6 +10,7 @@ Unlike CSV it keeps nested and non-scalar values (e.g. per-client lists).
 import asyncio
 import collections
 from collections.abc import Mapping
+import dataclasses
 import enum
 import json
 import os
@@ -25,13 +26,16 @@ KEY_FIELD = 'round'
 
 
 def to_json_value(value: Any) -> Any:
-  """Converts numpy/TF/attrs structures to JSON-serializable Python values."""
+  """Converts numpy/TF/attrs/dataclass structures to JSON-serializable values."""
   if isinstance(value, Mapping):
     return collections.OrderedDict(
         (str(k), to_json_value(v)) for k, v in value.items()
     )
   if attrs.has(type(value)):
     return to_json_value(attrs.asdict(value, recurse=False))
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    return to_json_value(collections.OrderedDict(
+        (f.name, getattr(value, f.name)) for f in dataclasses.fields(value)))
   if isinstance(value, enum.Enum):
     return value.value
   if isinstance(value, (list, tuple)):

@@ -1,0 +1,671 @@
+"""Federated text-to-SQL: finetuning, centralized and federated training.
+
+Reproduces the protocol of Zhang et al., "Federated Learning for Semantic
+Parsing: Task Formulation, Evaluation Setup, New Algorithms", ACL 2023
+(arXiv 2305.17221; `shared/docs/lorar.md`): eight single-domain text-to-SQL
+datasets (`tff_nlp.data.text2sql`) are eight clients; a seq2seq parser
+(`tff_nlp.models.seq2seq`) maps the question followed by the serialized
+schema to SQL with values. Three paradigms:
+
+*   `finetune`: one model per client, trained on its own data, selected on
+    its own dev set;
+*   `centralized`: one model trained on the union of the training sets,
+    selected on the merged dev set;
+*   `federated`: FedAvg / FedOPT / FedProx with a client weighting
+    (`num_examples`, `uniform`, `loss_reduction`, `lorar`), every client in
+    every round with its own local epochs, learning rate and batch size;
+    the global model is evaluated on the merged dev set every `eval_every`
+    rounds.
+
+In every paradigm the model with the best dev exact match is evaluated on
+every client's test set (exact match, and execution accuracy where a SQLite
+database exists).
+
+All three paradigms run through the same resumable loop
+(`tff_nlp.training.run_training`) and the same TFF learning process: the
+non-federated paradigms are a one-client FedAvg whose round is one epoch
+and whose server step (SGD, learning rate 1) takes the client's model. This
+gives them checkpoints, resume and metrics for free. The one difference from
+a plain Keras loop: the client optimizer's state (e.g. Adam's moments)
+starts afresh every epoch.
+
+The subword vocabulary is trained on the training text of every client, a
+stand-in for the public pre-trained T5 vocabulary of the paper; the text
+never enters a federated computation.
+"""
+
+import collections
+from collections.abc import Mapping, Sequence
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import algorithms
+from tff_nlp import errors
+from tff_nlp import plots
+from tff_nlp import training as training_lib
+from tff_nlp.data import text2sql
+from tff_nlp.data import text2sql_source
+from tff_nlp.metrics import text2sql as text2sql_metrics
+from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_decoding
+from tff_nlp.models import subword_tokenizer
+
+PARADIGMS = ('finetune', 'centralized', 'federated')
+CLIENT_OPTIMIZERS = {
+    'adafactor': tff.learning.optimizers.build_adafactor,
+    'adam': tff.learning.optimizers.build_adam,
+    'sgd': tff.learning.optimizers.build_sgdm,
+}
+TOKENIZER_DIR = 'tokenizer'
+BEST_MODEL_FILE = 'best_model.npz'
+BEST_MODEL_INFO_FILE = 'best_model.json'
+RESULTS_FILE = 'results.json'
+TABLE_FILE = 'results.md'
+PREDICTIONS_DIR = 'predictions'
+LOSS_PLOT_FILE = 'training_loss.png'
+DEV_PLOT_FILE = 'dev_exact_match.png'
+DEV_METRIC = 'dev_exact_match'
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Which examples, and how they become token ids.
+
+  Attributes:
+    clients: Client names, from `text2sql.CLIENTS` (the paper's order).
+    with_values: Values filled into questions and SQL (the paper's setting);
+      False keeps the anonymised variable names.
+    schema_columns: Serialize table and column names after the question (as
+      the paper); False serializes table names only (shorter inputs).
+    vocabulary_size: Upper bound of the subword vocabulary.
+    max_source_length: Encoder tokens; longer inputs are truncated, and
+      counted in `results.json`.
+    max_target_length: Decoder tokens (SQL plus END); longer SQL is
+      truncated in training, counted, and cannot be matched exactly.
+    max_train_examples: Training examples per client, a seeded random
+      subset; 0 keeps all (smoke runs use a few).
+    max_eval_examples: Dev and test examples per client, a seeded random
+      subset; 0 keeps all.
+  """
+
+  clients: tuple[str, ...] = text2sql.CLIENTS
+  with_values: bool = True
+  schema_columns: bool = True
+  vocabulary_size: int = 4000
+  max_source_length: int = 256
+  max_target_length: int = 256
+  max_train_examples: int = 0
+  max_eval_examples: int = 0
+
+  def __post_init__(self):
+    if not self.clients:
+      raise ValueError('clients must name at least one client.')
+    for name in self.clients:
+      text2sql.check_client(name)
+    if len(set(self.clients)) != len(self.clients):
+      raise ValueError(f'clients are repeated: {list(self.clients)}.')
+    for name in ('vocabulary_size', 'max_source_length', 'max_target_length'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
+    for name in ('max_train_examples', 'max_eval_examples'):
+      if getattr(self, name) < 0:
+        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class PerClient:
+  """A value per client: a default and the clients that differ from it.
+
+  Written `12,advising=6,atis=6` on the command line (`parse`): a bare value
+  is the default, `name=value` overrides one client.
+  """
+
+  default: float
+  overrides: tuple[tuple[str, float], ...] = ()
+
+  def __getitem__(self, client: str) -> float:
+    return dict(self.overrides).get(client, self.default)
+
+  @classmethod
+  def parse(cls, spec: Sequence[str], *, name: str, kind: type = float
+            ) -> 'PerClient':
+    """Parses `['12', 'advising=6']` (a flag's list); errors name `name`."""
+    default, overrides = None, {}
+    for item in spec:
+      key, sep, value = item.strip().rpartition('=')
+      try:
+        number = kind(value)
+      except ValueError:
+        raise errors.InputError(
+            f'--{name}: {item!r} is not a {kind.__name__} or '
+            f'client={kind.__name__}.') from None
+      if not number > 0:
+        raise errors.InputError(f'--{name}: {item!r} must be positive.')
+      if not sep:
+        if default is not None:
+          raise errors.InputError(f'--{name}: two default values in {spec}.')
+        default = number
+      elif key not in text2sql.CLIENTS:
+        raise errors.InputError(
+            f'--{name}: unknown client {key!r} in {item!r}; clients: '
+            f'{list(text2sql.CLIENTS)}.')
+      else:
+        overrides[key] = number
+    if default is None:
+      raise errors.InputError(
+          f'--{name}: needs a default value (e.g. "12,advising=6"), got '
+          f'{list(spec)}.')
+    return cls(default, tuple(sorted(overrides.items())))
+
+
+# The paper's local training (Section 5, `lorar.md`): Adafactor, 6 local
+# epochs and batch 8 for the two large clients, 12 epochs and batch 4 for the
+# others; learning rate 1e-4 for advising, atis, geography and yelp, 1e-3 for
+# the others.
+PAPER_LOCAL_EPOCHS = PerClient(12, (('advising', 6), ('atis', 6)))
+PAPER_BATCH_SIZES = PerClient(4, (('advising', 8), ('atis', 8)))
+PAPER_LEARNING_RATES = PerClient(
+    1e-3, (('advising', 1e-4), ('atis', 1e-4), ('geography', 1e-4),
+           ('yelp', 1e-4)))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+  """How the parser is trained.
+
+  Attributes:
+    paradigm: One of `PARADIGMS`.
+    algorithm: 'fedavg', 'fedopt' or 'fedprox' (federated only).
+    weighting: The client weighting (federated only).
+    client_optimizer: A key of `CLIENT_OPTIMIZERS`.
+    local_epochs: Local epochs per round, per client (federated only; in the
+      other paradigms a round is one epoch).
+    learning_rates: Client learning rate per client; the default is also
+      the centralized model's.
+    batch_sizes: Batch size per client; the default is also the centralized
+      model's.
+    proximal_strength: FedProx's mu (only for 'fedprox').
+    decode_batch_size: Examples decoded at once in evaluation.
+  """
+
+  paradigm: str = 'federated'
+  algorithm: str = 'fedopt'
+  weighting: str = 'lorar'
+  client_optimizer: str = 'adam'
+  local_epochs: PerClient = PAPER_LOCAL_EPOCHS
+  learning_rates: PerClient = PAPER_LEARNING_RATES
+  batch_sizes: PerClient = PAPER_BATCH_SIZES
+  proximal_strength: float = 1e-4
+  decode_batch_size: int = 64
+
+  def __post_init__(self):
+    if self.paradigm not in PARADIGMS:
+      raise ValueError(f'Unknown paradigm {self.paradigm!r}; expected one of '
+                       f'{PARADIGMS}.')
+    if self.client_optimizer not in CLIENT_OPTIMIZERS:
+      raise ValueError(
+          f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
+          f'of {sorted(CLIENT_OPTIMIZERS)}.')
+    algorithms.Algorithm(self.algorithm)
+    algorithms.Weighting(self.weighting)
+
+  @property
+  def method(self) -> text2sql_report.MethodKey:
+    """The row of the paper's Table 2 this run fills."""
+    if self.paradigm == 'federated':
+      return ('federated', self.algorithm, self.weighting)
+    return (self.paradigm,)
+
+
+@dataclasses.dataclass
+class EncodedSplit:
+  """One split of one client as model inputs.
+
+  Attributes:
+    x: `seq2seq.input_spec` inputs (numpy, all examples).
+    y: Target ids [N, T].
+    sources: The model input texts.
+    gold_sql: The gold SQL strings.
+    truncated_sources: Inputs longer than `max_source_length`.
+    truncated_targets: SQL longer than `max_target_length - 1`.
+  """
+
+  x: collections.OrderedDict
+  y: np.ndarray
+  sources: list[str]
+  gold_sql: list[str]
+  truncated_sources: int
+  truncated_targets: int
+
+  def __len__(self) -> int:
+    return len(self.gold_sql)
+
+
+@dataclasses.dataclass
+class Text2SqlTask:
+  """The clients' data, tokenized, and the tokenizer."""
+
+  clients: tuple[str, ...]
+  tokenizer: subword_tokenizer.SubwordTokenizer
+  splits: dict[str, dict[str, EncodedSplit]]  # client -> split -> data
+  databases: dict[str, str]  # client -> SQLite path, where one exists
+
+
+def _subset(examples, limit, seed, client, split):
+  if not limit or len(examples) <= limit:
+    return list(examples)
+  rng = np.random.default_rng(
+      [seed, text2sql.CLIENTS.index(client), text2sql.SPLITS.index(split)])
+  return [examples[i] for i in sorted(rng.choice(len(examples), limit,
+                                                 replace=False))]
+
+
+def _encode(tokenizer, sources, gold_sql, config: DataConfig) -> EncodedSplit:
+  source_ids = tokenizer.tokenize(tf.constant(sources))
+  target_ids = tokenizer.tokenize(tf.constant(gold_sql))
+  # Lengths with the END (and START) the packer adds.
+  source_lengths = source_ids.row_lengths().numpy() + 1
+  target_lengths = target_ids.row_lengths().numpy() + 1
+  x, y = seq2seq.pack_inputs(
+      source_ids, target_ids, source_length=config.max_source_length,
+      target_length=config.max_target_length)
+  return EncodedSplit(
+      x=collections.OrderedDict((k, v.numpy()) for k, v in x.items()),
+      y=y.numpy(),
+      sources=list(sources),
+      gold_sql=list(gold_sql),
+      truncated_sources=int(np.sum(source_lengths > config.max_source_length)),
+      truncated_targets=int(np.sum(target_lengths > config.max_target_length)),
+  )
+
+
+def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
+                 tokenizer_dir: str) -> Text2SqlTask:
+  """Loads, subsets and tokenizes the clients' data.
+
+  The tokenizer is read from `tokenizer_dir` when it holds one (a resumed
+  run), else trained on the training sources and SQL of every client and
+  written there.
+
+  Args:
+    config: The data configuration.
+    data_dir: The `shared/data` folder or the text2sql folder (see
+      `text2sql_source.find_text2sql_dir`); None finds it.
+    seed: Seed of the example subsets.
+    tokenizer_dir: Where the run keeps its tokenizer.
+
+  Returns:
+    The `Text2SqlTask`.
+  """
+  folder = text2sql_source.find_text2sql_dir(data_dir)
+  raw = text2sql.load_clients(config.clients, data_dir=data_dir,
+                              with_values=config.with_values)
+  texts = {}
+  for name in config.clients:
+    client = raw[name]
+    texts[name] = {}
+    for split in text2sql.SPLITS:
+      limit = (config.max_train_examples if split == 'train'
+               else config.max_eval_examples)
+      examples = _subset(getattr(client, split), limit, seed, name, split)
+      if not examples:
+        raise errors.InputError(
+            f'{folder}: client {name!r} has no {split} examples.')
+      texts[name][split] = (
+          [text2sql.model_input(e.question, client.schema,
+                                columns=config.schema_columns)
+           for e in examples],
+          [e.sql for e in examples])
+
+  vocabulary_file = os.path.join(tokenizer_dir, subword_tokenizer.PROTO_FILENAME)
+  if os.path.exists(vocabulary_file):
+    tokenizer = subword_tokenizer.SubwordTokenizer.load(vocabulary_file)
+  else:
+    training_text = [t for name in config.clients
+                     for part in texts[name]['train'] for t in part]
+    tokenizer = subword_tokenizer.SubwordTokenizer.train(
+        training_text, config.vocabulary_size)
+    tokenizer.save(tokenizer_dir)
+  splits = {
+      name: {split: _encode(tokenizer, *texts[name][split], config)
+             for split in text2sql.SPLITS}
+      for name in config.clients
+  }
+  databases = {name: path for name, path in
+               text2sql_metrics.find_databases(folder).items()
+               if name in config.clients}
+  return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases)
+
+
+def _concatenate(parts: Sequence[EncodedSplit]) -> EncodedSplit:
+  return EncodedSplit(
+      x=collections.OrderedDict(
+          (k, np.concatenate([p.x[k] for p in parts])) for k in parts[0].x),
+      y=np.concatenate([p.y for p in parts]),
+      sources=[s for p in parts for s in p.sources],
+      gold_sql=[s for p in parts for s in p.gold_sql],
+      truncated_sources=sum(p.truncated_sources for p in parts),
+      truncated_targets=sum(p.truncated_targets for p in parts),
+  )
+
+
+def train_dataset(data: EncodedSplit, *, batch_size: int,
+                  shuffle_seed: Sequence[int]) -> tf.data.Dataset:
+  """One epoch of `data` in a seeded order, batched."""
+  order = np.random.default_rng(list(shuffle_seed)).permutation(len(data))
+  x = collections.OrderedDict((k, v[order]) for k, v in data.x.items())
+  return tf.data.Dataset.from_tensor_slices((x, data.y[order])).batch(
+      batch_size)
+
+
+def decode(decode_fn, tokenizer, data: EncodedSplit, *,
+           batch_size: int) -> list[str]:
+  """Predicted SQL for every example of `data`.
+
+  Args:
+    decode_fn: Encoder ids [B, S] to generated ids [B, L]
+      (`seq2seq_decoding.make_decode_fn`).
+    tokenizer: The tokenizer of the ids.
+    data: The examples.
+    batch_size: Examples decoded at once.
+
+  Returns:
+    The detokenized predictions, in example order.
+  """
+  encoder_ids = data.x[seq2seq.ENCODER_TOKEN_IDS]
+  predictions = []
+  for start in range(0, len(data), batch_size):
+    ids = decode_fn(tf.constant(encoder_ids[start:start + batch_size]))
+    predictions += [
+        s.decode('utf-8') for s in tokenizer.detokenize(ids).numpy()]
+  return predictions
+
+
+@dataclasses.dataclass
+class _Unit:
+  """One trained model: what it trains on and how it is selected."""
+
+  name: str  # 'federated', 'centralized' or a client (finetune)
+  train_clients: list[str]
+  dev_clients: list[str]
+  test_clients: list[str]
+
+
+def _units(training: TrainingConfig, clients) -> list[_Unit]:
+  if training.paradigm == 'finetune':
+    return [_Unit(c, [c], [c], [c]) for c in clients]
+  return [_Unit(training.paradigm, list(clients), list(clients),
+                list(clients))]
+
+
+class _DevEvaluator:
+  """Dev exact match of global weights; keeps the best weights on disk.
+
+  The best (first highest) dev EM and its weights survive a restart, so a
+  resumed run selects the same model as an uninterrupted one.
+  """
+
+  def __init__(self, task, unit, model_config, training, run_dir):
+    self._task = task
+    self._dev = _concatenate([task.splits[c]['dev'] for c in unit.dev_clients])
+    self._model_config = model_config
+    self._keras_model = self._decode_fn = None
+    self._batch_size = training.decode_batch_size
+    self._weights_path = os.path.join(run_dir, BEST_MODEL_FILE)
+    self._info_path = os.path.join(run_dir, BEST_MODEL_INFO_FILE)
+    self.best = -1.0
+    if os.path.exists(self._info_path):
+      with open(self._info_path) as f:
+        self.best = json.load(f)[DEV_METRIC]
+
+  def __call__(self, model_weights):
+    if self._keras_model is None:
+      # Built on first use, after the learning process: a Keras model built
+      # before TFF traces `model_fn` fails when first called in a
+      # tf.function afterwards ("invalid state", a v1 layer).
+      self._keras_model = seq2seq.build_keras_model(self._model_config)
+      self._decode_fn = seq2seq_decoding.make_decode_fn(
+          self._keras_model,
+          max_length=self._model_config.max_target_length)
+    model_weights.assign_weights_to(self._keras_model)
+    predictions = decode(self._decode_fn, self._task.tokenizer, self._dev,
+                         batch_size=self._batch_size)
+    correct = sum(text2sql_metrics.exact_match(p, g)
+                  for p, g in zip(predictions, self._dev.gold_sql))
+    em = correct / len(self._dev)
+    if em > self.best:
+      self.best = em
+      weights = [np.asarray(w) for w in
+                 tf.nest.flatten(model_weights.trainable)]
+      temp = self._weights_path + '.tmp.npz'
+      np.savez(temp, *weights)
+      os.replace(temp, self._weights_path)
+      with open(self._info_path, 'w') as f:
+        json.dump({DEV_METRIC: em}, f)
+    return collections.OrderedDict(
+        [(DEV_METRIC, em), ('dev_correct', correct),
+         ('dev_examples', len(self._dev))])
+
+  def load_best(self, keras_model) -> None:
+    with np.load(self._weights_path) as best:
+      arrays = [best[f'arr_{i}'] for i in range(len(best.files))]
+    for variable, value in zip(keras_model.trainable_weights, arrays):
+      variable.assign(value)
+
+
+def _build_process(training: TrainingConfig, model_config, unit):
+  optimizer = CLIENT_OPTIMIZERS[training.client_optimizer]
+  learning_rate = (training.learning_rates[unit.train_clients[0]]
+                   if training.paradigm == 'finetune'
+                   else training.learning_rates.default)
+  federated = training.paradigm == 'federated'
+  return algorithms.build_fl_process(
+      seq2seq.build_model_fn(model_config),
+      algorithm=training.algorithm if federated else 'fedavg',
+      weighting=training.weighting if federated else 'num_examples',
+      client_optimizer_fn=optimizer(learning_rate=learning_rate),
+      proximal_strength=(training.proximal_strength
+                         if federated and training.algorithm == 'fedprox'
+                         else 0.0),
+      with_client_config=True,
+  )
+
+
+def _client_data_fn(task, unit, training, seed):
+  if training.paradigm == 'centralized':
+    union = _concatenate([task.splits[c]['train'] for c in unit.train_clients])
+
+    def centralized_data(round_num, client_ids):
+      del client_ids  # The one client: the union.
+      return [algorithms.with_client_config(
+          train_dataset(union, batch_size=int(training.batch_sizes.default),
+                        shuffle_seed=(seed, round_num)),
+          learning_rate=training.learning_rates.default, num_epochs=1)]
+
+    return centralized_data
+
+  def client_data(round_num, client_ids):
+    data = []
+    for i in client_ids:
+      name = unit.train_clients[i]
+      data.append(algorithms.with_client_config(
+          train_dataset(task.splits[name]['train'],
+                        batch_size=int(training.batch_sizes[name]),
+                        shuffle_seed=(seed, round_num,
+                                      text2sql.CLIENTS.index(name))),
+          learning_rate=training.learning_rates[name],
+          num_epochs=(int(training.local_epochs[name])
+                      if training.paradigm == 'federated' else 1)))
+    return data
+
+  return client_data
+
+
+def _write_json(path: str, value: Any) -> None:
+  with open(path, 'w', encoding='utf-8') as f:
+    json.dump(training_lib.to_json_value(value), f, indent=1)
+    f.write('\n')
+
+
+def run_text2sql(
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    data: DataConfig,
+    model: seq2seq.Seq2SeqConfig,
+    training: TrainingConfig,
+    loop: training_lib.LoopConfig,
+) -> dict[str, Any]:
+  """Trains and evaluates one method of the paper's Table 2.
+
+  Writes to `output_dir`: `config.json`, `tokenizer/`, one run directory per
+  trained model (`federated/`, `centralized/` or `finetune/<client>/`, each
+  with checkpoints, metrics, `best_model.npz`), `predictions/<client>.jsonl`
+  (test predictions), `results.json`, `results.md` (Table 2 layout, the
+  paper's numbers beside ours), `dev_exact_match.png` and, for federated
+  runs, `training_loss.png`. Running it again resumes.
+
+  Args:
+    data_dir: The `shared/data` (or text2sql) folder; None finds it.
+    output_dir: The run directory.
+    data: Data and tokenization.
+    model: The seq2seq model; its `vocabulary_size` is replaced by the
+      tokenizer's and its maximum lengths by `data`'s.
+    training: Paradigm, algorithm, weighting and local training.
+    loop: Rounds (epochs outside federated runs), evaluation cadence,
+      checkpoints, seed.
+
+  Returns:
+    The content of `results.json`.
+  """
+  config = collections.OrderedDict(
+      experiment=collections.OrderedDict(
+          seed=loop.seed, data=data, model=model, training=training),
+      loop=loop,
+      data_dir=data_dir,
+      versions=collections.OrderedDict(
+          tensorflow=tf.__version__, tensorflow_federated=tff.__version__,
+          numpy=np.__version__),
+  )
+  training_lib.prepare_run_dir(output_dir, config)
+  start = time.perf_counter()
+  task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
+                      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+  model = dataclasses.replace(
+      model, vocabulary_size=task.tokenizer.vocabulary_size(),
+      max_source_length=data.max_source_length,
+      max_target_length=data.max_target_length)
+  logging.info('text2sql: %s, vocabulary %d, train sizes %s',
+               training.method, model.vocabulary_size,
+               {c: len(task.splits[c]['train']) for c in task.clients})
+
+  predictions, unit_records = {}, {}
+  for unit in _units(training, task.clients):
+    run_dir = (os.path.join(output_dir, 'finetune', unit.name)
+               if training.paradigm == 'finetune'
+               else os.path.join(output_dir, unit.name))
+    os.makedirs(run_dir, exist_ok=True)
+    evaluator = _DevEvaluator(task, unit, model, training, run_dir)
+    process = _build_process(training, model, unit)
+    num_clients = (1 if training.paradigm == 'centralized'
+                   else len(unit.train_clients))
+    run = training_lib.run_training(
+        process,
+        client_data_fn=_client_data_fn(task, unit, training, loop.seed),
+        num_clients=num_clients,
+        config=loop,
+        output_dir=run_dir,
+        evaluate_fn=evaluator,
+        tensorboard_dir=os.path.join(output_dir, training_lib.TENSORBOARD_DIR,
+                                     unit.name),
+        description=unit.name,
+    )
+    unit_records[unit.name] = run.records
+    keras_model = seq2seq.build_keras_model(model)
+    evaluator.load_best(keras_model)
+    decode_fn = seq2seq_decoding.make_decode_fn(
+        keras_model, max_length=model.max_target_length)
+    for client in unit.test_clients:
+      test = task.splits[client]['test']
+      predictions[client] = (test, decode(
+          decode_fn, task.tokenizer, test,
+          batch_size=training.decode_batch_size))
+
+  evaluation = text2sql_metrics.evaluate(
+      {c: list(zip(predictions[c][1], predictions[c][0].gold_sql))
+       for c in task.clients},
+      db_paths=task.databases)
+  os.makedirs(os.path.join(output_dir, PREDICTIONS_DIR), exist_ok=True)
+  for client, (test, predicted) in predictions.items():
+    with open(os.path.join(output_dir, PREDICTIONS_DIR, f'{client}.jsonl'),
+              'w', encoding='utf-8') as f:
+      for source, gold, prediction in zip(test.sources, test.gold_sql,
+                                          predicted):
+        f.write(json.dumps(collections.OrderedDict(
+            input=source, gold=gold, prediction=prediction,
+            exact_match=text2sql_metrics.exact_match(prediction, gold)))
+                + '\n')
+
+  best_rounds = {
+      name: _best_round(records) for name, records in unit_records.items()}
+  results = collections.OrderedDict(
+      config=config,
+      method=list(training.method),
+      method_label=text2sql_report.method_label(training.method),
+      vocabulary_size=model.vocabulary_size,
+      examples={c: {s: len(task.splits[c][s]) for s in text2sql.SPLITS}
+                for c in task.clients},
+      truncated={c: {s: {'sources': task.splits[c][s].truncated_sources,
+                         'targets': task.splits[c][s].truncated_targets}
+                     for s in text2sql.SPLITS} for c in task.clients},
+      best_rounds=best_rounds,
+      test=evaluation.to_json(),
+      rounds=unit_records,
+      seconds=time.perf_counter() - start,
+  )
+  _write_json(os.path.join(output_dir, RESULTS_FILE), results)
+  table = text2sql_report.table2_markdown(
+      {training.method: evaluation.exact_match}, methods=[training.method])
+  with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
+    f.write(f'# Text-to-SQL: {text2sql_report.method_label(training.method)}'
+            f'\n\nTest exact match (%) of the model with the best dev exact '
+            f'match (rounds {best_rounds}); the paper\'s numbers (T5-base, '
+            f'full data) beside ours.\n\n{table}\n')
+  write_plots(unit_records, output_dir, federated=training.paradigm ==
+              'federated', clients=task.clients)
+  print(table)
+  return results
+
+
+def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
+  rounds, values = plots.metric_series(records, f'eval/{DEV_METRIC}')
+  if not values:
+    return None
+  return rounds[int(np.argmax(values))]
+
+
+def write_plots(unit_records: Mapping[str, Sequence[Mapping[str, Any]]],
+                output_dir: str, *, federated: bool,
+                clients: Sequence[str]) -> None:
+  """Dev EM against rounds per trained model; client losses if federated."""
+  plots.plot_metric_by_round(
+      {name: plots.metric_series(records, f'eval/{DEV_METRIC}')
+       for name, records in unit_records.items()},
+      os.path.join(output_dir, DEV_PLOT_FILE),
+      y_label='dev exact match', title='Dev exact match')
+  if federated:
+    (records,) = unit_records.values()
+    plots.plot_client_training_loss(
+        {'federated': {clients[i]: series for i, series in
+                       plots.client_loss_series(records).items()}},
+        os.path.join(output_dir, LOSS_PLOT_FILE),
+        y_label='mean training loss of the round')
