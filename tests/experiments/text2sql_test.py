@@ -1,0 +1,130 @@
+"""Smoke tests of the text-to-SQL experiment on real data, tiny scale.
+
+Two rounds of every algorithm (and the two non-federated paradigms) on a
+few examples of two clients with a tiny model: the pipeline runs, its
+outputs agree with each other, and the numbers are recomputable from the
+written predictions. Learning is not asserted here (see the overfitting test
+of the model); EM is near 0 at this scale.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tff_nlp import errors
+from tff_nlp import metrics
+from tff_nlp import training
+from tff_nlp.experiments import text2sql as experiment
+from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import seq2seq
+
+_CLIENTS = ('geography', 'imdb')
+_DATA = experiment.DataConfig(
+    clients=_CLIENTS, schema_columns=False, vocabulary_size=400,
+    max_source_length=48, max_target_length=96, max_train_examples=6,
+    max_eval_examples=3)
+_MODEL = seq2seq.Seq2SeqConfig.from_preset(
+    'small', num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
+    num_heads=2, intermediate_dim=32)
+_LOOP = training.LoopConfig(rounds=2, eval_every=1, progress=False)
+
+
+def _run(output_dir, **training_kwargs):
+  training_kwargs.setdefault('local_epochs', experiment.PerClient(1))
+  training_kwargs.setdefault('batch_sizes', experiment.PerClient(4))
+  return experiment.run_text2sql(
+      data_dir=None, output_dir=str(output_dir), data=_DATA, model=_MODEL,
+      training=experiment.TrainingConfig(**training_kwargs), loop=_LOOP)
+
+
+@pytest.mark.parametrize('training_kwargs, unit_dirs', [
+    (dict(paradigm='federated', algorithm='fedavg', weighting='lorar'),
+     ['federated']),
+    (dict(paradigm='federated', algorithm='fedopt', weighting='num_examples'),
+     ['federated']),
+    (dict(paradigm='federated', algorithm='fedprox', weighting='uniform',
+          proximal_strength=0.01), ['federated']),
+    (dict(paradigm='centralized'), ['centralized']),
+    (dict(paradigm='finetune'), ['finetune/geography', 'finetune/imdb']),
+], ids=['fedavg_lorar', 'fedopt', 'fedprox_uniform', 'centralized',
+        'finetune'])
+def test_runs_two_rounds_and_reports_consistently(tmp_path, training_kwargs,
+                                                  unit_dirs):
+  results = _run(tmp_path, **training_kwargs)
+
+  for unit_dir in unit_dirs:
+    records = training.read_json_lines(
+        os.path.join(tmp_path, unit_dir, 'metrics.jsonl'))
+    assert [r['round'] for r in records] == [0, 1, 2]
+    for r in records:
+      assert 0.0 <= r['eval']['dev_exact_match'] <= 1.0
+    for r in records[1:]:
+      assert np.isfinite(r['train']['client_work']['train']['loss'])
+    assert os.path.exists(os.path.join(tmp_path, unit_dir, 'best_model.npz'))
+
+  assert results['examples'] == {c: {'train': 6, 'dev': 3, 'test': 3}
+                                 for c in _CLIENTS}
+  # The reported EM is recomputable from the written predictions.
+  outcomes = {}
+  for client in _CLIENTS:
+    with open(os.path.join(tmp_path, 'predictions', f'{client}.jsonl')) as f:
+      lines = [json.loads(line) for line in f]
+    assert len(lines) == 3
+    for line in lines:
+      assert line['exact_match'] == metrics.exact_match(
+          line['prediction'], line['gold'])
+    outcomes[client] = [line['exact_match'] for line in lines]
+  expected = metrics.ClientAccuracies.from_outcomes(outcomes)
+  assert results['test']['exact_match']['macro_avg'] == pytest.approx(
+      expected.macro)
+  assert results['test']['exact_match']['micro_avg'] == pytest.approx(
+      expected.micro)
+  # geography has a database: execution accuracy is reported for it only.
+  assert list(results['test']['execution']['per_client']) == ['geography']
+  for name in ('results.json', 'results.md', 'dev_exact_match.png',
+               'config.json', 'tokenizer/vocabulary.spm'):
+    assert os.path.exists(os.path.join(tmp_path, name)), name
+  with open(os.path.join(tmp_path, 'results.md')) as f:
+    table = f.read()
+  # The paper's row where the paper has the method (not FedProx + uniform).
+  method = tuple(results['method'])
+  assert ('| paper |' in table) == (method in text2sql_report.PAPER_RESULTS)
+
+
+@pytest.mark.parametrize('spec, kind, expected', [
+    (['12', 'advising=6', 'atis=6'], int, (12, {'advising': 6, 'atis': 6})),
+    (['1e-3', 'yelp=1e-4'], float, (1e-3, {'yelp': 1e-4})),
+    ([' 4 '], int, (4, {})),
+])
+def test_per_client_parse(spec, kind, expected):
+  value = experiment.PerClient.parse(spec, name='x', kind=kind)
+  default, overrides = expected
+  assert value.default == default
+  for client in ('advising', 'atis', 'yelp', 'imdb'):
+    assert value[client] == overrides.get(client, default)
+
+
+@pytest.mark.parametrize('spec, message', [
+    (['advising=6'], 'needs a default value'),
+    (['6', '7'], 'two default values'),
+    (['6', 'nowhere=3'], "unknown client 'nowhere'"),
+    (['six'], "'six' is not a int"),
+    (['6', 'atis=0'], "'atis=0' must be positive"),
+])
+def test_per_client_parse_errors_name_the_flag(spec, message):
+  with pytest.raises(errors.InputError, match=f'--local_epochs: .*{message}'):
+    experiment.PerClient.parse(spec, name='local_epochs', kind=int)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(clients=()), 'at least one client'),
+    (dict(clients=('imdb', 'imdb')), 'repeated'),
+    (dict(clients=('nowhere',)), 'nowhere'),
+    (dict(max_source_length=0), 'max_source_length must be positive'),
+    (dict(max_train_examples=-1), 'max_train_examples must be >= 0'),
+])
+def test_data_config_rejects(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    experiment.DataConfig(**kwargs)
