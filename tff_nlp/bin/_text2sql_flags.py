@@ -1,0 +1,154 @@
+"""Flags shared by the text-to-SQL binaries: data, model, local training.
+
+`train_text2sql` (one method) and `text2sql_benchmark` (several methods)
+define the same experiment; this module defines its flags once and turns
+them into the configs of `tff_nlp.experiments.text2sql`. Not a binary.
+"""
+
+from absl import flags
+
+from tff_nlp.bin import common
+from tff_nlp.data import text2sql
+from tff_nlp.experiments import text2sql as experiment
+from tff_nlp.models import seq2seq
+
+DATA_DIR = flags.DEFINE_string(
+    'data_dir', None,
+    'The shared/data folder (holding text2sql/). Unset: $TFF_NLP_DATA_DIR, '
+    'else <repository>/../shared/data, else a verified download.')
+
+CLIENTS = flags.DEFINE_list(
+    'clients', list(text2sql.CLIENTS), 'Clients (datasets) to use.')
+WITH_VALUES = flags.DEFINE_bool(
+    'with_values', True,
+    'Fill values into questions and SQL (the paper); else keep variables.')
+SCHEMA_COLUMNS = flags.DEFINE_bool(
+    'schema_columns', True,
+    'Append table and column names to the question (the paper); else table '
+    'names only.')
+VOCABULARY_SIZE = flags.DEFINE_integer(
+    'vocabulary_size', 4000, 'Subword vocabulary size (upper bound).',
+    lower_bound=300)
+MAX_SOURCE_LENGTH = flags.DEFINE_integer(
+    'max_source_length', 256, 'Encoder tokens (longer inputs truncated).',
+    lower_bound=8)
+MAX_TARGET_LENGTH = flags.DEFINE_integer(
+    'max_target_length', 256, 'Decoder tokens (longer SQL truncated).',
+    lower_bound=8)
+MAX_TRAIN_EXAMPLES = flags.DEFINE_integer(
+    'max_train_examples', 0,
+    'Training examples per client (seeded subset); 0: all.', lower_bound=0)
+MAX_EVAL_EXAMPLES = flags.DEFINE_integer(
+    'max_eval_examples', 0,
+    'Dev and test examples per client (seeded subset); 0: all.',
+    lower_bound=0)
+
+MODEL = flags.DEFINE_enum(
+    'model', 'small', sorted(seq2seq.PRESETS),
+    'Model preset; the flags below override its fields.')
+NUM_LAYERS = flags.DEFINE_integer(
+    'num_layers', None, 'Encoder and decoder layers each.', lower_bound=1)
+HIDDEN_DIM = flags.DEFINE_integer(
+    'hidden_dim', None, 'd_model.', lower_bound=1)
+NUM_HEADS = flags.DEFINE_integer(
+    'num_heads', None, 'Attention heads.', lower_bound=1)
+INTERMEDIATE_DIM = flags.DEFINE_integer(
+    'intermediate_dim', None, 'Feed-forward width.', lower_bound=1)
+DROPOUT = flags.DEFINE_float(
+    'dropout', None, 'Dropout rate.', lower_bound=0.0, upper_bound=1.0)
+
+CLIENT_OPTIMIZER = flags.DEFINE_enum(
+    'client_optimizer', 'adam', sorted(experiment.CLIENT_OPTIMIZERS),
+    'Client optimizer (the paper: adafactor).')
+LOCAL_EPOCHS = flags.DEFINE_list(
+    'local_epochs', ['12', 'advising=6', 'atis=6'],
+    'Local epochs per round: a default, then client=value overrides '
+    '(federated only).')
+LEARNING_RATES = flags.DEFINE_list(
+    'learning_rates',
+    ['1e-3', 'advising=1e-4', 'atis=1e-4', 'geography=1e-4', 'yelp=1e-4'],
+    'Client learning rates: a default (also the centralized one), then '
+    'client=value overrides.')
+BATCH_SIZES = flags.DEFINE_list(
+    'batch_sizes', ['4', 'advising=8', 'atis=8'],
+    'Batch sizes: a default (also the centralized one), then client=value '
+    'overrides.')
+PROXIMAL_STRENGTH = flags.DEFINE_float(
+    'proximal_strength', 1e-4, "FedProx's mu (--algorithm=fedprox).",
+    lower_bound=0.0)
+DECODE_BATCH_SIZE = flags.DEFINE_integer(
+    'decode_batch_size', 64, 'Examples decoded at once in evaluation.',
+    lower_bound=1)
+
+
+def _model_config() -> seq2seq.Seq2SeqConfig:
+  overrides = {
+      'num_encoder_layers': NUM_LAYERS.value,
+      'num_decoder_layers': NUM_LAYERS.value,
+      'hidden_dim': HIDDEN_DIM.value,
+      'num_heads': NUM_HEADS.value,
+      'intermediate_dim': INTERMEDIATE_DIM.value,
+      'dropout': DROPOUT.value,
+      'seed': common.SEED.value,
+  }
+  return seq2seq.Seq2SeqConfig.from_preset(
+      MODEL.value, **{k: v for k, v in overrides.items() if v is not None})
+
+
+
+@flags.validator('clients',
+                 f'--clients must name distinct clients from '
+                 f'{list(text2sql.CLIENTS)}.')
+def _check_clients(value):
+  return (bool(value) and len(set(value)) == len(value)
+          and set(value) <= set(text2sql.CLIENTS))
+
+
+
+
+def model_config() -> seq2seq.Seq2SeqConfig:
+  """The model preset with the flags' overrides."""
+  overrides = {
+      'num_encoder_layers': NUM_LAYERS.value,
+      'num_decoder_layers': NUM_LAYERS.value,
+      'hidden_dim': HIDDEN_DIM.value,
+      'num_heads': NUM_HEADS.value,
+      'intermediate_dim': INTERMEDIATE_DIM.value,
+      'dropout': DROPOUT.value,
+      'seed': common.SEED.value,
+  }
+  return seq2seq.Seq2SeqConfig.from_preset(
+      MODEL.value, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def data_config() -> experiment.DataConfig:
+  """The data configuration given by the flags."""
+  return experiment.DataConfig(
+      clients=tuple(CLIENTS.value),
+      with_values=WITH_VALUES.value,
+      schema_columns=SCHEMA_COLUMNS.value,
+      vocabulary_size=VOCABULARY_SIZE.value,
+      max_source_length=MAX_SOURCE_LENGTH.value,
+      max_target_length=MAX_TARGET_LENGTH.value,
+      max_train_examples=MAX_TRAIN_EXAMPLES.value,
+      max_eval_examples=MAX_EVAL_EXAMPLES.value,
+  )
+
+
+def training_config(*, paradigm: str, algorithm: str = 'fedopt',
+                    weighting: str = 'lorar') -> experiment.TrainingConfig:
+  """The local-training flags, for one method."""
+  return experiment.TrainingConfig(
+      paradigm=paradigm,
+      algorithm=algorithm,
+      weighting=weighting,
+      client_optimizer=CLIENT_OPTIMIZER.value,
+      local_epochs=experiment.PerClient.parse(
+          LOCAL_EPOCHS.value, name='local_epochs', kind=int),
+      learning_rates=experiment.PerClient.parse(
+          LEARNING_RATES.value, name='learning_rates'),
+      batch_sizes=experiment.PerClient.parse(
+          BATCH_SIZES.value, name='batch_sizes', kind=int),
+      proximal_strength=PROXIMAL_STRENGTH.value,
+      decode_batch_size=DECODE_BATCH_SIZE.value,
+  )

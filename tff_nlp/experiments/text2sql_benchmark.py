@@ -1,0 +1,243 @@
+"""Several methods of the Lorar paper's Table 2, run and reported together.
+
+`run_benchmark` runs each method with `text2sql.run_text2sql` in a directory
+named by the method and a hash of its configuration
+(`runs/<method>-<hash>/`), so a benchmark interrupted at any point continues
+where it stopped when run again (finished methods are read back, the
+unfinished one resumes from its checkpoint), and a changed configuration
+starts new runs instead of mixing results. It then writes, next to the runs:
+
+*   `results.md`: test EM in the layout of the paper's Table 2 (clients as
+    columns, MacroAvg, MicroAvg; the paper's numbers in the row below ours),
+    execution accuracy on the clients with a database, and the runs;
+*   `results.json`: the same numbers and every run's directory;
+*   `training_loss_<algorithm>.png`: per-client training loss against local
+    steps, `<algorithm>` vs `<algorithm>` + Lorar (the paper's Figures 3-5);
+*   `dev_exact_match.png`: merged-dev EM against rounds, every federated
+    method (with and without Lorar).
+"""
+
+import collections
+from collections.abc import Sequence
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Optional
+
+from absl import logging
+
+from tff_nlp import errors
+from tff_nlp import plots
+from tff_nlp import training as training_lib
+from tff_nlp.experiments import text2sql
+from tff_nlp.metrics import text2sql as text2sql_metrics
+from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import seq2seq
+
+RUNS_DIR = 'runs'
+RESULTS_FILE = 'results.json'
+TABLE_FILE = 'results.md'
+DEV_PLOT_FILE = 'dev_exact_match.png'
+
+
+def parse_method(spec: str) -> text2sql_report.MethodKey:
+  """'finetune', 'centralized' or '<algorithm>/<weighting>' to a method key."""
+  spec = spec.strip()
+  if spec in ('finetune', 'centralized'):
+    return (spec,)
+  algorithm, sep, weighting = spec.partition('/')
+  method = ('federated', algorithm, weighting)
+  if not sep or algorithm not in text2sql_report.ALGORITHMS or (
+      weighting not in text2sql_report.WEIGHTINGS):
+    raise errors.InputError(
+        f'--methods: {spec!r} is not a method; expected finetune, '
+        f'centralized or <algorithm>/<weighting> with an algorithm from '
+        f'{sorted(text2sql_report.ALGORITHMS)} and a weighting from '
+        f'{sorted(text2sql_report.WEIGHTINGS)}, e.g. fedopt/lorar.')
+  return method
+
+
+def method_slug(method: text2sql_report.MethodKey) -> str:
+  return '-'.join(method[1:] if method[0] == 'federated' else method)
+
+
+def _training_for(base: text2sql.TrainingConfig,
+                  method: text2sql_report.MethodKey) -> text2sql.TrainingConfig:
+  if method[0] == 'federated':
+    return dataclasses.replace(base, paradigm='federated',
+                               algorithm=method[1], weighting=method[2])
+  return dataclasses.replace(base, paradigm=method[0])
+
+
+def run_dir_for(output_dir: str, method, *, data, model, training,
+                seed) -> str:
+  """`output_dir/runs/<method>-<hash of what defines the run>`."""
+  experiment = training_lib.to_json_value(collections.OrderedDict(
+      seed=seed, data=data, model=model, training=training))
+  digest = hashlib.sha256(
+      json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:10]
+  return os.path.join(output_dir, RUNS_DIR, f'{method_slug(method)}-{digest}')
+
+
+def _finished(run_dir: str, rounds: int) -> Optional[dict[str, Any]]:
+  path = os.path.join(run_dir, text2sql.RESULTS_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding='utf-8') as f:
+    results = json.load(f)
+  return results if results['config']['loop']['rounds'] == rounds else None
+
+
+def _accuracies(results_json) -> text2sql_metrics.ClientAccuracies:
+  per_client = results_json['test']['exact_match']['per_client']
+  names = list(per_client)
+  return text2sql_metrics.ClientAccuracies(
+      clients=tuple(names),
+      correct=tuple(per_client[c]['correct'] for c in names),
+      totals=tuple(per_client[c]['total'] for c in names))
+
+
+def run_benchmark(
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    methods: Sequence[text2sql_report.MethodKey],
+    data: text2sql.DataConfig,
+    model: seq2seq.Seq2SeqConfig,
+    training: text2sql.TrainingConfig,
+    loop: training_lib.LoopConfig,
+    command: str = '',
+) -> dict[str, Any]:
+  """Runs (or reads back) every method, then writes the combined report.
+
+  Args:
+    data_dir: The `shared/data` folder; None finds it.
+    output_dir: The benchmark directory.
+    methods: The methods, e.g. `[('finetune',), ('federated', 'fedopt',
+      'lorar')]`.
+    data: Data and tokenization, the same for every method.
+    model: The model, the same for every method.
+    training: Local training; its paradigm, algorithm and weighting are
+      replaced by each method's.
+    loop: Rounds (epochs outside federated runs) and evaluation cadence.
+    command: The command line, recorded in `results.md`.
+
+  Returns:
+    The content of `results.json`.
+  """
+  if not methods:
+    raise errors.InputError('--methods: no method given.')
+  if len(set(methods)) != len(methods):
+    raise errors.InputError(f'--methods: repeated methods in {methods}.')
+  runs = collections.OrderedDict()
+  for method in methods:
+    method_training = _training_for(training, method)
+    run_dir = run_dir_for(output_dir, method, data=data, model=model,
+                          training=method_training, seed=loop.seed)
+    results = _finished(run_dir, loop.rounds)
+    if results is None:
+      logging.info('%s: running in %s', method_slug(method), run_dir)
+      results = text2sql.run_text2sql(
+          data_dir=data_dir, output_dir=run_dir, data=data, model=model,
+          training=method_training, loop=loop)
+      results = training_lib.to_json_value(results)
+    else:
+      logging.info('%s: done before, read from %s', method_slug(method),
+                   run_dir)
+    runs[method] = (run_dir, results)
+
+  exact = {m: _accuracies(r) for m, (_, r) in runs.items()}
+  rows = [m for m in text2sql_report.TABLE2_METHODS if m in exact]
+  rows += [m for m in methods if m not in rows]
+  table = text2sql_report.table2_markdown(exact, methods=rows)
+  execution_lines = []
+  for method, (_, results) in runs.items():
+    execution = results['test'].get('execution')
+    if execution:
+      cells = ', '.join(
+          f'{c} {100 * v["accuracy"]:.2f}'
+          for c, v in execution['per_client'].items())
+      execution_lines.append(
+          f'| {text2sql_report.method_label(method)} | {cells} |')
+  figures = write_figures(runs, output_dir, clients=data.clients)
+
+  report = collections.OrderedDict(
+      methods=collections.OrderedDict(
+          (method_slug(m), collections.OrderedDict(
+              run_dir=os.path.relpath(run_dir, output_dir),
+              method=list(m),
+              label=text2sql_report.method_label(m),
+              test=results['test'],
+              best_rounds=results['best_rounds'],
+              seconds=results['seconds']))
+          for m, (run_dir, results) in runs.items()),
+      table2=text2sql_report.table2_json(exact, methods=rows),
+      figures=figures,
+  )
+  with open(os.path.join(output_dir, RESULTS_FILE), 'w',
+            encoding='utf-8') as f:
+    json.dump(training_lib.to_json_value(report), f, indent=1)
+    f.write('\n')
+  first = next(iter(runs.values()))[1]
+  with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
+    f.write('# Federated text-to-SQL: test exact match (%)\n\n')
+    if command:
+      f.write(f'Command:\n\n```sh\n{command}\n```\n\n')
+    f.write(
+        f'Clients: {", ".join(data.clients)}; examples per client '
+        f'(train/dev/test): '
+        + ', '.join(f'{c} {v["train"]}/{v["dev"]}/{v["test"]}'
+                    for c, v in first['examples'].items())
+        + '.\n\nEach model is the one with the best dev exact match; '
+        "the paper's numbers (T5-base, full data, 60 rounds) are in the "
+        '"paper" rows.\n\n' + table + '\n')
+    if execution_lines:
+      f.write('\nExecution accuracy (%) on the clients with a SQLite '
+              'database:\n\n| Method | per client |\n|---|---|\n'
+              + '\n'.join(execution_lines) + '\n')
+    f.write('\nFigures: ' + ', '.join(f'`{p}`' for p in figures) + '.\n')
+  print(table)
+  return report
+
+
+def write_figures(runs, output_dir: str, *, clients: Sequence[str]
+                  ) -> list[str]:
+  """The paper's Figures 3-5 and the dev-EM curves; returns the file names."""
+  records = {}
+  for method, (run_dir, _) in runs.items():
+    if method[0] == 'federated':
+      records[method] = training_lib.read_json_lines(
+          os.path.join(run_dir, 'federated', 'metrics.jsonl'))
+  written = []
+  if records:
+    plots.plot_metric_by_round(
+        {text2sql_report.method_label(m): plots.metric_series(
+            r, f'eval/{text2sql.DEV_METRIC}') for m, r in records.items()},
+        os.path.join(output_dir, DEV_PLOT_FILE),
+        y_label='merged dev exact match', title='Global model on merged dev')
+    written.append(DEV_PLOT_FILE)
+  for algorithm in text2sql_report.ALGORITHMS:
+    pair = [('federated', algorithm, w) for w in ('num_examples', 'lorar')]
+    if all(m in records for m in pair):
+      name = f'training_loss_{algorithm}.png'
+      plots.plot_client_training_loss(
+          {text2sql_report.method_label(m): {
+              clients[i]: series for i, series in
+              plots.client_loss_series(records[m]).items()} for m in pair},
+          os.path.join(output_dir, name),
+          y_label='mean training loss of the round')
+      written.append(name)
+  return written
+
+
+def default_methods() -> list[text2sql_report.MethodKey]:
+  """The CPU benchmark's methods: both baselines, {FedAvg, FedOPT, FedProx}
+  x {num_examples, lorar}, and FedOPT with uniform and loss_reduction."""
+  methods = [('finetune',), ('centralized',)]
+  for algorithm in ('fedopt', 'fedavg', 'fedprox'):
+    methods += [('federated', algorithm, 'num_examples'),
+                ('federated', algorithm, 'lorar')]
+  methods += [('federated', 'fedopt', 'uniform'),
+              ('federated', 'fedopt', 'loss_reduction')]
+  return methods
