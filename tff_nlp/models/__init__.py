@@ -1,4 +1,15 @@
-"""Keras models wrapped as `tff.learning` models, and their input encodings."""
+"""Keras models wrapped as `tff.learning` models, and their input encodings.
+
+The package-level `build_keras_model`, `build_model_fn` and `input_spec` are
+the text classifier's; the seq2seq model's are `seq2seq.build_keras_model`,
+`seq2seq.build_model_fn` and `seq2seq.input_spec`.
+
+The seq2seq and subword tokenizer modules and names are imported on first
+use: they import keras-nlp, which takes seconds and is not needed by the
+text classifier.
+"""
+
+import importlib
 
 from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
@@ -8,3 +19,30 @@ from tff_nlp.models.vocabulary import OOV_ID
 from tff_nlp.models.vocabulary import PAD_ID
 from tff_nlp.models.vocabulary import tokenize
 from tff_nlp.models.vocabulary import Vocabulary
+
+# name -> (module, attribute or None for the module itself).
+_LAZY_EXPORTS = {
+    'seq2seq': ('tff_nlp.models.seq2seq', None),
+    'seq2seq_decoding': ('tff_nlp.models.seq2seq_decoding', None),
+    'subword_tokenizer': ('tff_nlp.models.subword_tokenizer', None),
+    'DecodeOutput': ('tff_nlp.models.seq2seq_decoding', 'DecodeOutput'),
+    'MaskedSparseCategoricalCrossentropy': (
+        'tff_nlp.models.seq2seq', 'MaskedSparseCategoricalCrossentropy'),
+    'MaskedTokenAccuracy': ('tff_nlp.models.seq2seq', 'MaskedTokenAccuracy'),
+    'Seq2SeqConfig': ('tff_nlp.models.seq2seq', 'Seq2SeqConfig'),
+    'Seq2SeqTransformer': ('tff_nlp.models.seq2seq', 'Seq2SeqTransformer'),
+    'SubwordTokenizer': (
+        'tff_nlp.models.subword_tokenizer', 'SubwordTokenizer'),
+}
+
+
+def __getattr__(name):
+  if name not in _LAZY_EXPORTS:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  module_name, attribute = _LAZY_EXPORTS[name]
+  module = importlib.import_module(module_name)
+  return module if attribute is None else getattr(module, attribute)
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_LAZY_EXPORTS))

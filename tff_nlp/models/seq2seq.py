@@ -1,0 +1,666 @@
+"""A T5-style encoder-decoder Transformer for `tff.learning`, from keras-nlp.
+
+Architecture (T5 v1.0-like; keras-nlp layers in Keras 2 / `tf.keras`):
+
+    encoder_token_ids [B, S] ─ token embedding ─ + learned positions ─ dropout
+      ─ N × keras_nlp TransformerEncoder (pre-LayerNorm) ─ LayerNorm ─┐
+    decoder_token_ids [B, T] ─ token embedding ─ + learned positions ─ dropout
+      ─ M × keras_nlp TransformerDecoder (pre-LayerNorm, causal,
+            cross-attention to the encoder output) ─ LayerNorm
+      ─ token embedding transposed (tied) ─ logits [B, T, V]
+
+One `keras_nlp.layers.ReversibleEmbedding` is shared by encoder, decoder and
+output projection, as in T5. Unlike T5, positions are learned absolute
+embeddings (keras-nlp has no relative attention bias layer for this stack),
+so inputs are limited to `max_source_length` / `max_target_length` tokens,
+and the layers have biases and LayerNorm (not RMSNorm).
+
+Padding: id 0 (`subword_tokenizer.PAD_ID`). The padding masks are passed to
+the layers explicitly (`ids != 0`), not through Keras mask propagation, so
+padded source positions are never attended to and padded target positions
+neither (their outputs are meaningless and ignored by the loss).
+
+Teacher forcing: the decoder reads `[START, t1, ..., tn, 0...]` and is trained
+to predict `[t1, ..., tn, END, 0...]`; `pack_inputs` builds both.
+`seq2seq_decoding` generates (greedy and beam search, with key/value caches).
+
+For `tff.learning`, `build_model_fn` returns the `model_fn` whose batches are
+`(x, y)` with x = OrderedDict(encoder_token_ids=[B, S], decoder_token_ids=
+[B, T]) and y = target ids [B, T], all int32 (see `input_spec`). The loss is
+the cross-entropy averaged over the batch's non-padding target tokens.
+"""
+
+import collections
+from collections.abc import Callable, Iterator
+import contextlib
+import dataclasses
+import io
+import logging
+import random
+from typing import Optional
+
+from absl import logging as absl_logging
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import errors
+from tff_nlp.models import subword_tokenizer
+
+# keras-nlp 0.10 in Keras 2 mode imports keras-core, which prints "Using
+# TensorFlow backend" on stdout on import; stdout is for binaries' results.
+with contextlib.redirect_stdout(io.StringIO()):
+  import keras_nlp  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+PAD_ID = subword_tokenizer.PAD_ID
+UNK_ID = subword_tokenizer.UNK_ID
+START_ID = subword_tokenizer.START_ID
+END_ID = subword_tokenizer.END_ID
+
+ENCODER_TOKEN_IDS = 'encoder_token_ids'
+DECODER_TOKEN_IDS = 'decoder_token_ids'
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqConfig:
+  """Shape, regularisation and initialisation of the encoder-decoder.
+
+  Attributes:
+    vocabulary_size: V, the number of token ids (the tokenizer's
+      `vocabulary_size()`).
+    num_encoder_layers: Number of `TransformerEncoder` layers.
+    num_decoder_layers: Number of `TransformerDecoder` layers.
+    num_heads: Attention heads per layer; divides `hidden_dim`.
+    hidden_dim: d_model, the width of embeddings and layer outputs.
+    intermediate_dim: Width of the feed-forward blocks (d_ff).
+    dropout: Dropout rate of embeddings, attention and feed-forward outputs.
+    max_source_length: S_max, the longest encoder input (learned positions).
+    max_target_length: T_max, the longest decoder input, hence the longest
+      generated sequence.
+    activation: Feed-forward activation ('relu' as in T5 v1.0, 'gelu', ...).
+    layer_norm_epsilon: LayerNorm epsilon.
+    seed: Seed of the initial weights (same seed, same weights).
+  """
+
+  vocabulary_size: int
+  num_encoder_layers: int
+  num_decoder_layers: int
+  num_heads: int
+  hidden_dim: int
+  intermediate_dim: int
+  dropout: float = 0.1
+  max_source_length: int = 512
+  max_target_length: int = 256
+  activation: str = 'relu'
+  layer_norm_epsilon: float = 1e-6
+  seed: int = 0
+
+  def __post_init__(self):
+    if self.hidden_dim % self.num_heads:
+      raise ValueError(
+          f'hidden_dim={self.hidden_dim} is not divisible by '
+          f'num_heads={self.num_heads}.'
+      )
+    for name in ('vocabulary_size', 'num_encoder_layers', 'num_decoder_layers',
+                 'num_heads', 'hidden_dim', 'intermediate_dim',
+                 'max_source_length', 'max_target_length'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
+    if self.vocabulary_size <= END_ID + 1:
+      raise ValueError(
+          f'vocabulary_size must exceed the special ids 0-{END_ID}, got '
+          f'{self.vocabulary_size}.'
+      )
+
+  @classmethod
+  def from_preset(cls, name: str, **overrides) -> 'Seq2SeqConfig':
+    """A config from `PRESETS` (by name), with fields overridden.
+
+    Args:
+      name: 'small' (a 2+2-layer, d=128 model for CPUs) or 't5_base' (T5-base
+        sizes: 12+12 layers, d=768, 12 heads, d_ff 3072, vocabulary 32k,
+        input 1024 and output 512 tokens as in the Lorar paper; about 224M
+        parameters).
+      **overrides: Fields to change, e.g. `vocabulary_size`.
+
+    Returns:
+      A `Seq2SeqConfig`.
+    """
+    if name not in PRESETS:
+      raise ValueError(f'Unknown preset {name!r}; presets: {sorted(PRESETS)}.')
+    return dataclasses.replace(PRESETS[name], **overrides)
+
+
+PRESETS = {
+    'small': Seq2SeqConfig(
+        vocabulary_size=8000,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        hidden_dim=128,
+        intermediate_dim=512,
+        dropout=0.1,
+        max_source_length=512,
+        max_target_length=256,
+    ),
+    't5_base': Seq2SeqConfig(
+        vocabulary_size=32000,
+        num_encoder_layers=12,
+        num_decoder_layers=12,
+        num_heads=12,
+        hidden_dim=768,
+        intermediate_dim=3072,
+        dropout=0.1,
+        max_source_length=1024,
+        max_target_length=512,
+    ),
+}
+
+
+@contextlib.contextmanager
+def _seeded_keras_initializers(seed: int) -> Iterator[None]:
+  """Makes the unseeded Keras initializers used inside deterministic.
+
+  Keras 2 gives an unseeded initializer a stateless seed when it first draws,
+  from the generator that `tf.keras.utils.set_random_seed` installs (else
+  from Python's `random`). Installing a generator seeded with `seed` while
+  the model is built, and restoring the previous one after, gives every
+  variable its own seed, the same on every build, in eager and graph mode,
+  without touching the caller's random state. (keras-nlp layers clone one
+  initializer for all their sublayers, so seeded initializers would give e.g.
+  the query, key and value projections of a layer equal weights.)
+  """
+  # pylint: disable-next=g-import-not-at-top
+  from keras.src import backend as keras_backend
+
+  # pylint: disable-next=protected-access
+  seed_generator = keras_backend._SEED_GENERATOR
+  previous = getattr(seed_generator, 'generator', None)
+  seed_generator.generator = random.Random(seed)
+  try:
+    yield
+  finally:
+    seed_generator.generator = previous
+
+
+class _DropsExplicitMaskWarning(logging.Filter):
+  """Drops keras-nlp's warning that an explicit padding mask wins.
+
+  In graph mode (e.g. in TFF computations) every Keras tensor has a
+  `_keras_mask` attribute, None here, and keras-nlp then warns on each layer
+  call that the explicitly passed padding mask overrides it, which is the
+  intent.
+  """
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return 'explicitly setting `padding_mask`' not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _explicit_masks_without_warnings() -> Iterator[None]:
+  logger = absl_logging.get_absl_logger()
+  log_filter = _DropsExplicitMaskWarning()
+  logger.addFilter(log_filter)
+  try:
+    yield
+  finally:
+    logger.removeFilter(log_filter)
+
+
+@tf.keras.utils.register_keras_serializable(package='tff_nlp')
+class Seq2SeqTransformer(tf.keras.Model):
+  """The encoder-decoder of the module docstring, as a `tf.keras.Model`.
+
+  Build it with `build_keras_model` (which creates its variables, seeded);
+  the constructor creates the layers only.
+
+  Args:
+    config: A `Seq2SeqConfig`.
+    **kwargs: Forwarded to `tf.keras.Model` (e.g. `name`).
+
+  Call arguments:
+    inputs: A mapping with 'encoder_token_ids' [B, S] and
+      'decoder_token_ids' [B, T], int32, 0 = padding, S <= max_source_length,
+      T <= max_target_length.
+    training: Whether dropout is on.
+
+  Returns:
+    float32 logits [B, T, vocabulary_size]: position t scores the token
+    that follows decoder tokens 0..t.
+  """
+
+  def __init__(self, config: Seq2SeqConfig, **kwargs):
+    kwargs.setdefault('name', 'seq2seq_transformer')
+    super().__init__(**kwargs)
+    self.config = config
+    c = config
+
+    def small_normal():
+      return tf.keras.initializers.TruncatedNormal(stddev=0.02)
+
+    # std 0.02 as in GPT-2 and BART: with the tied output projection, the
+    # initial logits are small and the initial distribution nearly uniform.
+    self.token_embedding = keras_nlp.layers.ReversibleEmbedding(
+        c.vocabulary_size, c.hidden_dim, tie_weights=True,
+        embeddings_initializer=small_normal(), name='token_embedding',
+    )
+    self.encoder_position_embedding = keras_nlp.layers.PositionEmbedding(
+        c.max_source_length, initializer=small_normal(),
+        name='encoder_position_embedding',
+    )
+    self.decoder_position_embedding = keras_nlp.layers.PositionEmbedding(
+        c.max_target_length, initializer=small_normal(),
+        name='decoder_position_embedding',
+    )
+    self.encoder_embedding_dropout = tf.keras.layers.Dropout(
+        c.dropout, name='encoder_embedding_dropout'
+    )
+    self.decoder_embedding_dropout = tf.keras.layers.Dropout(
+        c.dropout, name='decoder_embedding_dropout'
+    )
+    layer_args = dict(
+        intermediate_dim=c.intermediate_dim,
+        num_heads=c.num_heads,
+        dropout=c.dropout,
+        activation=c.activation,
+        layer_norm_epsilon=c.layer_norm_epsilon,
+        normalize_first=True,
+    )
+    self.encoder_layers = [
+        keras_nlp.layers.TransformerEncoder(
+            **layer_args, name=f'encoder_layer_{i}'
+        )
+        for i in range(c.num_encoder_layers)
+    ]
+    self.encoder_output_layer_norm = tf.keras.layers.LayerNormalization(
+        epsilon=c.layer_norm_epsilon, name='encoder_output_layer_norm'
+    )
+    self.decoder_layers = [
+        keras_nlp.layers.TransformerDecoder(
+            **layer_args, name=f'decoder_layer_{i}'
+        )
+        for i in range(c.num_decoder_layers)
+    ]
+    self.decoder_output_layer_norm = tf.keras.layers.LayerNormalization(
+        epsilon=c.layer_norm_epsilon, name='decoder_output_layer_norm'
+    )
+
+  def call(self, inputs, training=None):
+    encoder_output, encoder_padding_mask = self.encode(
+        inputs[ENCODER_TOKEN_IDS], training=training
+    )
+    return self.decode(
+        inputs[DECODER_TOKEN_IDS], encoder_output, encoder_padding_mask,
+        training=training,
+    )
+
+  def encode(
+      self, encoder_token_ids: tf.Tensor, training=None
+  ) -> tuple[tf.Tensor, tf.Tensor]:
+    """Encoder outputs [B, S, d] and the padding mask [B, S] (True = token)."""
+    encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
+    padding_mask = tf.not_equal(encoder_token_ids, PAD_ID)
+    x = self.token_embedding(encoder_token_ids)
+    x = x + self.encoder_position_embedding(x)
+    x = self.encoder_embedding_dropout(x, training=training)
+    with _explicit_masks_without_warnings():
+      for layer in self.encoder_layers:
+        x = layer(x, padding_mask=padding_mask, training=training)
+    return self.encoder_output_layer_norm(x), padding_mask
+
+  def decode(
+      self,
+      decoder_token_ids: tf.Tensor,
+      encoder_output: tf.Tensor,
+      encoder_padding_mask: tf.Tensor,
+      training=None,
+  ) -> tf.Tensor:
+    """Teacher-forced logits [B, T, V] given `encode`'s outputs."""
+    decoder_token_ids = tf.convert_to_tensor(decoder_token_ids, tf.int32)
+    x = self.token_embedding(decoder_token_ids)
+    x = x + self.decoder_position_embedding(x)
+    x = self.decoder_embedding_dropout(x, training=training)
+    with _explicit_masks_without_warnings():
+      for layer in self.decoder_layers:
+        x = layer(
+            x,
+            encoder_sequence=encoder_output,
+            decoder_padding_mask=tf.not_equal(decoder_token_ids, PAD_ID),
+            encoder_padding_mask=encoder_padding_mask,
+            training=training,
+        )
+    return self.token_embedding(
+        self.decoder_output_layer_norm(x), reverse=True
+    )
+
+  def initial_cache(
+      self, batch_size: tf.Tensor, max_length: int, source_length: tf.Tensor
+  ) -> dict[str, tuple[tf.Tensor, ...]]:
+    """Zero key/value caches for `decode_step`, per decoder layer.
+
+    Args:
+      batch_size: B.
+      max_length: The number of positions to cache (generated tokens).
+      source_length: S, the encoder output length.
+
+    Returns:
+      {'self_attention': ([B, 2, max_length, H, d/H],) * M,
+       'cross_attention': ([B, 2, S, H, d/H],) * M}.
+    """
+    head_dim = self.config.hidden_dim // self.config.num_heads
+    def zeros(length):
+      return tuple(
+          tf.zeros([batch_size, 2, length, self.config.num_heads, head_dim])
+          for _ in self.decoder_layers
+      )
+    return {'self_attention': zeros(max_length),
+            'cross_attention': zeros(source_length)}
+
+  def decode_step(
+      self,
+      token_ids: tf.Tensor,
+      index: tf.Tensor,
+      encoder_output: tf.Tensor,
+      encoder_padding_mask: tf.Tensor,
+      cache: dict[str, tuple[tf.Tensor, ...]],
+      fill_cross_attention_cache: bool = False,
+  ) -> tuple[tf.Tensor, dict[str, tuple[tf.Tensor, ...]]]:
+    """Logits of the next token given the decoder token at `index` [B].
+
+    Runs the decoder on one position, reading the keys and values of earlier
+    positions from `cache` and writing this position's (keras-nlp's
+    `TransformerDecoder` caches); no dropout.
+
+    Args:
+      token_ids: int32 [B], the decoder input at position `index`.
+      index: The position, < the cache's max_length.
+      encoder_output: [B, S, d] from `encode`.
+      encoder_padding_mask: [B, S] from `encode`.
+      cache: From `initial_cache` or the previous step.
+      fill_cross_attention_cache: True on the first step: computes the
+        cross-attention keys and values of `encoder_output`, which later
+        steps read from the cache.
+
+    Returns:
+      (logits [B, V], the updated cache).
+    """
+    x = self.token_embedding(tf.cast(token_ids, tf.int32)[:, tf.newaxis])
+    x = x + self.decoder_position_embedding(x, start_index=index)
+    self_caches, cross_caches = [], []
+    with _explicit_masks_without_warnings():
+      for layer, self_cache, cross_cache in zip(
+          self.decoder_layers, cache['self_attention'],
+          cache['cross_attention'],
+      ):
+        x, self_cache, cross_cache = layer(
+            x,
+            encoder_sequence=encoder_output,
+            encoder_padding_mask=encoder_padding_mask,
+            self_attention_cache=self_cache,
+            self_attention_cache_update_index=index,
+            cross_attention_cache=cross_cache,
+            cross_attention_cache_update_index=(
+                0 if fill_cross_attention_cache else None
+            ),
+            training=False,
+        )
+        self_caches.append(self_cache)
+        cross_caches.append(cross_cache)
+    logits = self.token_embedding(
+        self.decoder_output_layer_norm(x), reverse=True
+    )
+    return logits[:, 0, :], {'self_attention': tuple(self_caches),
+                             'cross_attention': tuple(cross_caches)}
+
+  def get_config(self):
+    return {'name': self.name, 'config': dataclasses.asdict(self.config)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    return cls(Seq2SeqConfig(**config.pop('config')), **config)
+
+
+def build_keras_model(
+    config: Seq2SeqConfig, checkpoint: Optional[str] = None
+) -> Seq2SeqTransformer:
+  """Builds a new, uncompiled `Seq2SeqTransformer` with seeded weights.
+
+  Args:
+    config: The model's shape and seed.
+    checkpoint: If set, the weights are restored from this checkpoint (a
+      path written by `save_checkpoint`) instead. Eager mode only; for a
+      `tff.learning` process use `load_model_weights` and
+      `process.set_model_weights`.
+
+  Returns:
+    The model, its variables created (same seed, same values, in eager and
+    graph mode).
+
+  Raises:
+    errors.CheckpointError: If `checkpoint` cannot be read or does not match
+      the model.
+  """
+  with _seeded_keras_initializers(config.seed):
+    model = Seq2SeqTransformer(config)
+    ids = tf.zeros([1, 1], tf.int32)
+    model({ENCODER_TOKEN_IDS: ids, DECODER_TOKEN_IDS: ids})  # Creates weights.
+  if checkpoint is not None:
+    load_checkpoint(model, checkpoint)
+  return model
+
+
+def input_spec() -> tuple[
+    collections.OrderedDict[str, tf.TensorSpec], tf.TensorSpec
+]:
+  """The `(x, y)` batch spec of `build_model_fn`'s model.
+
+  x = OrderedDict(encoder_token_ids=[B, S], decoder_token_ids=[B, T]), y =
+  target ids [B, T]; int32, 0 = padding. S and T may differ between batches
+  (e.g. per client), up to the config's maximum lengths.
+  """
+  ids = tf.TensorSpec([None, None], tf.int32)
+  return (
+      collections.OrderedDict(
+          [(ENCODER_TOKEN_IDS, ids), (DECODER_TOKEN_IDS, ids)]
+      ),
+      ids,
+  )
+
+
+def pack_inputs(
+    source_token_ids: tf.RaggedTensor,
+    target_token_ids: tf.RaggedTensor,
+    *,
+    source_length: int,
+    target_length: int,
+) -> tuple[collections.OrderedDict[str, tf.Tensor], tf.Tensor]:
+  """Packs tokenized sources and targets into a teacher-forcing batch.
+
+  Source → `[s1, ..., sm, END, 0...]` (END as T5 does); target →
+  decoder input `[START, t1, ..., tn, 0...]` and labels
+  `[t1, ..., tn, END, 0...]`. Longer texts are truncated (keeping the END
+  of the source and labels); filter them out beforehand if that must not
+  happen. Works eagerly and in `tf.data.Dataset.map`.
+
+  Args:
+    source_token_ids: Ragged ids [B, None] (a tokenizer's output).
+    target_token_ids: Ragged ids [B, None].
+    source_length: S, the encoder input length.
+    target_length: T, the decoder input and label length.
+
+  Returns:
+    `(x, y)` as described by `input_spec`, with fixed lengths S and T.
+  """
+  source = keras_nlp.layers.StartEndPacker(
+      source_length, end_value=END_ID, pad_value=PAD_ID
+  )(source_token_ids)
+  decoder_inputs = keras_nlp.layers.StartEndPacker(
+      target_length, start_value=START_ID, pad_value=PAD_ID
+  )(target_token_ids)
+  labels = keras_nlp.layers.StartEndPacker(
+      target_length, end_value=END_ID, pad_value=PAD_ID
+  )(target_token_ids)
+  x = collections.OrderedDict(
+      [(ENCODER_TOKEN_IDS, tf.cast(source, tf.int32)),
+       (DECODER_TOKEN_IDS, tf.cast(decoder_inputs, tf.int32))]
+  )
+  return x, tf.cast(labels, tf.int32)
+
+
+@tf.keras.utils.register_keras_serializable(package='tff_nlp')
+class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
+  """Cross-entropy on logits, averaged over the non-padding target tokens.
+
+  For labels y [B, T], logits [B, T, V] and optional weights w ([B] or
+  [B, T], default 1): Σ_bt m_bt·w_bt·(-log softmax(logits_bt)[y_bt]) /
+  Σ_bt m_bt·w_bt with m_bt = [y_bt ≠ pad_id], so all of a batch's tokens
+  weigh the same whatever sequence they are in; 0 if the batch has no
+  target token.
+
+  It gives the value of Keras's `SparseCategoricalCrossentropy(
+  from_logits=True, ignore_class=pad_id)` but computes the cross-entropy of
+  every position and masks it, where Keras gathers the non-padding logits
+  (a copy of [B·T, V] floats, and a shape XLA cannot compile).
+
+  Args:
+    pad_id: The label id to ignore.
+    name: The loss's name.
+  """
+
+  def __init__(self, pad_id: int = PAD_ID,
+               name: str = 'masked_sparse_categorical_crossentropy'):
+    super().__init__(name=name)
+    self.pad_id = pad_id
+
+  def __call__(self, y_true, y_pred, sample_weight=None):
+    with tf.name_scope(self.name):
+      y_true = tf.cast(y_true, tf.int32)
+      losses = self.call(y_true, y_pred)
+      weights = tf.cast(tf.not_equal(y_true, self.pad_id), losses.dtype)
+      if sample_weight is not None:
+        sample_weight = tf.cast(sample_weight, losses.dtype)
+        if sample_weight.shape.rank == 1:
+          sample_weight = sample_weight[:, tf.newaxis]
+        weights *= sample_weight
+      return tf.math.divide_no_nan(
+          tf.reduce_sum(losses * weights), tf.reduce_sum(weights)
+      )
+
+  def call(self, y_true, y_pred):
+    """The per-token losses [B, T] (any value at padding)."""
+    y_true = tf.cast(y_true, tf.int32)
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.where(tf.not_equal(y_true, self.pad_id), y_true, 0),
+        logits=tf.convert_to_tensor(y_pred),
+    )
+
+  def get_config(self):
+    return {'pad_id': self.pad_id, 'name': self.name}
+
+
+def masked_loss() -> tf.keras.losses.Loss:
+  """The training loss: `MaskedSparseCategoricalCrossentropy()`."""
+  return MaskedSparseCategoricalCrossentropy()
+
+
+@tf.keras.utils.register_keras_serializable(package='tff_nlp')
+class MaskedTokenAccuracy(tf.keras.metrics.Mean):
+  """Fraction of non-padding target tokens whose argmax prediction is right.
+
+  Its state (total correct, count) sums over batches and clients, so the
+  federated value is the token accuracy over all clients' tokens.
+
+  Args:
+    pad_id: The label id to ignore.
+    name: The metric's name.
+    dtype: The metric's dtype.
+  """
+
+  def __init__(self, pad_id: int = PAD_ID, name: str = 'token_accuracy',
+               dtype=None):
+    super().__init__(name=name, dtype=dtype)
+    self.pad_id = pad_id
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    y_true = tf.cast(y_true, tf.int32)
+    correct = tf.cast(
+        tf.equal(tf.argmax(y_pred, axis=-1, output_type=tf.int32), y_true),
+        self.dtype,
+    )
+    weight = tf.cast(tf.not_equal(y_true, self.pad_id), self.dtype)
+    if sample_weight is not None:
+      sample_weight = tf.cast(sample_weight, self.dtype)
+      if sample_weight.shape.rank == 1:
+        sample_weight = sample_weight[:, tf.newaxis]
+      weight *= sample_weight
+    return super().update_state(correct, sample_weight=weight)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({'pad_id': self.pad_id})
+    return config
+
+
+def build_model_fn(
+    config: Seq2SeqConfig,
+) -> Callable[[], tff.learning.models.VariableModel]:
+  """Returns a `model_fn` for `tff_nlp.algorithms.build_fl_process`.
+
+  To start a process from a checkpoint: `process.set_model_weights(state,
+  load_model_weights(config, checkpoint))`.
+
+  Args:
+    config: The model's shape and seed.
+
+  Returns:
+    A no-arg callable that builds a new Keras model (same initial weights on
+    every call) and wraps it with `tff.learning.models.from_keras_model`,
+    with `masked_loss`, `MaskedTokenAccuracy` and example and batch counts as
+    metrics, taking batches as described by `input_spec`.
+  """
+
+  def model_fn() -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(
+        build_keras_model(config),
+        loss=masked_loss(),
+        input_spec=input_spec(),
+        metrics=[
+            MaskedTokenAccuracy(),
+            tff.learning.metrics.NumExamplesCounter(),
+            tff.learning.metrics.NumBatchesCounter(),
+        ],
+    )
+
+  return model_fn
+
+
+def save_checkpoint(model: tf.keras.Model, path: str) -> str:
+  """Writes `model`'s weights as a `tf.train.Checkpoint`; returns its path."""
+  return tf.train.Checkpoint(model=model).write(path)
+
+
+def load_checkpoint(model: tf.keras.Model, path: str) -> None:
+  """Restores weights written by `save_checkpoint` into `model`.
+
+  Raises:
+    errors.CheckpointError: If `path` cannot be read, or the checkpoint and
+      the model do not have the same variables and shapes (e.g. another
+      config).
+  """
+  try:
+    tf.train.Checkpoint(model=model).read(path).assert_consumed()
+  except (tf.errors.OpError, AssertionError, ValueError) as e:
+    raise errors.CheckpointError(
+        f'Cannot restore the seq2seq model from checkpoint {path!r}: the '
+        'file is missing or unreadable, or it was written for another '
+        f'configuration. {type(e).__name__}: {str(e)[:500]}'
+    ) from e
+
+
+def load_model_weights(
+    config: Seq2SeqConfig, checkpoint: str
+) -> tff.learning.models.ModelWeights:
+  """The weights in `checkpoint`, ordered as `build_model_fn`'s model's."""
+  return tff.learning.models.ModelWeights.from_model(
+      build_keras_model(config, checkpoint)
+  )
