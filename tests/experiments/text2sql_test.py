@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import metrics
@@ -128,3 +129,36 @@ def test_per_client_parse_errors_name_the_flag(spec, message):
 def test_data_config_rejects(kwargs, message):
   with pytest.raises(ValueError, match=message):
     experiment.DataConfig(**kwargs)
+
+
+def test_init_from_starts_from_the_selected_model(tmp_path):
+  _run(tmp_path / 'pretrained', paradigm='centralized')
+  # Same tokenizer, and round 0 is the earlier run's selected model.
+  results = experiment.run_text2sql(
+      data_dir=None, output_dir=str(tmp_path / 'finetuned'), data=_DATA,
+      model=_MODEL, loop=_LOOP, init_from=str(tmp_path / 'pretrained'),
+      training=experiment.TrainingConfig(
+          paradigm='federated', algorithm='fedavg', weighting='lorar',
+          local_epochs=experiment.PerClient(1),
+          batch_sizes=experiment.PerClient(4)))
+  assert ((tmp_path / 'finetuned' / 'tokenizer' / 'vocabulary.spm')
+          .read_bytes() == (tmp_path / 'pretrained' / 'tokenizer' /
+                            'vocabulary.spm').read_bytes())
+  reader = tf.train.load_checkpoint(str(
+      tmp_path / 'finetuned' / 'federated' / 'checkpoints' / 'round_0' /
+      'variables' / 'variables'))
+  with np.load(tmp_path / 'pretrained' / 'centralized' /
+               'best_model.npz') as best:
+    for i in range(len(best.files)):
+      np.testing.assert_array_equal(
+          reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
+                            '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
+  assert results['config']['experiment']['init_from'].endswith('pretrained')
+
+
+def test_init_from_a_directory_without_a_selected_model(tmp_path):
+  with pytest.raises(errors.CheckpointError, match='best_checkpoint: expected'):
+    experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
+        model=_MODEL, loop=_LOOP, init_from=str(tmp_path),
+        training=experiment.TrainingConfig())

@@ -220,3 +220,26 @@ def test_leaves_the_threads_event_loop_usable(tmp_path):
   finally:
     asyncio.set_event_loop(None)
     loop.close()
+
+
+def test_starts_from_initial_model_weights_unless_resuming(tmp_path):
+  process = _process()
+  start = tff.learning.models.ModelWeights(
+      trainable=[np.full([3, 1], 0.5, np.float32),
+                 np.array([-1.0], np.float32)],
+      non_trainable=[])
+  run = training.run_training(
+      process, client_data_fn=_client_data, num_clients=3,
+      config=training.LoopConfig(rounds=1, progress=False),
+      output_dir=str(tmp_path), evaluate_fn=_evaluate,
+      initial_model_weights=start)
+  assert run.records[0]['eval'] == _evaluate(start)
+  # Resuming ignores them: the checkpoint wins.
+  resumed = training.run_training(
+      process, client_data_fn=_client_data, num_clients=3,
+      config=training.LoopConfig(rounds=1, progress=False),
+      output_dir=str(tmp_path), evaluate_fn=_evaluate,
+      initial_model_weights=process.get_model_weights(process.initialize()))
+  assert resumed.resumed_from == 1
+  for w, w_run in zip(_weights(resumed), _weights(run)):
+    np.testing.assert_array_equal(w, w_run)

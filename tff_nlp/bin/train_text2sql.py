@@ -39,6 +39,11 @@ _WEIGHTING = flags.DEFINE_enum(
     'weighting', 'lorar', ['num_examples', 'uniform', 'loss_reduction', 'lorar'],
     'Client weighting of the federated mean.')
 
+_INIT_FROM = flags.DEFINE_string(
+    'init_from', None,
+    'Output directory of an earlier centralized or federated run to start '
+    'from (its tokenizer and selected model); the model flags must match.')
+
 
 def main(argv):
   if len(argv) > 1:
@@ -54,6 +59,7 @@ def main(argv):
         model=text2sql_flags.model_config(),
         training=training,
         loop=common.loop_config_from_flags(),
+        init_from=_INIT_FROM.value,
     )
 
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 import dataclasses
 import json
 import os
+import shutil
 import time
 from typing import Any, Optional
 
@@ -67,6 +68,10 @@ CLIENT_OPTIMIZERS = {
 }
 TOKENIZER_DIR = 'tokenizer'
 BEST_MODEL_FILE = 'best_model.npz'
+# The selected model as a `seq2seq.save_checkpoint` checkpoint, per trained
+# model (`federated`, `centralized` or the client): what `init_from` reads.
+BEST_CHECKPOINT_DIR = 'best_checkpoint'
+BEST_CHECKPOINT_PREFIX = 'ckpt'
 BEST_MODEL_INFO_FILE = 'best_model.json'
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
@@ -524,6 +529,7 @@ def run_text2sql(
     model: seq2seq.Seq2SeqConfig,
     training: TrainingConfig,
     loop: training_lib.LoopConfig,
+    init_from: Optional[str] = None,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -543,13 +549,22 @@ def run_text2sql(
     training: Paradigm, algorithm, weighting and local training.
     loop: Rounds (epochs outside federated runs), evaluation cadence,
       checkpoints, seed.
+    init_from: The output directory of an earlier centralized or federated
+      run: its tokenizer and selected model (`best_checkpoint/`) are the
+      starting point (e.g. pre-train centrally, then fine-tune federatedly).
+      `model` must be that run's model.
 
   Returns:
     The content of `results.json`.
+
+  Raises:
+    CheckpointError: If `init_from` holds no single selected model, or one
+      of another configuration.
   """
   config = collections.OrderedDict(
       experiment=collections.OrderedDict(
-          seed=loop.seed, data=data, model=model, training=training),
+          seed=loop.seed, data=data, model=model, training=training,
+          init_from=init_from and os.path.abspath(init_from)),
       loop=loop,
       data_dir=data_dir,
       versions=collections.OrderedDict(
@@ -558,6 +573,10 @@ def run_text2sql(
   )
   training_lib.prepare_run_dir(output_dir, config)
   start = time.perf_counter()
+  init_checkpoint = None
+  if init_from is not None:
+    init_checkpoint = _selected_checkpoint(init_from)
+    _copy_tokenizer(init_from, os.path.join(output_dir, TOKENIZER_DIR))
   task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
                       tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
   model = dataclasses.replace(
@@ -568,6 +587,11 @@ def run_text2sql(
                training.method, model.vocabulary_size,
                {c: len(task.splits[c]['train']) for c in task.clients})
 
+  initial_weights = None
+  if init_checkpoint is not None:
+    initial_weights = tf.nest.map_structure(
+        lambda v: v.numpy(),
+        seq2seq.load_model_weights(model, init_checkpoint))
   predictions, unit_records = {}, {}
   for unit in _units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
@@ -588,10 +612,13 @@ def run_text2sql(
         tensorboard_dir=os.path.join(output_dir, training_lib.TENSORBOARD_DIR,
                                      unit.name),
         description=unit.name,
+        initial_model_weights=initial_weights,
     )
     unit_records[unit.name] = run.records
     keras_model = seq2seq.build_keras_model(model)
     evaluator.load_best(keras_model)
+    seq2seq.save_checkpoint(keras_model, os.path.join(
+        output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
     decode_fn = seq2seq_decoding.make_decode_fn(
         keras_model, max_length=model.max_target_length)
     for client in unit.test_clients:
@@ -644,6 +671,27 @@ def run_text2sql(
               'federated', clients=task.clients)
   print(table)
   return results
+
+
+def _selected_checkpoint(run_dir: str) -> str:
+  """The checkpoint path of the one model `run_dir` selected."""
+  folder = os.path.join(run_dir, BEST_CHECKPOINT_DIR)
+  units = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+  if len(units) != 1:
+    raise errors.CheckpointError(
+        f'{folder}: expected the selected model of one finished centralized '
+        f'or federated run, found {units or "nothing"}.')
+  return os.path.join(folder, units[0], BEST_CHECKPOINT_PREFIX)
+
+
+def _copy_tokenizer(run_dir: str, tokenizer_dir: str) -> None:
+  source = os.path.join(run_dir, TOKENIZER_DIR,
+                        subword_tokenizer.PROTO_FILENAME)
+  if not os.path.exists(source):
+    raise errors.CheckpointError(f'{source}: no tokenizer in {run_dir!r}.')
+  os.makedirs(tokenizer_dir, exist_ok=True)
+  shutil.copyfile(source, os.path.join(tokenizer_dir,
+                                       subword_tokenizer.PROTO_FILENAME))
 
 
 def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:

@@ -214,6 +214,7 @@ def run_training(
     evaluate_fn: Optional[EvaluateFn] = None,
     tensorboard_dir: Optional[str] = None,
     description: Optional[str] = None,
+    initial_model_weights: Optional[tff.learning.models.ModelWeights] = None,
 ) -> TrainingRun:
   """Trains `process` for `config.rounds` rounds, resuming if checkpointed.
 
@@ -235,6 +236,9 @@ def run_training(
     tensorboard_dir: TensorBoard log directory; `output_dir/tensorboard` if
       None.
     description: Label of the progress bar.
+    initial_model_weights: Global model weights to start from (e.g. a
+      pre-trained model) instead of the process's initial ones; ignored when
+      resuming from a checkpoint.
 
   Returns:
     A `TrainingRun` with the final state and every round's record.
@@ -267,6 +271,8 @@ def run_training(
       state_manager, checkpoint_dir, template, config.rounds)
   if state is None:
     state = template
+    if initial_model_weights is not None:
+      state = process.set_model_weights(state, initial_model_weights)
     if evaluate_fn is not None:
       publish({'eval': evaluate(state)}, {}, 0)
     _run_sync(state_manager.save(state, 0))
