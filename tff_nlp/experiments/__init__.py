@@ -1,4 +1,11 @@
-"""Experiments: federated training runs on real data, with their reports."""
+"""Experiments: federated training runs on real data, with their reports.
+
+`weighting_demo`: client weightings on label-skewed text classification.
+`text2sql`, `text2sql_benchmark`: the Lorar paper's federated text-to-SQL
+(imported on first use: they import keras-nlp, which takes seconds).
+"""
+
+from tff_nlp import _lazy
 
 from tff_nlp.experiments import federated_text
 from tff_nlp.experiments import weighting_demo
@@ -13,3 +20,15 @@ from tff_nlp.experiments.weighting_demo import run_weighting_demo
 from tff_nlp.experiments.weighting_demo import TrainingConfig
 from tff_nlp.experiments.weighting_demo import WEIGHTINGS
 from tff_nlp.experiments.weighting_demo import WeightingResult
+
+# name -> (module, attribute or None for the module itself).
+_LAZY_EXPORTS = {
+    'text2sql': ('tff_nlp.experiments.text2sql', None),
+    'text2sql_benchmark': ('tff_nlp.experiments.text2sql_benchmark', None),
+    'run_text2sql': ('tff_nlp.experiments.text2sql', 'run_text2sql'),
+    'run_text2sql_benchmark': (
+        'tff_nlp.experiments.text2sql_benchmark', 'run_benchmark'),
+}
+
+
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS, globals)

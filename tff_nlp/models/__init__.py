@@ -9,7 +9,7 @@ use: they import keras-nlp, which takes seconds and is not needed by the
 text classifier.
 """
 
-import importlib
+from tff_nlp import _lazy
 
 from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
@@ -36,13 +36,4 @@ _LAZY_EXPORTS = {
 }
 
 
-def __getattr__(name):
-  if name not in _LAZY_EXPORTS:
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-  module_name, attribute = _LAZY_EXPORTS[name]
-  module = importlib.import_module(module_name)
-  return module if attribute is None else getattr(module, attribute)
-
-
-def __dir__():
-  return sorted(set(globals()) | set(_LAZY_EXPORTS))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS, globals)
