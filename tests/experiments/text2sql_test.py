@@ -64,6 +64,11 @@ def test_runs_two_rounds_and_reports_consistently(tmp_path, training_kwargs,
     for r in records[1:]:
       assert np.isfinite(r['train']['client_work']['train']['loss'])
     assert os.path.exists(os.path.join(tmp_path, unit_dir, 'best_model.npz'))
+    # The selected round: the last with the highest dev EM (ties go to the
+    # more trained model, so an all-zero run does not select round 0).
+    ems = [r['eval']['dev_exact_match'] for r in records]
+    expected_round = max(r for r, em in enumerate(ems) if em == max(ems))
+    assert results['best_rounds'][os.path.basename(unit_dir)] == expected_round
 
   assert results['examples'] == {c: {'train': 6, 'dev': 3, 'test': 3}
                                  for c in _CLIENTS}

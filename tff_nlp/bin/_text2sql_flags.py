@@ -81,29 +81,12 @@ DECODE_BATCH_SIZE = flags.DEFINE_integer(
     lower_bound=1)
 
 
-def _model_config() -> seq2seq.Seq2SeqConfig:
-  overrides = {
-      'num_encoder_layers': NUM_LAYERS.value,
-      'num_decoder_layers': NUM_LAYERS.value,
-      'hidden_dim': HIDDEN_DIM.value,
-      'num_heads': NUM_HEADS.value,
-      'intermediate_dim': INTERMEDIATE_DIM.value,
-      'dropout': DROPOUT.value,
-      'seed': common.SEED.value,
-  }
-  return seq2seq.Seq2SeqConfig.from_preset(
-      MODEL.value, **{k: v for k, v in overrides.items() if v is not None})
-
-
-
 @flags.validator('clients',
                  f'--clients must name distinct clients from '
                  f'{list(text2sql.CLIENTS)}.')
 def _check_clients(value):
   return (bool(value) and len(set(value)) == len(value)
           and set(value) <= set(text2sql.CLIENTS))
-
-
 
 
 def model_config() -> seq2seq.Seq2SeqConfig:

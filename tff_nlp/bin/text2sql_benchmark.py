@@ -4,8 +4,7 @@
       --flagfile=tff_nlp/bin/flags/train_text2sql.smoke.flags \
       --methods=fedavg/num_examples,fedavg/lorar
 
-`make demo` runs the smoke preset with FedAvg and FedAvg + Lorar; `make
-bench-text2sql` runs the CPU preset with every method of
+Without `--methods` it runs every method of
 `experiments.text2sql_benchmark.default_methods()`. Each method runs in its
 own directory keyed by its configuration, so running the command again
 continues an interrupted benchmark; see `tff_nlp.experiments.

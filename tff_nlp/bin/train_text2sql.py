@@ -7,10 +7,10 @@
 `--paradigm=finetune` (one model per client), `centralized` (one model on
 the union) or `federated` (`--algorithm` x `--weighting`); see
 `tff_nlp.experiments.text2sql`. Presets in `tff_nlp/bin/flags/`:
-`train_text2sql.smoke.flags` (a minute: all eight clients, a few examples, a
-tiny model), `train_text2sql.cpu.flags` (the CPU benchmark) and
-`train_text2sql.paper.flags` (the paper's schedule and a T5-base-sized model,
-for GPUs). Running the same command again resumes.
+`train_text2sql.smoke.flags` (about two minutes: all eight clients, a few
+examples, a tiny model; checks the pipeline) and `train_text2sql.paper.flags`
+(the paper's schedule and a T5-base-sized model, for GPUs). Running the same
+command again resumes.
 """
 
 from absl import app

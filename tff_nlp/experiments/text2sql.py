@@ -415,8 +415,10 @@ def _units(training: TrainingConfig, clients) -> list[_Unit]:
 class _DevEvaluator:
   """Dev exact match of global weights; keeps the best weights on disk.
 
-  The best (first highest) dev EM and its weights survive a restart, so a
-  resumed run selects the same model as an uninterrupted one.
+  The best is the last evaluation with the highest dev EM: a tie goes to the
+  more trained model (so a run whose dev EM stays 0 does not select its
+  untrained initial model). The best EM and its weights survive a restart,
+  so a resumed run selects the same model as an uninterrupted one.
   """
 
   def __init__(self, task, unit, model_config, training, run_dir):
@@ -447,7 +449,7 @@ class _DevEvaluator:
     correct = sum(text2sql_metrics.exact_match(p, g)
                   for p, g in zip(predictions, self._dev.gold_sql))
     em = correct / len(self._dev)
-    if em > self.best:
+    if em >= self.best:
       self.best = em
       weights = [np.asarray(w) for w in
                  tf.nest.flatten(model_weights.trainable)]
@@ -698,7 +700,8 @@ def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
   rounds, values = plots.metric_series(records, f'eval/{DEV_METRIC}')
   if not values:
     return None
-  return rounds[int(np.argmax(values))]
+  # The last of the best, as `_DevEvaluator` selects.
+  return rounds[len(values) - 1 - int(np.argmax(values[::-1]))]
 
 
 def write_plots(unit_records: Mapping[str, Sequence[Mapping[str, Any]]],

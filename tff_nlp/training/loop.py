@@ -299,7 +299,9 @@ def run_training(
       is_last = round_num == config.rounds
       if evaluate_fn is not None and (is_last or (
           config.eval_every and round_num % config.eval_every == 0)):
+        eval_start = time.perf_counter()
         record['eval'] = evaluate(state)
+        record['eval_seconds'] = time.perf_counter() - eval_start
       jsonl_extra = {'client_ids': client_ids}
       if client_outputs is not None:
         jsonl_extra['client_outputs'] = client_outputs
