@@ -7,7 +7,8 @@ round and, in `output_dir`:
     (`checkpoints/round_<N>`) every `checkpoint_every` rounds, at round 0 (the
     initial state) and at the last round;
 *   releases each round's metrics (training metrics, evaluation metrics when
-    due, wall time) to TensorBoard (`tff.program.TensorBoardReleaseManager`),
+    due, and wall times: keys ending in `_seconds`, the only values that
+    differ between two runs with the same seed) to TensorBoard (`tff.program.TensorBoardReleaseManager`),
     to `metrics.csv` (`tff.program.CSVFileReleaseManager`) and, with the
     per-client outputs of an `FLProcess`, to `metrics.jsonl`;
 *   shows a progress bar (round, elapsed time, ETA, latest loss) when stderr
