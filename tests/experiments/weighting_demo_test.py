@@ -60,7 +60,8 @@ class ArgumentsTest(parameterized.TestCase):
       ('local_epochs', dict(local_epochs=0), 'local_epochs must be positive'),
       ('batch_size', dict(batch_size=-1), 'batch_size must be positive'),
       ('optimizer', dict(client_optimizer='lamb'),
-       r"Unknown client_optimizer 'lamb'; expected one of \['adam', 'sgd'\]"),
+       r"Unknown client_optimizer 'lamb'; expected one of "
+       r"\['adafactor', 'adam', 'sgd'\]"),
   )
   def test_bad_training_config(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):

@@ -8,4 +8,6 @@ from tff_nlp.algorithms.fl_process import Algorithm
 from tff_nlp.algorithms.fl_process import build_fl_process
 from tff_nlp.algorithms.fl_process import default_server_optimizer
 from tff_nlp.algorithms.fl_process import FLProcess
+from tff_nlp.algorithms.optimizers import CLIENT_OPTIMIZERS
 from tff_nlp.algorithms.weighting import Weighting
+

@@ -6,6 +6,15 @@ import tensorflow as tf
 
 import tensorflow_federated as tff
 
+# Client optimizers by name, for experiment configs and flags: each maps
+# `learning_rate=` to a `tff.learning.optimizers.Optimizer`. Adafactor is the
+# Lorar paper's (its TFF 0.87 bugs are worked around below).
+CLIENT_OPTIMIZERS = {
+    'adafactor': tff.learning.optimizers.build_adafactor,
+    'adam': tff.learning.optimizers.build_adam,
+    'sgd': tff.learning.optimizers.build_sgdm,
+}
+
 
 def set_hparams(optimizer: tff.learning.optimizers.Optimizer, state, hparams):
   """`optimizer.set_hparams(state, hparams)`, correct for every TFF optimizer.

@@ -7,6 +7,7 @@ them into the configs of `tff_nlp.experiments.text2sql`. Not a binary.
 
 from absl import flags
 
+from tff_nlp import algorithms
 from tff_nlp.bin import common
 from tff_nlp.data import text2sql
 from tff_nlp.experiments import text2sql as experiment
@@ -58,7 +59,7 @@ DROPOUT = flags.DEFINE_float(
     'dropout', None, 'Dropout rate.', lower_bound=0.0, upper_bound=1.0)
 
 CLIENT_OPTIMIZER = flags.DEFINE_enum(
-    'client_optimizer', 'adam', sorted(experiment.CLIENT_OPTIMIZERS),
+    'client_optimizer', 'adam', sorted(algorithms.CLIENT_OPTIMIZERS),
     'Client optimizer (the paper: adafactor).')
 LOCAL_EPOCHS = flags.DEFINE_list(
     'local_epochs', ['12', 'advising=6', 'atis=6'],

@@ -61,11 +61,6 @@ from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import subword_tokenizer
 
 PARADIGMS = ('finetune', 'centralized', 'federated')
-CLIENT_OPTIMIZERS = {
-    'adafactor': tff.learning.optimizers.build_adafactor,
-    'adam': tff.learning.optimizers.build_adam,
-    'sgd': tff.learning.optimizers.build_sgdm,
-}
 TOKENIZER_DIR = 'tokenizer'
 BEST_MODEL_FILE = 'best_model.npz'
 # The selected model as a `seq2seq.save_checkpoint` checkpoint, per trained
@@ -191,7 +186,7 @@ class TrainingConfig:
     paradigm: One of `PARADIGMS`.
     algorithm: 'fedavg', 'fedopt' or 'fedprox' (federated only).
     weighting: The client weighting (federated only).
-    client_optimizer: A key of `CLIENT_OPTIMIZERS`.
+    client_optimizer: A key of `algorithms.CLIENT_OPTIMIZERS`.
     local_epochs: Local epochs per round, per client (federated only; in the
       other paradigms a round is one epoch).
     learning_rates: Client learning rate per client; the default is also
@@ -216,10 +211,10 @@ class TrainingConfig:
     if self.paradigm not in PARADIGMS:
       raise ValueError(f'Unknown paradigm {self.paradigm!r}; expected one of '
                        f'{PARADIGMS}.')
-    if self.client_optimizer not in CLIENT_OPTIMIZERS:
+    if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
       raise ValueError(
           f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
-          f'of {sorted(CLIENT_OPTIMIZERS)}.')
+          f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.')
     algorithms.Algorithm(self.algorithm)
     algorithms.Weighting(self.weighting)
 
@@ -331,7 +326,8 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
            for e in examples],
           [e.sql for e in examples])
 
-  vocabulary_file = os.path.join(tokenizer_dir, subword_tokenizer.PROTO_FILENAME)
+  vocabulary_file = os.path.join(tokenizer_dir,
+                                 subword_tokenizer.PROTO_FILENAME)
   if os.path.exists(vocabulary_file):
     tokenizer = subword_tokenizer.SubwordTokenizer.load(vocabulary_file)
   else:
@@ -470,7 +466,7 @@ class _DevEvaluator:
 
 
 def _build_process(training: TrainingConfig, model_config, unit):
-  optimizer = CLIENT_OPTIMIZERS[training.client_optimizer]
+  optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
   learning_rate = (training.learning_rates[unit.train_clients[0]]
                    if training.paradigm == 'finetune'
                    else training.learning_rates.default)

@@ -39,10 +39,6 @@ from tff_nlp import training as training_lib
 from tff_nlp.experiments import federated_text
 
 WEIGHTINGS = tuple(w.value for w in algorithms.Weighting)
-CLIENT_OPTIMIZERS = {
-    'sgd': tff.learning.optimizers.build_sgdm,
-    'adam': tff.learning.optimizers.build_adam,
-}
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
 LOSS_PLOT_FILE = 'training_loss.png'
@@ -58,7 +54,7 @@ class TrainingConfig:
       Lorar paper; see `tff_nlp.algorithms.build_fl_process`).
     local_epochs: Passes of every client over its data per round.
     batch_size: Client batch size.
-    client_optimizer: A key of `CLIENT_OPTIMIZERS`.
+    client_optimizer: A key of `algorithms.CLIENT_OPTIMIZERS`.
     client_learning_rate: The client optimizer's learning rate.
     proximal_strength: FedProx's mu (only for 'fedprox').
     embedding_dim: Word-embedding size of the classifier.
@@ -76,10 +72,10 @@ class TrainingConfig:
     for name in ('local_epochs', 'batch_size', 'embedding_dim'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
-    if self.client_optimizer not in CLIENT_OPTIMIZERS:
+    if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
       raise ValueError(
           f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
-          f'of {sorted(CLIENT_OPTIMIZERS)}.'
+          f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.'
       )
 
 
@@ -161,9 +157,9 @@ def train_with_weighting(
       models.build_model_fn(spec),
       algorithm=training.algorithm,
       weighting=weighting,
-      client_optimizer_fn=CLIENT_OPTIMIZERS[training.client_optimizer](
-          learning_rate=training.client_learning_rate
-      ),
+      client_optimizer_fn=algorithms.CLIENT_OPTIMIZERS[
+          training.client_optimizer](
+              learning_rate=training.client_learning_rate),
       proximal_strength=training.proximal_strength,
       with_client_config=True,
   )
