@@ -10,13 +10,14 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bazel-test clean help
+.PHONY: venv test demo bench bench-round-overhead bench-text2sql bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
 	@echo "make test   - set up .venv if needed, run the test suite"
 	@echo "make venv   - create .venv with the pinned stack (idempotent)"
-	@echo "make bench  - run the benchmarks in bench/ (slow; not part of tests)"
+	@echo "make bench  - run every benchmark (hours; not part of tests)"
+	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
@@ -36,8 +37,23 @@ test: $(STAMP)
 demo: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.weighting_demo --flagfile=tff_nlp/bin/flags/weighting_demo.cpu.flags
 
-bench: $(STAMP)
+bench: bench-round-overhead bench-text2sql
+
+bench-round-overhead: $(STAMP)
 	"$(PY)" bench/round_overhead.py
+
+# Every method of the Lorar paper's Table 2 with the cpu preset. Each run is
+# cached under its configuration in $(TEXT2SQL_BENCH_DIR), so an interrupted
+# benchmark continues where it stopped; the tables and figures are then copied
+# to docs/results/text2sql/ (docs/results/text2sql.md discusses them).
+TEXT2SQL_BENCH_DIR ?= runs/text2sql_benchmark_cpu
+bench-text2sql: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.cpu.flags \
+	  --output_dir=$(TEXT2SQL_BENCH_DIR) --progress=off
+	mkdir -p docs/results/text2sql
+	cp $(TEXT2SQL_BENCH_DIR)/results.md $(TEXT2SQL_BENCH_DIR)/results.json \
+	  $(TEXT2SQL_BENCH_DIR)/*.png docs/results/text2sql/
 
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
 # so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's

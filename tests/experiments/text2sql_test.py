@@ -167,3 +167,30 @@ def test_init_from_a_directory_without_a_selected_model(tmp_path):
         data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
         model=_MODEL, loop=_LOOP, init_from=str(tmp_path),
         training=experiment.TrainingConfig())
+
+
+@pytest.mark.parametrize('n, batch_size', [(0, 4), (3, 4), (64, 4), (1000, 8),
+                                           (257, 16)])
+def test_length_grouped_order(n, batch_size):
+  rng = np.random.default_rng(n)
+  source = rng.integers(1, 50, n)
+  target = rng.integers(1, 200, n)
+  order = experiment.length_grouped_order(
+      source, target, batch_size=batch_size, rng=np.random.default_rng(7))
+  assert sorted(order) == list(range(n))  # A permutation: nothing dropped.
+  again = experiment.length_grouped_order(
+      source, target, batch_size=batch_size, rng=np.random.default_rng(7))
+  np.testing.assert_array_equal(order, again)
+  window = batch_size * experiment.LENGTH_GROUPING_WINDOW
+  full = n // batch_size
+  batches = [order[i * batch_size:(i + 1) * batch_size] for i in range(full)]
+  for batch in batches:  # Each full batch is target-sorted within a window.
+    assert list(target[batch]) == sorted(target[batch])
+  if n >= 2 * window:
+    # Length spread within batches is far below the spread of random
+    # batches (for uniform lengths on 1..199 and a window of 32 batches,
+    # about 1/32 of it).
+    spread = np.mean([np.ptp(target[b]) for b in batches])
+    random_spread = np.mean([np.ptp(target[b]) for b in
+                             np.split(np.arange(full * batch_size), full)])
+    assert spread < random_spread / 8

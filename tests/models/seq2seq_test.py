@@ -281,6 +281,39 @@ class Seq2SeqModelTest(tf.test.TestCase, parameterized.TestCase):
     for t in (x['encoder_token_ids'], x['decoder_token_ids'], y):
       self.assertEqual(t.dtype, tf.int32)
 
+
+  @parameterized.named_parameters(('eager', False), ('in_dataset_map', True))
+  def test_trim_padding(self, in_dataset):
+    x, y = seq2seq.pack_inputs(
+        tf.ragged.constant([[5, 6], [8]]),
+        tf.ragged.constant([[9, 10], [11]]),
+        source_length=6, target_length=7,
+    )
+    if in_dataset:
+      x, y = next(iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+                       .map(seq2seq.trim_padding)))
+    else:
+      x, y = seq2seq.trim_padding(x, y)
+    # Longest source: 5 6 END (3 columns); longest target: START 9 10 and
+    # 9 10 END (3 columns).
+    self.assertAllEqual(x['encoder_token_ids'], [[5, 6, END], [8, END, 0]])
+    self.assertAllEqual(x['decoder_token_ids'],
+                        [[START, 9, 10], [START, 11, 0]])
+    self.assertAllEqual(y, [[9, 10, END], [11, END, 0]])
+
+  def test_trimmed_batch_has_the_same_loss(self):
+    model = seq2seq.build_keras_model(_TINY)
+    _randomize(model, 3)
+    x = _inputs(np.pad(_ENCODER_IDS, [[0, 0], [0, 3]]),
+                np.pad(_DECODER_IDS, [[0, 0], [0, 3]]))
+    y = np.array([[4, 5, END, 0, 0, 0, 0, 0],
+                  [6, 7, 8, 9, END, 0, 0, 0],
+                  [END, 0, 0, 0, 0, 0, 0, 0]], _I32)
+    trimmed_x, trimmed_y = seq2seq.trim_padding(x, tf.constant(y))
+    self.assertLess(trimmed_y.shape[1], y.shape[1])
+    loss = seq2seq.masked_loss()
+    self.assertAllClose(loss(trimmed_y, model(trimmed_x)), loss(y, model(x)),
+                        atol=1e-6)
   def test_input_spec(self):
     ids = tf.TensorSpec([None, None], tf.int32)
     expected = (collections.OrderedDict(encoder_token_ids=ids,

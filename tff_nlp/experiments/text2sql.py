@@ -359,13 +359,59 @@ def _concatenate(parts: Sequence[EncodedSplit]) -> EncodedSplit:
   )
 
 
+# Examples are grouped by length within windows of this many batches.
+LENGTH_GROUPING_WINDOW = 32
+
+
+def length_grouped_order(source_lengths: np.ndarray,
+                         target_lengths: np.ndarray, *, batch_size: int,
+                         rng: np.random.Generator) -> np.ndarray:
+  """A random order whose consecutive `batch_size` blocks have similar lengths.
+
+  The examples are shuffled, cut into windows of `LENGTH_GROUPING_WINDOW`
+  batches, sorted by (target, source) length within each window and cut
+  into batches; the batches are then shuffled, except that the one partial
+  batch stays last. Batches of similar lengths lose little compute to
+  padding once `seq2seq.trim_padding` cuts it (as `group_by_length` in
+  Hugging Face's Trainer and the length buckets of fairseq do), while the
+  windows keep each batch's examples random.
+
+  Args:
+    source_lengths: [N] non-padding source tokens per example.
+    target_lengths: [N] non-padding target tokens per example.
+    batch_size: Examples per batch.
+    rng: The source of randomness.
+
+  Returns:
+    A permutation of range(N).
+  """
+  shuffled = rng.permutation(len(source_lengths))
+  window = batch_size * LENGTH_GROUPING_WINDOW
+  batches = []
+  for start in range(0, len(shuffled), window):
+    rows = shuffled[start:start + window]
+    rows = rows[np.lexsort((source_lengths[rows], target_lengths[rows]))]
+    batches += [rows[i:i + batch_size] for i in range(0, len(rows),
+                                                      batch_size)]
+  full = [b for b in batches if len(b) == batch_size]
+  partial = [b for b in batches if len(b) < batch_size]
+  ordered = [full[i] for i in rng.permutation(len(full))] + partial
+  return np.concatenate(ordered) if ordered else shuffled
+
+
 def train_dataset(data: EncodedSplit, *, batch_size: int,
                   shuffle_seed: Sequence[int]) -> tf.data.Dataset:
-  """One epoch of `data` in a seeded order, batched."""
-  order = np.random.default_rng(list(shuffle_seed)).permutation(len(data))
+  """One epoch of `data` in a seeded, length-grouped order, batched.
+
+  See `length_grouped_order`; each batch is cut to its longest example.
+  """
+  order = length_grouped_order(
+      np.sum(data.x[seq2seq.ENCODER_TOKEN_IDS] != seq2seq.PAD_ID, axis=1),
+      np.sum(data.y != seq2seq.PAD_ID, axis=1), batch_size=batch_size,
+      rng=np.random.default_rng(list(shuffle_seed)))
   x = collections.OrderedDict((k, v[order]) for k, v in data.x.items())
   return tf.data.Dataset.from_tensor_slices((x, data.y[order])).batch(
-      batch_size)
+      batch_size).map(seq2seq.trim_padding)
 
 
 def decode(decode_fn, tokenizer, data: EncodedSplit, *,
@@ -383,11 +429,17 @@ def decode(decode_fn, tokenizer, data: EncodedSplit, *,
     The detokenized predictions, in example order.
   """
   encoder_ids = data.x[seq2seq.ENCODER_TOKEN_IDS]
-  predictions = []
+  lengths = np.sum(encoder_ids != seq2seq.PAD_ID, axis=1)
+  # Batches of similar source length waste less compute on padding (the
+  # columns that are padding in every row are cut off).
+  order = np.argsort(lengths, kind='stable')
+  predictions = [''] * len(data)
   for start in range(0, len(data), batch_size):
-    ids = decode_fn(tf.constant(encoder_ids[start:start + batch_size]))
-    predictions += [
-        s.decode('utf-8') for s in tokenizer.detokenize(ids).numpy()]
+    rows = order[start:start + batch_size]
+    ids = decode_fn(tf.constant(
+        encoder_ids[rows, :max(1, int(lengths[rows].max()))]))
+    for row, text in zip(rows, tokenizer.detokenize(ids).numpy()):
+      predictions[row] = text.decode('utf-8')
   return predictions
 
 

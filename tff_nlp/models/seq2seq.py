@@ -507,6 +507,38 @@ def pack_inputs(
   return x, tf.cast(labels, tf.int32)
 
 
+def trim_padding(
+    x: collections.abc.Mapping[str, tf.Tensor], y: tf.Tensor
+) -> tuple[collections.OrderedDict[str, tf.Tensor], tf.Tensor]:
+  """Drops the trailing columns that are padding in every row of a batch.
+
+  `pack_inputs` pads to fixed lengths S and T; a batch of short examples
+  then spends most of its compute on padding (a 2+2-layer model costs
+  ~4x more per step at S=128, T=160 than at S=32, T=40). The model and loss
+  ignore padding, so trimming changes no loss or gradient, only the cost.
+  Works eagerly and in `tf.data.Dataset.map` (after `batch`).
+
+  Args:
+    x: OrderedDict(encoder_token_ids=[B, S], decoder_token_ids=[B, T]), as
+      `pack_inputs` returns, batched.
+    y: Labels [B, T].
+
+  Returns:
+    `(x, y)` with S and T cut to the longest row of the batch.
+  """
+  source = x[ENCODER_TOKEN_IDS]
+  source_length = tf.reduce_max(
+      tf.reduce_sum(tf.cast(source != PAD_ID, tf.int32), axis=1))
+  # Decoder inputs [START, t1..tn] and labels [t1..tn, END] have the same
+  # number of non-padding positions.
+  target_length = tf.reduce_max(
+      tf.reduce_sum(tf.cast(y != PAD_ID, tf.int32), axis=1))
+  trimmed = collections.OrderedDict(
+      [(ENCODER_TOKEN_IDS, source[:, :source_length]),
+       (DECODER_TOKEN_IDS, x[DECODER_TOKEN_IDS][:, :target_length])])
+  return trimmed, y[:, :target_length]
+
+
 @tf.keras.utils.register_keras_serializable(package='tff_nlp')
 class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
   """Cross-entropy on logits, averaged over the non-padding target tokens.
