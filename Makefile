@@ -34,8 +34,12 @@ $(STAMP): requirements.txt requirements-tff.txt pyproject.toml
 test: $(STAMP)
 	"$(PY)" -m pytest tests
 
+# The Lorar paper's comparison at demo scale: FedAvg vs FedAvg + Lorar on the
+# eight text-to-SQL clients; prints the per-client table (Table 2 layout).
 demo: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.weighting_demo --flagfile=tff_nlp/bin/flags/weighting_demo.cpu.flags
+	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
+	  --methods=fedavg/num_examples,fedavg/lorar
 
 bench: bench-round-overhead bench-text2sql
 

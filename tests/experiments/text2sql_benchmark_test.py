@@ -38,7 +38,8 @@ def calls(monkeypatch):
     with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
               'w') as f:
       for r in range(loop.rounds + 1):
-        f.write(json.dumps({'round': r, 'eval': {'dev_exact_match': r / 10},
+        f.write(json.dumps({'round': r, 'eval': {
+            'dev_exact_match': r / 10, 'dev_token_accuracy': r / 5},
                             'client_ids': [0, 1], 'client_outputs': [
                                 {'mean_batch_loss': 1.0 / (r + 1),
                                  'num_batches': 2}] * 2}) + '\n')
@@ -50,6 +51,11 @@ def calls(monkeypatch):
             c: {'correct': correct[c], 'total': 4,
                 'accuracy': correct[c] / 4} for c in data.clients}},
                  'execution': None},
+        # Token accuracy: 10 * correct EM examples of 20 (geography) and
+        # of 40 (imdb) tokens.
+        'test_tokens': {c: {'correct_tokens': 10 * correct[c],
+                            'tokens': 20 if c == 'geography' else 40}
+                        for c in data.clients},
         'best_rounds': {'federated': loop.rounds},
         'seconds': 1.0,
     }
@@ -94,7 +100,15 @@ def test_runs_each_method_once_and_reads_finished_ones_back(tmp_path, calls):
   assert '| FedAvg | ours | – | – | 25.00 | – | – | – | 0.00 | – ' \
          '| 12.50* | 12.50* |' in table
   assert '| FedAvg + Lorar | paper |' in table
-  assert report['figures'] == ['dev_exact_match.png',
+  # Lorar: geography 20/20, imdb 10/40 → MacroAvg (100 + 25) / 2 = 62.5,
+  # MicroAvg 30/60 = 50; FedAvg: 10/20 and 0/40 → 25 and 10/60 = 16.67.
+  tokens = table.split('token accuracy')[1]
+  assert '| FedAvg + Lorar | ours | – | – | 100.00 | – | – | – | 25.00 | – ' \
+         '| 62.50* | 50.00* |' in tokens
+  assert '| FedAvg | ours | – | – | 50.00 | – | – | – | 0.00 | – ' \
+         '| 25.00* | 16.67* |' in tokens
+  assert '| paper |' not in tokens
+  assert report['figures'] == ['dev_exact_match.png', 'dev_token_accuracy.png',
                                'training_loss_fedavg.png']
   for name in report['figures']:
     assert (tmp_path / name).stat().st_size > 0

@@ -194,3 +194,32 @@ def test_length_grouped_order(n, batch_size):
     random_spread = np.mean([np.ptp(target[b]) for b in
                              np.split(np.arange(full * batch_size), full)])
     assert spread < random_spread / 8
+
+
+@pytest.mark.parametrize('batch_size', [1, 3, 16])
+def test_token_metrics_match_one_padded_batch(batch_size):
+  config = seq2seq.Seq2SeqConfig(
+      vocabulary_size=13, num_encoder_layers=1, num_decoder_layers=1,
+      num_heads=2, hidden_dim=8, intermediate_dim=16, dropout=0.0,
+      max_source_length=6, max_target_length=5, seed=1)
+  model = seq2seq.build_keras_model(config)
+  sources = tf.ragged.constant([[5, 6, 7], [8], [9, 10, 11, 12], [4, 4]])
+  targets = tf.ragged.constant([[7, 8], [9, 10, 11], [4], [5, 6, 7, 8]])
+  x, y = seq2seq.pack_inputs(sources, targets, source_length=6,
+                             target_length=5)
+  data = experiment.EncodedSplit(
+      x={k: v.numpy() for k, v in x.items()}, y=y.numpy(),
+      sources=['a'] * 4, gold_sql=['b'] * 4, truncated_sources=0,
+      truncated_targets=0)
+  # Reference: all four examples in one padded batch, the loss averaged over
+  # the 14 real tokens (2+3+1+4 SQL tokens plus one END each).
+  logits = model(x).numpy()
+  mask = y.numpy() != seq2seq.PAD_ID
+  assert mask.sum() == 14
+  expected_loss = float(seq2seq.masked_loss()(y, logits))
+  expected_correct = int(((logits.argmax(-1) == y.numpy()) & mask).sum())
+  metrics = experiment.token_metrics(model, data, batch_size=batch_size)
+  assert metrics['tokens'] == 14
+  assert metrics['correct_tokens'] == expected_correct
+  assert metrics['token_accuracy'] == pytest.approx(expected_correct / 14)
+  assert metrics['token_loss'] == pytest.approx(expected_loss, abs=1e-5)

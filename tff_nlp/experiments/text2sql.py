@@ -19,7 +19,9 @@ schema to SQL with values. Three paradigms:
 
 In every paradigm the model with the best dev exact match is evaluated on
 every client's test set (exact match, and execution accuracy where a SQLite
-database exists).
+database exists). Teacher-forced token loss and accuracy (`token_metrics`)
+are recorded beside them, on dev at every evaluation and on test at the end:
+they separate models whose exact match is still 0.
 
 All three paradigms run through the same resumable loop
 (`tff_nlp.training.run_training`) and the same TFF learning process: the
@@ -443,6 +445,50 @@ def decode(decode_fn, tokenizer, data: EncodedSplit, *,
   return predictions
 
 
+def token_metrics(keras_model: tf.keras.Model, data: EncodedSplit, *,
+                  batch_size: int) -> collections.OrderedDict[str, float]:
+  """Teacher-forced loss and accuracy over all target tokens of `data`.
+
+  The model reads the gold prefix (as in training) and is scored on every
+  non-padding target token, END included: `token_loss` is the mean
+  cross-entropy (nats) and `token_accuracy` the fraction of tokens whose
+  argmax is right, both micro-averaged over the tokens. Unlike exact match,
+  these move long before a whole query comes out right, so they compare
+  models that are all at EM 0.
+
+  Args:
+    keras_model: A `seq2seq.Seq2SeqTransformer` with the weights to score.
+    data: The examples.
+    batch_size: Examples per forward pass.
+
+  Returns:
+    OrderedDict(token_loss, token_accuracy, correct_tokens, tokens).
+  """
+  forward = tf.function(lambda x: keras_model(x, training=False),
+                        reduce_retracing=True)
+  order = np.argsort(np.sum(data.y != seq2seq.PAD_ID, axis=1), kind='stable')
+  loss_sum = correct = tokens = 0.0
+  for start in range(0, len(data), batch_size):
+    rows = order[start:start + batch_size]
+    x, y = seq2seq.trim_padding(
+        collections.OrderedDict((k, tf.constant(v[rows]))
+                                for k, v in data.x.items()),
+        tf.constant(data.y[rows]))
+    logits = forward(x)
+    mask = tf.cast(y != seq2seq.PAD_ID, tf.float32)
+    nll = tf.keras.losses.sparse_categorical_crossentropy(
+        y, logits, from_logits=True)
+    loss_sum += float(tf.reduce_sum(nll * mask))
+    correct += float(tf.reduce_sum(mask * tf.cast(
+        tf.argmax(logits, axis=-1, output_type=tf.int32) == y, tf.float32)))
+    tokens += float(tf.reduce_sum(mask))
+  return collections.OrderedDict(
+      token_loss=loss_sum / max(tokens, 1.0),
+      token_accuracy=correct / max(tokens, 1.0),
+      correct_tokens=int(correct),
+      tokens=int(tokens))
+
+
 @dataclasses.dataclass
 class _Unit:
   """One trained model: what it trains on and how it is selected."""
@@ -497,6 +543,8 @@ class _DevEvaluator:
     correct = sum(text2sql_metrics.exact_match(p, g)
                   for p, g in zip(predictions, self._dev.gold_sql))
     em = correct / len(self._dev)
+    tokens = token_metrics(self._keras_model, self._dev,
+                           batch_size=self._batch_size)
     if em >= self.best:
       self.best = em
       weights = [np.asarray(w) for w in
@@ -508,7 +556,9 @@ class _DevEvaluator:
         json.dump({DEV_METRIC: em}, f)
     return collections.OrderedDict(
         [(DEV_METRIC, em), ('dev_correct', correct),
-         ('dev_examples', len(self._dev))])
+         ('dev_examples', len(self._dev)),
+         ('dev_token_loss', tokens['token_loss']),
+         ('dev_token_accuracy', tokens['token_accuracy'])])
 
   def load_best(self, keras_model) -> None:
     with np.load(self._weights_path) as best:
@@ -642,7 +692,7 @@ def run_text2sql(
     initial_weights = tf.nest.map_structure(
         lambda v: v.numpy(),
         seq2seq.load_model_weights(model, init_checkpoint))
-  predictions, unit_records = {}, {}
+  predictions, unit_records, test_tokens = {}, {}, {}
   for unit in _units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
                if training.paradigm == 'finetune'
@@ -676,6 +726,8 @@ def run_text2sql(
       predictions[client] = (test, decode(
           decode_fn, task.tokenizer, test,
           batch_size=training.decode_batch_size))
+      test_tokens[client] = token_metrics(
+          keras_model, test, batch_size=training.decode_batch_size)
 
   evaluation = text2sql_metrics.evaluate(
       {c: list(zip(predictions[c][1], predictions[c][0].gold_sql))
@@ -706,6 +758,7 @@ def run_text2sql(
                      for s in text2sql.SPLITS} for c in task.clients},
       best_rounds=best_rounds,
       test=evaluation.to_json(),
+      test_tokens={c: test_tokens[c] for c in task.clients},
       rounds=unit_records,
       seconds=time.perf_counter() - start,
   )

@@ -9,12 +9,14 @@ starts new runs instead of mixing results. It then writes, next to the runs:
 
 *   `results.md`: test EM in the layout of the paper's Table 2 (clients as
     columns, MacroAvg, MicroAvg; the paper's numbers in the row below ours),
-    execution accuracy on the clients with a database, and the runs;
+    teacher-forced test token accuracy in the same layout, execution
+    accuracy on the clients with a database, and the runs;
 *   `results.json`: the same numbers and every run's directory;
 *   `training_loss_<algorithm>.png`: per-client training loss against local
     steps, `<algorithm>` vs `<algorithm>` + Lorar (the paper's Figures 3-5);
-*   `dev_exact_match.png`: merged-dev EM against rounds, every federated
-    method (with and without Lorar).
+*   `dev_exact_match.png`, `dev_token_accuracy.png`: merged-dev EM and
+    teacher-forced token accuracy against rounds, every federated method
+    (with and without Lorar).
 """
 
 import collections
@@ -39,6 +41,7 @@ RUNS_DIR = 'runs'
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
 DEV_PLOT_FILE = 'dev_exact_match.png'
+DEV_TOKEN_PLOT_FILE = 'dev_token_accuracy.png'
 
 
 def parse_method(spec: str) -> text2sql_report.MethodKey:
@@ -98,6 +101,14 @@ def _accuracies(results_json) -> text2sql_metrics.ClientAccuracies:
       totals=tuple(per_client[c]['total'] for c in names))
 
 
+def _token_accuracies(results) -> text2sql_metrics.ClientAccuracies:
+  per_client = results['test_tokens']
+  return text2sql_metrics.ClientAccuracies(
+      clients=tuple(per_client),
+      correct=tuple(v['correct_tokens'] for v in per_client.values()),
+      totals=tuple(v['tokens'] for v in per_client.values()))
+
+
 def run_benchmark(
     *,
     data_dir: Optional[str],
@@ -151,6 +162,10 @@ def run_benchmark(
   rows = [m for m in text2sql_report.TABLE2_METHODS if m in exact]
   rows += [m for m in methods if m not in rows]
   table = text2sql_report.table2_markdown(exact, methods=rows)
+  tokens = {m: _token_accuracies(r) for m, (_, r) in runs.items()
+            if 'test_tokens' in r}
+  token_table = text2sql_report.table2_markdown(
+      tokens, methods=[m for m in rows if m in tokens], paper={})
   execution_lines = []
   for method, (_, results) in runs.items():
     execution = results['test'].get('execution')
@@ -173,6 +188,8 @@ def run_benchmark(
               seconds=results['seconds']))
           for m, (run_dir, results) in runs.items()),
       table2=text2sql_report.table2_json(exact, methods=rows),
+      test_token_accuracy=text2sql_report.table2_json(
+          tokens, methods=[m for m in rows if m in tokens], paper={}),
       figures=figures,
   )
   with open(os.path.join(output_dir, RESULTS_FILE), 'w',
@@ -192,6 +209,12 @@ def run_benchmark(
         + '.\n\nEach model is the one with the best dev exact match; '
         "the paper's numbers (T5-base, full data, 60 rounds) are in the "
         '"paper" rows.\n\n' + table + '\n')
+    if tokens:
+      f.write('\nTeacher-forced test token accuracy (%) of the same models '
+              '(the gold prefix in, each next SQL token scored; MacroAvg over '
+              'clients, MicroAvg over tokens). It separates models whose '
+              'exact match is still 0:\n\n'
+              + token_table + '\n')
     if execution_lines:
       f.write('\nExecution accuracy (%) on the clients with a SQLite '
               'database:\n\n| Method | per client |\n|---|---|\n'
@@ -217,6 +240,13 @@ def write_figures(runs, output_dir: str, *, clients: Sequence[str]
         os.path.join(output_dir, DEV_PLOT_FILE),
         y_label='merged dev exact match', title='Global model on merged dev')
     written.append(DEV_PLOT_FILE)
+    plots.plot_metric_by_round(
+        {text2sql_report.method_label(m): plots.metric_series(
+            r, 'eval/dev_token_accuracy') for m, r in records.items()},
+        os.path.join(output_dir, DEV_TOKEN_PLOT_FILE),
+        y_label='merged dev token accuracy (teacher-forced)',
+        title='Global model on merged dev')
+    written.append(DEV_TOKEN_PLOT_FILE)
   for algorithm in text2sql_report.ALGORITHMS:
     pair = [('federated', algorithm, w) for w in ('num_examples', 'lorar')]
     if all(m in records for m in pair):
