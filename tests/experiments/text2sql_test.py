@@ -112,6 +112,32 @@ def test_per_client_parse(spec, kind, expected):
     assert value[client] == overrides.get(client, default)
 
 
+def test_per_client_parse_allows_zero_only_when_asked():
+  value = experiment.PerClient.parse(['0', 'atis=400'], name='x', kind=int,
+                                     allow_zero=True)
+  assert (value['imdb'], value['atis']) == (0, 400)
+  with pytest.raises(errors.InputError, match="--x: '0' must be positive"):
+    experiment.PerClient.parse(['0'], name='x', kind=int)
+  with pytest.raises(errors.InputError, match="--x: 'atis=-1' must be >= 0"):
+    experiment.PerClient.parse(['0', 'atis=-1'], name='x', kind=int,
+                               allow_zero=True)
+
+
+def test_per_client_training_caps(tmp_path):
+  data = experiment.DataConfig(
+      clients=('geography', 'imdb', 'yelp'), schema_columns=False,
+      vocabulary_size=400, max_source_length=48, max_target_length=96,
+      max_train_examples=experiment.PerClient(5, (('imdb', 9), ('yelp', 0))),
+      max_eval_examples=2)
+  task = experiment.prepare_task(data, data_dir=None, seed=0,
+                                 tokenizer_dir=str(tmp_path))
+  sizes = {c: len(task.splits[c]['train']) for c in task.clients}
+  # yelp=0 keeps all 78 training questions of the paper's split.
+  assert sizes == {'geography': 5, 'imdb': 9, 'yelp': 78}
+  assert experiment.DataConfig(max_train_examples=7).max_train_examples == (
+      experiment.PerClient(7))
+
+
 @pytest.mark.parametrize('spec, message', [
     (['advising=6'], 'needs a default value'),
     (['6', '7'], 'two default values'),
@@ -130,6 +156,9 @@ def test_per_client_parse_errors_name_the_flag(spec, message):
     (dict(clients=('nowhere',)), 'nowhere'),
     (dict(max_source_length=0), 'max_source_length must be positive'),
     (dict(max_train_examples=-1), 'max_train_examples must be >= 0'),
+    (dict(max_train_examples=experiment.PerClient(5, (('atis', -2),))),
+     'max_train_examples must be >= 0'),
+    (dict(max_eval_examples=-1), 'max_eval_examples must be >= 0'),
 ])
 def test_data_config_rejects(kwargs, message):
   with pytest.raises(ValueError, match=message):

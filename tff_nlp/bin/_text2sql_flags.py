@@ -36,9 +36,10 @@ MAX_SOURCE_LENGTH = flags.DEFINE_integer(
 MAX_TARGET_LENGTH = flags.DEFINE_integer(
     'max_target_length', 256, 'Decoder tokens (longer SQL truncated).',
     lower_bound=8)
-MAX_TRAIN_EXAMPLES = flags.DEFINE_integer(
-    'max_train_examples', 0,
-    'Training examples per client (seeded subset); 0: all.', lower_bound=0)
+MAX_TRAIN_EXAMPLES = flags.DEFINE_list(
+    'max_train_examples', ['0'],
+    'Training examples per client (seeded subset); 0: all. A default and '
+    'per-client values, e.g. 200,advising=400,atis=400.')
 MAX_EVAL_EXAMPLES = flags.DEFINE_integer(
     'max_eval_examples', 0,
     'Dev and test examples per client (seeded subset); 0: all.',
@@ -114,7 +115,9 @@ def data_config() -> experiment.DataConfig:
       vocabulary_size=VOCABULARY_SIZE.value,
       max_source_length=MAX_SOURCE_LENGTH.value,
       max_target_length=MAX_TARGET_LENGTH.value,
-      max_train_examples=MAX_TRAIN_EXAMPLES.value,
+      max_train_examples=experiment.PerClient.parse(
+          MAX_TRAIN_EXAMPLES.value, name='max_train_examples', kind=int,
+          allow_zero=True),
       max_eval_examples=MAX_EVAL_EXAMPLES.value,
   )
 

@@ -79,51 +79,6 @@ DEV_METRIC = 'dev_exact_match'
 
 
 @dataclasses.dataclass(frozen=True)
-class DataConfig:
-  """Which examples, and how they become token ids.
-
-  Attributes:
-    clients: Client names, from `text2sql.CLIENTS` (the paper's order).
-    with_values: Values filled into questions and SQL (the paper's setting);
-      False keeps the anonymised variable names.
-    schema_columns: Serialize table and column names after the question (as
-      the paper); False serializes table names only (shorter inputs).
-    vocabulary_size: Upper bound of the subword vocabulary.
-    max_source_length: Encoder tokens; longer inputs are truncated, and
-      counted in `results.json`.
-    max_target_length: Decoder tokens (SQL plus END); longer SQL is
-      truncated in training, counted, and cannot be matched exactly.
-    max_train_examples: Training examples per client, a seeded random
-      subset; 0 keeps all (smoke runs use a few).
-    max_eval_examples: Dev and test examples per client, a seeded random
-      subset; 0 keeps all.
-  """
-
-  clients: tuple[str, ...] = text2sql.CLIENTS
-  with_values: bool = True
-  schema_columns: bool = True
-  vocabulary_size: int = 4000
-  max_source_length: int = 256
-  max_target_length: int = 256
-  max_train_examples: int = 0
-  max_eval_examples: int = 0
-
-  def __post_init__(self):
-    if not self.clients:
-      raise ValueError('clients must name at least one client.')
-    for name in self.clients:
-      text2sql.check_client(name)
-    if len(set(self.clients)) != len(self.clients):
-      raise ValueError(f'clients are repeated: {list(self.clients)}.')
-    for name in ('vocabulary_size', 'max_source_length', 'max_target_length'):
-      if getattr(self, name) < 1:
-        raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
-    for name in ('max_train_examples', 'max_eval_examples'):
-      if getattr(self, name) < 0:
-        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
-
-
-@dataclasses.dataclass(frozen=True)
 class PerClient:
   """A value per client: a default and the clients that differ from it.
 
@@ -138,9 +93,12 @@ class PerClient:
     return dict(self.overrides).get(client, self.default)
 
   @classmethod
-  def parse(cls, spec: Sequence[str], *, name: str, kind: type = float
-            ) -> 'PerClient':
-    """Parses `['12', 'advising=6']` (a flag's list); errors name `name`."""
+  def parse(cls, spec: Sequence[str], *, name: str, kind: type = float,
+            allow_zero: bool = False) -> 'PerClient':
+    """Parses `['12', 'advising=6']` (a flag's list); errors name `name`.
+
+    Values must be positive, or also 0 with `allow_zero`.
+    """
     default, overrides = None, {}
     for item in spec:
       key, sep, value = item.strip().rpartition('=')
@@ -150,8 +108,10 @@ class PerClient:
         raise errors.InputError(
             f'--{name}: {item!r} is not a {kind.__name__} or '
             f'client={kind.__name__}.') from None
-      if not number > 0:
-        raise errors.InputError(f'--{name}: {item!r} must be positive.')
+      if not (number > 0 or (allow_zero and number == 0)):
+        raise errors.InputError(
+            f'--{name}: {item!r} must be '
+            f'{">= 0" if allow_zero else "positive"}.')
       if not sep:
         if default is not None:
           raise errors.InputError(f'--{name}: two default values in {spec}.')
@@ -167,6 +127,62 @@ class PerClient:
           f'--{name}: needs a default value (e.g. "12,advising=6"), got '
           f'{list(spec)}.')
     return cls(default, tuple(sorted(overrides.items())))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Which examples, and how they become token ids.
+
+  Attributes:
+    clients: Client names, from `text2sql.CLIENTS` (the paper's order).
+    with_values: Values filled into questions and SQL (the paper's setting);
+      False keeps the anonymised variable names.
+    schema_columns: Serialize table and column names after the question (as
+      the paper); False serializes table names only (shorter inputs).
+    vocabulary_size: Upper bound of the subword vocabulary.
+    max_source_length: Encoder tokens; longer inputs are truncated, and
+      counted in `results.json`.
+    max_target_length: Decoder tokens (SQL plus END); longer SQL is
+      truncated in training, counted, and cannot be matched exactly.
+    max_train_examples: Training examples per client, a seeded random
+      subset; 0 keeps all (smoke runs use a few). A `PerClient` (e.g.
+      `PerClient(200, (('advising', 400), ('atis', 400)))`) caps each client
+      differently, which keeps the clients' sizes unequal at a small scale;
+      an int caps them all.
+    max_eval_examples: Dev and test examples per client, a seeded random
+      subset; 0 keeps all.
+  """
+
+  clients: tuple[str, ...] = text2sql.CLIENTS
+  with_values: bool = True
+  schema_columns: bool = True
+  vocabulary_size: int = 4000
+  max_source_length: int = 256
+  max_target_length: int = 256
+  max_train_examples: PerClient | int = 0
+  max_eval_examples: int = 0
+
+  def __post_init__(self):
+    if not self.clients:
+      raise ValueError('clients must name at least one client.')
+    for name in self.clients:
+      text2sql.check_client(name)
+    if len(set(self.clients)) != len(self.clients):
+      raise ValueError(f'clients are repeated: {list(self.clients)}.')
+    for name in ('vocabulary_size', 'max_source_length', 'max_target_length'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
+    if not isinstance(self.max_train_examples, PerClient):
+      object.__setattr__(self, 'max_train_examples',
+                         PerClient(self.max_train_examples))
+    train_limits = [self.max_train_examples.default] + [
+        value for _, value in self.max_train_examples.overrides]
+    if min(train_limits) < 0:
+      raise ValueError(
+          f'max_train_examples must be >= 0, got {self.max_train_examples}.')
+    if self.max_eval_examples < 0:
+      raise ValueError(
+          f'max_eval_examples must be >= 0, got {self.max_eval_examples}.')
 
 
 # The paper's local training (Section 5, `lorar.md`): Adafactor, 6 local
@@ -316,7 +332,7 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
     client = raw[name]
     texts[name] = {}
     for split in text2sql.SPLITS:
-      limit = (config.max_train_examples if split == 'train'
+      limit = (config.max_train_examples[name] if split == 'train'
                else config.max_eval_examples)
       examples = _subset(getattr(client, split), limit, seed, name, split)
       if not examples:
