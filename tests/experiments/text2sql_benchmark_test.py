@@ -108,6 +108,7 @@ def test_runs_each_method_once_and_reads_finished_ones_back(tmp_path, calls):
   assert '| FedAvg | ours | – | – | 50.00 | – | – | – | 0.00 | – ' \
          '| 25.00* | 16.67* |' in tokens
   assert '| paper |' not in tokens
+  assert '| FedAvg + Lorar | 3 | 0.0 | `runs/fedavg-lorar-' in table
   assert report['figures'] == ['dev_exact_match.png', 'dev_token_accuracy.png',
                                'training_loss_fedavg.png']
   for name in report['figures']:

@@ -219,6 +219,16 @@ def run_benchmark(
       f.write('\nExecution accuracy (%) on the clients with a SQLite '
               'database:\n\n| Method | per client |\n|---|---|\n'
               + '\n'.join(execution_lines) + '\n')
+    f.write('\nRuns (wall time of the whole run: training, evaluations and '
+            'the test decoding):\n\n| Method | selected round | minutes | '
+            'directory |\n|---|---|---:|---|\n')
+    for method, (run_dir, results) in runs.items():
+      selected = ', '.join(f'{unit} {r}' if len(results['best_rounds']) > 1
+                           else str(r)
+                           for unit, r in results['best_rounds'].items())
+      f.write(f'| {text2sql_report.method_label(method)} | {selected} | '
+              f'{results["seconds"] / 60:.1f} | '
+              f'`{os.path.relpath(run_dir, output_dir)}` |\n')
     f.write('\nFigures: ' + ', '.join(f'`{p}`' for p in figures) + '.\n')
   print(table)
   return report
