@@ -32,7 +32,7 @@ $(STAMP): requirements.txt requirements-tff.txt pyproject.toml
 	@touch "$(STAMP)"
 
 test: $(STAMP)
-	"$(PY)" -m pytest tests
+	"$(PY)" -m pytest --durations=15 tests
 
 # The Lorar paper's comparison at demo scale: FedAvg vs FedAvg + Lorar on the
 # eight text-to-SQL clients; prints the per-client table (Table 2 layout).
