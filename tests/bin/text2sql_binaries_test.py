@@ -1,0 +1,46 @@
+"""The text-to-SQL binaries as a user runs them: bad input exits with 2.
+
+`python -m tff_nlp.bin.train_text2sql` and `tff_nlp.bin.text2sql_benchmark`
+in a subprocess with the smoke preset: every bad flag value or data location
+gives exit status 2 and one line naming the flag or path, before any
+training. (Training itself is covered by tests/experiments/text2sql_test.py.)
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_SMOKE_FLAGS = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
+                            'train_text2sql.smoke.flags')
+
+
+@pytest.mark.parametrize('binary, args, message', [
+    ('train_text2sql', ['--max_train_examples=200,atis=-3'],
+     r"--max_train_examples: 'atis=-3' must be >= 0"),
+    ('train_text2sql', ['--local_epochs=advising=6'],
+     r'--local_epochs: needs a default value'),
+    ('train_text2sql', ['--clients=imdb,nowhere'], r"nowhere"),
+    ('train_text2sql', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+    ('text2sql_benchmark', ['--methods=fedavg/median'],
+     r"--methods: 'fedavg/median' is not a method"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
+  result = subprocess.run(
+      [sys.executable, '-m', f'tff_nlp.bin.{binary}',
+       f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={tmp_path}/run', *args],
+      cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 2, result.stderr[-2000:]
+  error_lines = [line for line in result.stderr.splitlines()
+                 if 'error:' in line]
+  assert len(error_lines) == 1, result.stderr[-2000:]
+  assert error_lines[0].startswith(f'{binary}.py: error: ')
+  assert re.search(message, error_lines[0]), error_lines[0]
+  assert 'Traceback' not in result.stderr
+  # Nothing was trained.
+  assert not os.path.exists(tmp_path / 'run' / 'federated' / 'checkpoints')
