@@ -20,6 +20,7 @@ import sys
 
 from absl import app
 from absl import flags
+from absl import logging as absl_logging
 
 from tff_nlp import errors
 from tff_nlp import training
@@ -89,7 +90,19 @@ def run(main) -> None:
     except (errors.InputError, app.UsageError) as e:
       _exit_on_bad_input(os.path.basename(argv[0]), e)
 
-  # TensorFlow logs two INFO lines per SavedModel written, i.e. per
-  # checkpoint; TFF's own line ("Program state saved") is enough.
+  # TensorFlow logs an INFO line per SavedModel written, i.e. per
+  # checkpoint, through absl's handler; TFF's own line ("Program state
+  # saved") is enough.
   logging.getLogger('tensorflow').setLevel(logging.WARNING)
+  absl_logging.get_absl_handler().addFilter(_DropTensorFlowInfo())
   app.run(main_reporting_bad_input, flags_parser=_parse_flags)
+
+
+class _DropTensorFlowInfo(logging.Filter):
+  """Drops INFO and DEBUG records logged from TensorFlow's own modules."""
+
+  _TENSORFLOW_DIR = f'{os.sep}tensorflow{os.sep}'
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return (record.levelno >= logging.WARNING
+            or self._TENSORFLOW_DIR not in record.pathname)

@@ -481,7 +481,7 @@ def token_metrics(keras_model: tf.keras.Model, data: EncodedSplit, *,
     OrderedDict(token_loss, token_accuracy, correct_tokens, tokens).
   """
   forward = tf.function(lambda x: keras_model(x, training=False),
-                        reduce_retracing=True)
+                        input_signature=[seq2seq.input_spec()[0]])
   order = np.argsort(np.sum(data.y != seq2seq.PAD_ID, axis=1), kind='stable')
   loss_sum = correct = tokens = 0.0
   for start in range(0, len(data), batch_size):
