@@ -230,7 +230,10 @@ def run_benchmark(
               f'{results["seconds"] / 60:.1f} | '
               f'`{os.path.relpath(run_dir, output_dir)}` |\n')
     f.write('\nFigures: ' + ', '.join(f'`{p}`' for p in figures) + '.\n')
-  print(table)
+  print(f'Test exact match (%):\n\n{table}\n')
+  if tokens:
+    print(f'Teacher-forced test token accuracy (%):\n\n{token_table}\n')
+  print(f'Written to {os.path.join(output_dir, TABLE_FILE)}.')
   return report
 
 
