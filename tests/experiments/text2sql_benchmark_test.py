@@ -108,6 +108,12 @@ def test_runs_each_method_once_and_reads_finished_ones_back(tmp_path, calls):
   assert '| FedAvg | ours | – | – | 50.00 | – | – | – | 0.00 | – ' \
          '| 25.00* | 16.67* |' in tokens
   assert '| paper |' not in tokens
+  # Lorar minus FedAvg: EM geography 50 - 25, imdb 25 - 0, MacroAvg
+  # 37.5 - 12.5; tokens 100 - 50, 25 - 0, 62.5 - 25, MicroAvg 50 - 16.67.
+  assert '| FedAvg | exact match | – | – | +25.00 | – | – | – | +25.00 | – ' \
+         '| +25.00 | +25.00 |' in table
+  assert '| FedAvg | token accuracy | – | – | +50.00 | – | – | – | +25.00 ' \
+         '| – | +37.50 | +33.33 |' in table
   assert '| FedAvg + Lorar | 3 | 0.0 | `runs/fedavg-lorar-' in table
   assert report['figures'] == ['dev_exact_match.png', 'dev_token_accuracy.png',
                                'training_loss_fedavg.png']

@@ -9,8 +9,9 @@ starts new runs instead of mixing results. It then writes, next to the runs:
 
 *   `results.md`: test EM in the layout of the paper's Table 2 (clients as
     columns, MacroAvg, MicroAvg; the paper's numbers in the row below ours),
-    teacher-forced test token accuracy in the same layout, execution
-    accuracy on the clients with a database, and the runs;
+    teacher-forced test token accuracy in the same layout, Lorar minus
+    `num_examples` weighting per algorithm and client (`lorar_gain_markdown`),
+    execution accuracy on the clients with a database, and the runs;
 *   `results.json`: the same numbers and every run's directory;
 *   `training_loss_<algorithm>.png`: per-client training loss against local
     steps, `<algorithm>` vs `<algorithm>` + Lorar (the paper's Figures 3-5);
@@ -99,6 +100,44 @@ def _accuracies(results_json) -> text2sql_metrics.ClientAccuracies:
       clients=tuple(names),
       correct=tuple(per_client[c]['correct'] for c in names),
       totals=tuple(per_client[c]['total'] for c in names))
+
+
+def lorar_gain_markdown(
+    accuracies: dict[str, dict[text2sql_report.MethodKey,
+                               text2sql_metrics.ClientAccuracies]],
+) -> str:
+  """Lorar minus `num_examples` weighting, per algorithm, in points.
+
+  Args:
+    accuracies: `{metric name: {method: accuracies}}`, e.g. test EM and
+      token accuracy.
+
+  Returns:
+    A Markdown table with a row per algorithm run with both weightings and
+    per metric (clients, MacroAvg, MicroAvg as columns), or '' if no
+    algorithm has both.
+  """
+  lines = []
+  for algorithm, label in text2sql_report.ALGORITHMS.items():
+    base = ('federated', algorithm, 'num_examples')
+    lorar = ('federated', algorithm, 'lorar')
+    for metric, results in accuracies.items():
+      if base not in results or lorar not in results:
+        continue
+      b, l = results[base], results[lorar]
+      cells = [100 * (l.per_client[c] - b.per_client[c])
+               if c in l.per_client and c in b.per_client else None
+               for c in text2sql_report.CLIENTS]
+      cells += [100 * (l.macro - b.macro), 100 * (l.micro - b.micro)]
+      lines.append(f'| {label} | {metric} | ' + ' | '.join(
+          text2sql_report.MISSING if v is None else f'{v:+.2f}'
+          for v in cells) + ' |')
+  if not lines:
+    return ''
+  header = ['Algorithm', 'Metric', *text2sql_report.CLIENTS, 'MacroAvg',
+            'MicroAvg']
+  return '\n'.join(['| ' + ' | '.join(header) + ' |',
+                    '|---|---|' + '---:|' * (len(header) - 2), *lines])
 
 
 def _token_accuracies(results) -> text2sql_metrics.ClientAccuracies:
@@ -215,6 +254,12 @@ def run_benchmark(
               'clients, MicroAvg over tokens). It separates models whose '
               'exact match is still 0:\n\n'
               + token_table + '\n')
+    gains = lorar_gain_markdown({'exact match': exact,
+                                 'token accuracy': tokens})
+    if gains:
+      f.write('\nLorar minus `num_examples` weighting with the same '
+              'algorithm (points; positive: Lorar is better):\n\n'
+              + gains + '\n')
     if execution_lines:
       f.write('\nExecution accuracy (%) on the clients with a SQLite '
               'database:\n\n| Method | per client |\n|---|---|\n'
@@ -233,6 +278,8 @@ def run_benchmark(
   print(f'Test exact match (%):\n\n{table}\n')
   if tokens:
     print(f'Teacher-forced test token accuracy (%):\n\n{token_table}\n')
+  if gains:
+    print(f'Lorar minus num_examples weighting (points):\n\n{gains}\n')
   print(f'Written to {os.path.join(output_dir, TABLE_FILE)}.')
   return report
 
