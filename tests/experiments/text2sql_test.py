@@ -247,8 +247,15 @@ def test_token_metrics_match_one_padded_batch(batch_size):
   assert mask.sum() == 14
   expected_loss = float(seq2seq.masked_loss()(y, logits))
   expected_correct = int(((logits.argmax(-1) == y.numpy()) & mask).sum())
-  metrics = experiment.token_metrics(model, data, batch_size=batch_size)
+  token_metrics = experiment.make_token_metrics_fn(model,
+                                                   batch_size=batch_size)
+  metrics = token_metrics(data)
   assert metrics['tokens'] == 14
   assert metrics['correct_tokens'] == expected_correct
   assert metrics['token_accuracy'] == pytest.approx(expected_correct / 14)
   assert metrics['token_loss'] == pytest.approx(expected_loss, abs=1e-5)
+  # New weights and another split reuse the one trace (batches of every
+  # length share the shape-relaxed signature).
+  model.set_weights([w * 0.5 for w in model.get_weights()])
+  token_metrics(data)
+  assert token_metrics.forward.experimental_get_tracing_count() == 1

@@ -19,9 +19,9 @@ schema to SQL with values. Three paradigms:
 
 In every paradigm the model with the best dev exact match is evaluated on
 every client's test set (exact match, and execution accuracy where a SQLite
-database exists). Teacher-forced token loss and accuracy (`token_metrics`)
-are recorded beside them, on dev at every evaluation and on test at the end:
-they separate models whose exact match is still 0.
+database exists). Teacher-forced token loss and accuracy
+(`make_token_metrics_fn`) are recorded beside them, on dev at every evaluation
+and on test at the end: they separate models whose exact match is still 0.
 
 All three paradigms run through the same resumable loop
 (`tff_nlp.training.run_training`) and the same TFF learning process: the
@@ -43,7 +43,7 @@ import json
 import os
 import shutil
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from absl import logging
 import numpy as np
@@ -461,9 +461,10 @@ def decode(decode_fn, tokenizer, data: EncodedSplit, *,
   return predictions
 
 
-def token_metrics(keras_model: tf.keras.Model, data: EncodedSplit, *,
-                  batch_size: int) -> collections.OrderedDict[str, float]:
-  """Teacher-forced loss and accuracy over all target tokens of `data`.
+def make_token_metrics_fn(
+    keras_model: tf.keras.Model, *, batch_size: int
+) -> Callable[[EncodedSplit], collections.OrderedDict[str, float]]:
+  """A function giving teacher-forced loss and accuracy over all target tokens.
 
   The model reads the gold prefix (as in training) and is scored on every
   non-padding target token, END included: `token_loss` is the mean
@@ -472,37 +473,48 @@ def token_metrics(keras_model: tf.keras.Model, data: EncodedSplit, *,
   these move long before a whole query comes out right, so they compare
   models that are all at EM 0.
 
+  Build it once per Keras model (as `seq2seq_decoding.make_decode_fn`): the
+  forward pass is one `tf.function` with a shape-relaxed signature, traced on
+  the first call and reused for every later split and weight assignment.
+
   Args:
-    keras_model: A `seq2seq.Seq2SeqTransformer` with the weights to score.
-    data: The examples.
+    keras_model: A `seq2seq.Seq2SeqTransformer` whose current weights are
+      scored at each call.
     batch_size: Examples per forward pass.
 
   Returns:
+    A function from an `EncodedSplit` to
     OrderedDict(token_loss, token_accuracy, correct_tokens, tokens).
   """
   forward = tf.function(lambda x: keras_model(x, training=False),
                         input_signature=[seq2seq.input_spec()[0]])
-  order = np.argsort(np.sum(data.y != seq2seq.PAD_ID, axis=1), kind='stable')
-  loss_sum = correct = tokens = 0.0
-  for start in range(0, len(data), batch_size):
-    rows = order[start:start + batch_size]
-    x, y = seq2seq.trim_padding(
-        collections.OrderedDict((k, tf.constant(v[rows]))
-                                for k, v in data.x.items()),
-        tf.constant(data.y[rows]))
-    logits = forward(x)
-    mask = tf.cast(y != seq2seq.PAD_ID, tf.float32)
-    nll = tf.keras.losses.sparse_categorical_crossentropy(
-        y, logits, from_logits=True)
-    loss_sum += float(tf.reduce_sum(nll * mask))
-    correct += float(tf.reduce_sum(mask * tf.cast(
-        tf.argmax(logits, axis=-1, output_type=tf.int32) == y, tf.float32)))
-    tokens += float(tf.reduce_sum(mask))
-  return collections.OrderedDict(
-      token_loss=loss_sum / max(tokens, 1.0),
-      token_accuracy=correct / max(tokens, 1.0),
-      correct_tokens=int(correct),
-      tokens=int(tokens))
+
+  def token_metrics(data: EncodedSplit) -> collections.OrderedDict[str, float]:
+    order = np.argsort(np.sum(data.y != seq2seq.PAD_ID, axis=1),
+                       kind='stable')
+    loss_sum = correct = tokens = 0.0
+    for start in range(0, len(data), batch_size):
+      rows = order[start:start + batch_size]
+      x, y = seq2seq.trim_padding(
+          collections.OrderedDict((k, tf.constant(v[rows]))
+                                  for k, v in data.x.items()),
+          tf.constant(data.y[rows]))
+      logits = forward(x)
+      mask = tf.cast(y != seq2seq.PAD_ID, tf.float32)
+      nll = tf.keras.losses.sparse_categorical_crossentropy(
+          y, logits, from_logits=True)
+      loss_sum += float(tf.reduce_sum(nll * mask))
+      correct += float(tf.reduce_sum(mask * tf.cast(
+          tf.argmax(logits, axis=-1, output_type=tf.int32) == y, tf.float32)))
+      tokens += float(tf.reduce_sum(mask))
+    return collections.OrderedDict(
+        token_loss=loss_sum / max(tokens, 1.0),
+        token_accuracy=correct / max(tokens, 1.0),
+        correct_tokens=int(correct),
+        tokens=int(tokens))
+
+  token_metrics.forward = forward  # Exposed so tests can count its traces.
+  return token_metrics
 
 
 @dataclasses.dataclass
@@ -535,7 +547,7 @@ class _DevEvaluator:
     self._task = task
     self._dev = _concatenate([task.splits[c]['dev'] for c in unit.dev_clients])
     self._model_config = model_config
-    self._keras_model = self._decode_fn = None
+    self._keras_model = self._decode_fn = self._token_metrics_fn = None
     self._batch_size = training.decode_batch_size
     self._weights_path = os.path.join(run_dir, BEST_MODEL_FILE)
     self._info_path = os.path.join(run_dir, BEST_MODEL_INFO_FILE)
@@ -553,14 +565,15 @@ class _DevEvaluator:
       self._decode_fn = seq2seq_decoding.make_decode_fn(
           self._keras_model,
           max_length=self._model_config.max_target_length)
+      self._token_metrics_fn = make_token_metrics_fn(
+          self._keras_model, batch_size=self._batch_size)
     model_weights.assign_weights_to(self._keras_model)
     predictions = decode(self._decode_fn, self._task.tokenizer, self._dev,
                          batch_size=self._batch_size)
     correct = sum(text2sql_metrics.exact_match(p, g)
                   for p, g in zip(predictions, self._dev.gold_sql))
     em = correct / len(self._dev)
-    tokens = token_metrics(self._keras_model, self._dev,
-                           batch_size=self._batch_size)
+    tokens = self._token_metrics_fn(self._dev)
     if em >= self.best:
       self.best = em
       weights = [np.asarray(w) for w in
@@ -737,13 +750,14 @@ def run_text2sql(
         output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
     decode_fn = seq2seq_decoding.make_decode_fn(
         keras_model, max_length=model.max_target_length)
+    token_metrics_fn = make_token_metrics_fn(
+        keras_model, batch_size=training.decode_batch_size)
     for client in unit.test_clients:
       test = task.splits[client]['test']
       predictions[client] = (test, decode(
           decode_fn, task.tokenizer, test,
           batch_size=training.decode_batch_size))
-      test_tokens[client] = token_metrics(
-          keras_model, test, batch_size=training.decode_batch_size)
+      test_tokens[client] = token_metrics_fn(test)
 
   evaluation = text2sql_metrics.evaluate(
       {c: list(zip(predictions[c][1], predictions[c][0].gold_sql))
