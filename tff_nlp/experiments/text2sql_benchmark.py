@@ -93,13 +93,14 @@ def _finished(run_dir: str, rounds: int) -> Optional[dict[str, Any]]:
   return results if results['config']['loop']['rounds'] == rounds else None
 
 
-def _accuracies(results_json) -> text2sql_metrics.ClientAccuracies:
-  per_client = results_json['test']['exact_match']['per_client']
-  names = list(per_client)
+def _client_accuracies(per_client: dict[str, dict[str, Any]], *,
+                       correct_key: str,
+                       total_key: str) -> text2sql_metrics.ClientAccuracies:
+  """`{client: {correct_key: n, total_key: m}}` as `ClientAccuracies`."""
   return text2sql_metrics.ClientAccuracies(
-      clients=tuple(names),
-      correct=tuple(per_client[c]['correct'] for c in names),
-      totals=tuple(per_client[c]['total'] for c in names))
+      clients=tuple(per_client),
+      correct=tuple(v[correct_key] for v in per_client.values()),
+      totals=tuple(v[total_key] for v in per_client.values()))
 
 
 def lorar_gain_markdown(
@@ -138,14 +139,6 @@ def lorar_gain_markdown(
             'MicroAvg']
   return '\n'.join(['| ' + ' | '.join(header) + ' |',
                     '|---|---|' + '---:|' * (len(header) - 2), *lines])
-
-
-def _token_accuracies(results) -> text2sql_metrics.ClientAccuracies:
-  per_client = results['test_tokens']
-  return text2sql_metrics.ClientAccuracies(
-      clients=tuple(per_client),
-      correct=tuple(v['correct_tokens'] for v in per_client.values()),
-      totals=tuple(v['tokens'] for v in per_client.values()))
 
 
 def run_benchmark(
@@ -197,14 +190,20 @@ def run_benchmark(
                    run_dir)
     runs[method] = (run_dir, results)
 
-  exact = {m: _accuracies(r) for m, (_, r) in runs.items()}
+  exact = {m: _client_accuracies(r['test']['exact_match']['per_client'],
+                                 correct_key='correct', total_key='total')
+           for m, (_, r) in runs.items()}
   rows = [m for m in text2sql_report.TABLE2_METHODS if m in exact]
   rows += [m for m in methods if m not in rows]
   table = text2sql_report.table2_markdown(exact, methods=rows)
-  tokens = {m: _token_accuracies(r) for m, (_, r) in runs.items()
-            if 'test_tokens' in r}
-  token_table = text2sql_report.table2_markdown(
-      tokens, methods=[m for m in rows if m in tokens], paper={})
+  # Runs from before token metrics existed have no 'test_tokens'.
+  tokens = {m: _client_accuracies(r['test_tokens'],
+                                  correct_key='correct_tokens',
+                                  total_key='tokens')
+            for m, (_, r) in runs.items() if 'test_tokens' in r}
+  token_rows = [m for m in rows if m in tokens]
+  token_table = text2sql_report.table2_markdown(tokens, methods=token_rows,
+                                                paper={})
   execution_lines = []
   for method, (_, results) in runs.items():
     execution = results['test'].get('execution')
@@ -228,7 +227,7 @@ def run_benchmark(
           for m, (run_dir, results) in runs.items()),
       table2=text2sql_report.table2_json(exact, methods=rows),
       test_token_accuracy=text2sql_report.table2_json(
-          tokens, methods=[m for m in rows if m in tokens], paper={}),
+          tokens, methods=token_rows, paper={}),
       figures=figures,
   )
   with open(os.path.join(output_dir, RESULTS_FILE), 'w',
