@@ -486,8 +486,9 @@ def make_token_metrics_fn(
     A function from an `EncodedSplit` to
     OrderedDict(token_loss, token_accuracy, correct_tokens, tokens).
   """
-  forward = tf.function(lambda x: keras_model(x, training=False),
-                        input_signature=[seq2seq.input_spec()[0]])
+  @tf.function(input_signature=[seq2seq.input_spec()[0]])
+  def forward(x):
+    return keras_model(x, training=False)
 
   def token_metrics(data: EncodedSplit) -> collections.OrderedDict[str, float]:
     order = np.argsort(np.sum(data.y != seq2seq.PAD_ID, axis=1),
