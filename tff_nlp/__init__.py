@@ -13,6 +13,8 @@ Subpackages:
                checkpoint/resume (`tff.program`), metrics to TensorBoard,
                CSV and JSON lines, progress bar.
   experiments  Federated training runs on real data, with their reports.
+  sparse       Partial models: `tff.federated_select` of the rows a client
+               uses and IndexedSlices aggregation of what it changed.
 
 Modules:
   errors       `InputError` / `CheckpointError`: bad input, reported with
@@ -32,6 +34,7 @@ from tff_nlp import metrics
 from tff_nlp import models
 from tff_nlp import plots
 from tff_nlp import runtime
+from tff_nlp import sparse
 from tff_nlp import training
 
 __version__ = '0.1.0'

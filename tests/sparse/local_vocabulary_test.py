@@ -1,0 +1,112 @@
+"""Tests of the client-side keys and id remapping."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_nlp import sparse
+
+
+def _bag(rows, vocab_size):
+  """A bag struct from per-example {token: count} dicts."""
+  indices, values = [], []
+  for row, counts in enumerate(rows):
+    for token, count in sorted(counts.items()):
+      indices.append([row, token])
+      values.append(count)
+  return collections.OrderedDict(
+      indices=tf.constant(np.reshape(indices, [-1, 2]), tf.int64),
+      values=tf.constant(values, tf.int32),
+      dense_shape=tf.constant([len(rows), vocab_size], tf.int64))
+
+
+def _dataset(batches, vocab_size=20):
+  bags = [_bag(b, vocab_size) for b in batches]
+  return tf.data.Dataset.from_tensor_slices(tf.range(len(bags))).map(
+      lambda i: collections.OrderedDict(tokens=tf.switch_case(
+          i, [lambda b=b: b for b in bags])))
+
+
+# Three examples in two batches. Example counts (not occurrence counts):
+# token 7 in 3 examples, 2 in 2, 5 in 2, 9 in 1, 11 in 1.
+_BATCHES = [
+    [{7: 5, 2: 1}, {7: 1, 5: 2, 9: 1}],
+    [{7: 1, 2: 1, 5: 1, 11: 4}],
+]
+
+
+def test_example_counts_count_each_example_once():
+  ids, counts = sparse.example_counts(_dataset(_BATCHES))
+  np.testing.assert_array_equal(ids, [2, 5, 7, 9, 11])
+  np.testing.assert_array_equal(counts, [2, 2, 3, 1, 1])
+
+
+def test_repeated_entry_in_one_example_counts_once():
+  bag = collections.OrderedDict(
+      indices=tf.constant([[0, 4], [0, 4], [1, 4]], tf.int64),
+      values=tf.constant([1, 1, 1], tf.int32),
+      dense_shape=tf.constant([2, 10], tf.int64))
+  ids, counts = sparse.example_counts(
+      tf.data.Dataset.from_tensors(collections.OrderedDict(tokens=bag)))
+  np.testing.assert_array_equal(ids, [4])
+  np.testing.assert_array_equal(counts, [2])
+
+
+@pytest.mark.parametrize('max_keys,keys,num_keys', [
+    # More distinct tokens (5) than M: 7 (3), then the tie 2/5 (2 each) by id.
+    (2, [2, 7], 2),
+    (3, [2, 5, 7], 3),
+    # The tie 9/11 (1 each) keeps the smaller id.
+    (4, [2, 5, 7, 9], 4),
+    # Fewer distinct tokens than M: padded with PAD_KEY (0).
+    (7, [2, 5, 7, 9, 11, 0, 0], 5),
+])
+def test_client_keys(max_keys, keys, num_keys):
+  result = sparse.client_keys(_dataset(_BATCHES), max_keys=max_keys)
+  np.testing.assert_array_equal(result.keys, keys)
+  assert result.keys.dtype == tf.int32
+  assert int(result.num_keys) == num_keys
+
+
+def test_client_keys_of_empty_dataset_are_all_padding():
+  empty = _dataset(_BATCHES).take(0)
+  result = sparse.client_keys(empty, max_keys=3)
+  np.testing.assert_array_equal(result.keys, [0, 0, 0])
+  assert int(result.num_keys) == 0
+
+
+def test_max_keys_must_be_positive():
+  with pytest.raises(ValueError, match='max_keys must be >= 1'):
+    sparse.top_keys(tf.constant([1], tf.int64), tf.constant([1], tf.int64),
+                    max_keys=0)
+
+
+def test_to_local_ids_finds_real_keys_only():
+  keys = sparse.ClientKeys(keys=tf.constant([2, 5, 7, 0], tf.int32),
+                           num_keys=tf.constant(3))
+  local, found = sparse.to_local_ids(
+      tf.constant([[7, 0], [2, 6]], tf.int64), keys)
+  # 0 is only padding, 6 is not selected.
+  np.testing.assert_array_equal(found, [[True, False], [True, False]])
+  np.testing.assert_array_equal(local, [[2, 0], [0, 0]])
+
+
+def test_to_local_ids_with_no_keys():
+  keys = sparse.ClientKeys(keys=tf.constant([0, 0], tf.int32),
+                           num_keys=tf.constant(0))
+  _, found = sparse.to_local_ids(tf.constant([0, 3], tf.int64), keys)
+  np.testing.assert_array_equal(found, [False, False])
+
+
+def test_to_local_bag_drops_and_counts_unselected_tokens():
+  bag = _bag([{7: 5, 2: 1}, {7: 1, 5: 2, 9: 1}], vocab_size=20)
+  keys = sparse.ClientKeys(keys=tf.constant([2, 7, 0], tf.int32),
+                           num_keys=tf.constant(2))
+  local, dropped = sparse.to_local_bag(bag, keys)
+  # Dense [2 examples, M=3]: token 2 -> column 0, token 7 -> column 1;
+  # 5 and 9 of example 1 are dropped.
+  np.testing.assert_array_equal(tf.sparse.to_dense(local),
+                                [[1, 5, 0], [0, 1, 0]])
+  assert int(dropped) == 2

@@ -1,0 +1,38 @@
+"""Partial models: clients download and upload only the rows they use.
+
+NLP models are dominated by vocabulary-indexed tensors (embeddings, output
+softmax, bag-of-words weights) with far more rows than one client touches.
+These pieces implement the technique of TFF's tutorial "Client-efficient
+large-model federated learning via federated_select and sparse aggregation"
+(restated in `shared/docs/federated_select.md`); one round:
+
+1. Keys (`local_vocabulary.client_keys`): each client keeps the M tokens that
+   occur in the most of its examples, padded to M, with the real count.
+2. Select (`selection.build_row_selection`): `tff.federated_select` sends each
+   client the rows at its keys, stacked into an M-row local table.
+3. Remap (`local_vocabulary.to_local_bag`): global token ids become positions
+   in the key list; tokens not selected are dropped (and counted).
+4. Train the local model (task code, e.g. `tff_nlp.algorithms.sparse_tags`).
+5. Upload the real rows' updates as IndexedSlices (global ids, rows).
+6. Aggregate (`aggregation.IndexedSlicesSumFactory` / `...MeanFactory`):
+   sparse on the wire, a dense accumulator at the server; divide by the
+   clients or, per row, by the clients that touched the row (`Divisor`).
+7. Server update (`server_update.build_delta_finalizer`): apply the mean
+   update, so rows nobody selected keep their values.
+"""
+
+from tff_nlp.sparse.aggregation import Divisor
+from tff_nlp.sparse.aggregation import indexed_slices_type
+from tff_nlp.sparse.aggregation import IndexedSlicesMeanFactory
+from tff_nlp.sparse.aggregation import IndexedSlicesSumFactory
+from tff_nlp.sparse.local_vocabulary import bag_to_sparse
+from tff_nlp.sparse.local_vocabulary import client_keys
+from tff_nlp.sparse.local_vocabulary import ClientKeys
+from tff_nlp.sparse.local_vocabulary import example_counts
+from tff_nlp.sparse.local_vocabulary import PAD_KEY
+from tff_nlp.sparse.local_vocabulary import sparse_to_bag
+from tff_nlp.sparse.local_vocabulary import to_local_bag
+from tff_nlp.sparse.local_vocabulary import to_local_ids
+from tff_nlp.sparse.local_vocabulary import top_keys
+from tff_nlp.sparse.selection import build_row_selection
+from tff_nlp.sparse.server_update import build_delta_finalizer

@@ -1,0 +1,257 @@
+"""Sparse-on-the-wire aggregation of IndexedSlices into dense server tensors.
+
+Steps 5 and 6 of a round (see `tff_nlp.sparse`): each client uploads the
+changes of the rows it trained as IndexedSlices, `<indices=int64[?],
+values=float32[?,...]>` (global row ids and row deltas), and the server sums
+them into a dense accumulator of the full table with
+`tff.federated_aggregate`. Upload size is bounded by the rows a client
+touched; the dense accumulator is the server's cost (see
+`docs/results/federated_select.md`).
+
+Two `tff.aggregators.UnweightedAggregationFactory`s:
+
+*   `IndexedSlicesSumFactory`: the sum.
+*   `IndexedSlicesMeanFactory`: the mean, with a choice of divisor
+    (`Divisor`): the number of participating clients (as TFF's tutorial) or,
+    per row, the number of clients that uploaded that row.
+"""
+
+import collections
+import enum
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+INDICES = 'indices'
+VALUES = 'values'
+
+
+class Divisor(enum.Enum):
+  """What a summed row delta is divided by.
+
+  CLIENTS: the number of clients in the round. A row trained by one client
+    of ten moves a tenth of that client's delta (TFF's tutorial).
+  TOUCHING_CLIENTS: per row, the number of clients that uploaded the row. A
+    rare row moves as much as a common one; rows nobody uploaded stay.
+  """
+
+  CLIENTS = 'clients'
+  TOUCHING_CLIENTS = 'touching_clients'
+
+
+def indexed_slices_type(row_shape, dtype=np.float32) -> tff.StructType:
+  """`<indices=int64[?],values=dtype[?,*row_shape]>`, one upload's type."""
+  return tff.StructType([
+      (INDICES, tff.TensorType(np.int64, [None])),
+      (VALUES, tff.TensorType(dtype, [None] + list(row_shape))),
+  ])
+
+
+def _row_shape(value_type: tff.Type) -> tuple[list[int], np.dtype]:
+  """Checks `value_type` is IndexedSlices; returns the row shape and dtype."""
+  expected = ('<indices=int64[?],values=float[?,...]> (IndexedSlices: global '
+              'row ids and their rows)')
+  if (not isinstance(value_type, tff.StructType)
+      or [name for name, _ in tff.structure.iter_elements(value_type)]
+      != [INDICES, VALUES]):
+    raise TypeError(f'Expected a value of type {expected}, got {value_type}.')
+  indices, values = value_type.indices, value_type.values
+  if (not isinstance(indices, tff.TensorType) or indices.dtype != np.int64
+      or len(indices.shape) != 1 or not isinstance(values, tff.TensorType)
+      or not np.issubdtype(values.dtype, np.floating) or not values.shape
+      or not tff.types.is_shape_fully_defined(values.shape[1:])):
+    raise TypeError(f'Expected a value of type {expected}, got {value_type}.')
+  return list(values.shape[1:]), values.dtype
+
+
+def _build_aggregate(value_type: tff.StructType, num_rows: int, *,
+                     count_rows: bool) -> tff.Computation:
+  """`{IndexedSlices}@CLIENTS -> <sum, row_clients, clients, rows>@SERVER`.
+
+  `row_clients` (float32[num_rows], how many clients uploaded each row) is
+  only accumulated when `count_rows`; otherwise it is float32[0].
+  """
+  row_shape, dtype = _row_shape(value_type)
+
+  @tff.tensorflow.computation
+  def zeros():
+    return collections.OrderedDict(
+        sum=tf.zeros([num_rows] + row_shape, dtype),
+        row_clients=tf.zeros([num_rows if count_rows else 0], tf.float32),
+        clients=tf.constant(0, tf.int32),
+        rows=tf.constant(0, tf.int32))
+
+  accumulator_type = zeros.type_signature.result
+
+  @tff.tensorflow.computation(accumulator_type, value_type)
+  def accumulate(accumulator, value):
+    indices = value[INDICES]
+    # An out-of-range index would be dropped by tensor_scatter_nd_add on CPU
+    # and fail on GPU; either way a silent loss, so fail here.
+    check = tf.debugging.assert_less(
+        indices, tf.constant(num_rows, tf.int64),
+        message=f'IndexedSlices row id out of range [0, {num_rows})')
+    with tf.control_dependencies([check, tf.debugging.assert_non_negative(
+        indices, message='IndexedSlices row id < 0')]):
+      positions = tf.expand_dims(indices, 1)
+    row_clients = accumulator['row_clients']
+    if count_rows:
+      # A client's duplicate ids count it once for the row.
+      unique, _ = tf.unique(indices)
+      row_clients = tf.tensor_scatter_nd_add(
+          row_clients, tf.expand_dims(unique, 1),
+          tf.ones(tf.shape(unique), tf.float32))
+    return collections.OrderedDict(
+        sum=tf.tensor_scatter_nd_add(accumulator['sum'], positions,
+                                     value[VALUES]),
+        row_clients=row_clients,
+        clients=accumulator['clients'] + 1,
+        rows=accumulator['rows'] + tf.shape(indices)[0])
+
+  @tff.tensorflow.computation(accumulator_type, accumulator_type)
+  def merge(a, b):
+    return tf.nest.map_structure(tf.add, a, b)
+
+  @tff.tensorflow.computation(accumulator_type)
+  def report(accumulator):
+    return accumulator
+
+  @tff.federated_computation(tff.FederatedType(value_type, tff.CLIENTS))
+  def aggregate(value):
+    return tff.federated_aggregate(value, zeros(), accumulate, merge, report)
+
+  return aggregate
+
+
+def _check_num_rows(num_rows) -> int:
+  if not isinstance(num_rows, (int, np.integer)) or num_rows < 1:
+    raise ValueError(f'num_rows must be a positive int, got {num_rows!r}.')
+  return int(num_rows)
+
+
+class IndexedSlicesSumFactory(tff.aggregators.UnweightedAggregationFactory):
+  """Sums clients' IndexedSlices into a dense tensor at the server.
+
+  `create(value_type)` with `value_type` =
+  `<indices=int64[?],values=float32[?,*R]>` gives an `AggregationProcess`:
+
+  *   `initialize`: `( -> <>@SERVER)`.
+  *   `next`: `(<<>@SERVER, {value_type}@CLIENTS> -> <state=<>@SERVER,
+      result=float32[num_rows,*R]@SERVER, measurements=<clients=int32,
+      rows_received=int32>@SERVER>)`: row r of the result is the sum of all
+      uploaded values with index r (duplicates included); rows nobody
+      uploaded are 0. `rows_received` counts uploaded rows (the wire cost).
+
+  An index outside `[0, num_rows)` fails the round (it would otherwise be
+  silently dropped).
+  """
+
+  def __init__(self, num_rows: int):
+    """Initializes the factory.
+
+    Args:
+      num_rows: The dense tensor's number of rows (the vocabulary size).
+
+    Raises:
+      ValueError: If `num_rows` is not a positive int.
+    """
+    self._num_rows = _check_num_rows(num_rows)
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    value_type = tff.types.to_type(value_type)
+    aggregate = _build_aggregate(value_type, self._num_rows, count_rows=False)
+
+    @tff.federated_computation
+    def initialize():
+      return tff.federated_value((), tff.SERVER)
+
+    @tff.federated_computation(initialize.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      total = aggregate(value)
+      measurements = tff.federated_zip(collections.OrderedDict(
+          clients=total.clients, rows_received=total.rows))
+      return tff.templates.MeasuredProcessOutput(
+          state=state, result=total.sum, measurements=measurements)
+
+    return tff.templates.AggregationProcess(initialize, next_fn)
+
+
+def _divide(total: tf.Tensor, divisor: tf.Tensor) -> tf.Tensor:
+  """`total / divisor` row-wise; rows with divisor 0 are 0."""
+  shape = tf.concat([tf.shape(divisor),
+                     tf.ones([tf.rank(total) - tf.rank(divisor)], tf.int32)],
+                    0)
+  return tf.math.divide_no_nan(total, tf.cast(tf.reshape(divisor, shape),
+                                              total.dtype))
+
+
+class IndexedSlicesMeanFactory(tff.aggregators.UnweightedAggregationFactory):
+  """Averages clients' IndexedSlices into a dense tensor at the server.
+
+  `create(value_type)` with `value_type` =
+  `<indices=int64[?],values=float32[?,*R]>` gives an `AggregationProcess`:
+
+  *   `initialize`: `( -> <>@SERVER)`.
+  *   `next`: `(<<>@SERVER, {value_type}@CLIENTS> -> <state=<>@SERVER,
+      result=float32[num_rows,*R]@SERVER, measurements=<clients=int32,
+      rows_received=int32, rows_touched=int32>@SERVER>)`: the sum of
+      `IndexedSlicesSumFactory` divided by the number of clients
+      (`Divisor.CLIENTS`) or, row by row, by the number of clients that
+      uploaded the row (`Divisor.TOUCHING_CLIENTS`). Rows nobody uploaded are
+      0, so adding the result to a model leaves them unchanged.
+      `rows_touched` counts the rows at least one client uploaded.
+  """
+
+  def __init__(self, num_rows: int, divisor: Divisor | str = Divisor.CLIENTS):
+    """Initializes the factory.
+
+    Args:
+      num_rows: The dense tensor's number of rows (the vocabulary size).
+      divisor: A `Divisor` or its value ('clients', 'touching_clients').
+
+    Raises:
+      ValueError: If `num_rows` is not a positive int or `divisor` unknown.
+    """
+    self._num_rows = _check_num_rows(num_rows)
+    try:
+      self._divisor = Divisor(divisor)
+    except ValueError:
+      raise ValueError(
+          f'divisor must be one of {[d.value for d in Divisor]}, got '
+          f'{divisor!r}.') from None
+
+  @property
+  def divisor(self) -> Divisor:
+    return self._divisor
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    value_type = tff.types.to_type(value_type)
+    aggregate = _build_aggregate(value_type, self._num_rows, count_rows=True)
+    per_row = self._divisor is Divisor.TOUCHING_CLIENTS
+
+    @tff.tensorflow.computation(aggregate.type_signature.result.member)
+    def finish(total):
+      divisor = (total['row_clients'] if per_row
+                 else tf.cast(total['clients'], tf.float32))
+      return collections.OrderedDict(
+          mean=_divide(total['sum'], divisor),
+          measurements=collections.OrderedDict(
+              clients=total['clients'], rows_received=total['rows'],
+              rows_touched=tf.math.count_nonzero(total['row_clients'],
+                                                 dtype=tf.int32)))
+
+    @tff.federated_computation
+    def initialize():
+      return tff.federated_value((), tff.SERVER)
+
+    @tff.federated_computation(initialize.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      finished = tff.federated_map(finish, aggregate(value))
+      return tff.templates.MeasuredProcessOutput(
+          state=state, result=finished.mean,
+          measurements=finished.measurements)
+
+    return tff.templates.AggregationProcess(initialize, next_fn)

@@ -1,0 +1,96 @@
+"""Selecting a client's rows of server tensors with `tff.federated_select`.
+
+`build_row_selection` returns the federated computation of step 2 of a round
+(see `tff_nlp.sparse`): every client sends its M keys, receives the rows of
+the server's vocabulary-indexed tensors at those keys, and stacks them into
+dense local tensors of M rows. What a client downloads is M rows, whatever
+the vocabulary size.
+"""
+
+import collections
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+
+def _check_tables(table_type: tff.Type) -> int:
+  """The shared row count of `table_type`'s tensors, or a ValueError."""
+  if isinstance(table_type, tff.StructType):
+    leaves = [member for _, member in tff.structure.iter_elements(table_type)]
+  else:
+    leaves = [table_type]
+  rows = set()
+  for leaf in leaves:
+    if not isinstance(leaf, tff.TensorType) or not leaf.shape:
+      raise ValueError(
+          'Row selection needs tensors with a leading row axis, got '
+          f'{leaf} in {table_type}.')
+    rows.add(leaf.shape[0])
+  if len(rows) != 1 or None in rows:
+    raise ValueError(
+        'Every selected tensor needs the same, known number of rows (the '
+        f'vocabulary size); got row counts {sorted(map(str, rows))} in '
+        f'{table_type}.')
+  return rows.pop()
+
+
+def build_row_selection(table_type: Any, *, max_keys: int) -> tff.Computation:
+  """Builds the selection of each client's rows of server tables.
+
+  Args:
+    table_type: The server tensors to select from: a `tff.TensorType` or a
+      flat struct of them (e.g. `<embedding=float32[V,d], bias=float32[V]>`),
+      all with the same leading number of rows V. Tensors indexed on another
+      axis (e.g. a [d, V] output kernel) are stored transposed by the caller.
+    max_keys: M, the number of keys (rows) per client.
+
+  Returns:
+    A federated computation of type
+    `(<tables=T@SERVER,keys={int32[M]}@CLIENTS> -> {T_M}@CLIENTS)` where T_M
+    is T with the leading dimension V replaced by M: row i of each client's
+    tables is row `keys[i]` of the server's.
+
+  Raises:
+    ValueError: If the tensors of `table_type` do not share a known row count,
+      or `max_keys < 1`.
+  """
+  table_type = tff.types.to_type(table_type)
+  num_rows = _check_tables(table_type)
+  if max_keys < 1:
+    raise ValueError(f'max_keys must be >= 1, got {max_keys}.')
+
+  names = ([name for name, _ in tff.structure.iter_elements(table_type)]
+           if isinstance(table_type, tff.StructType) else None)
+
+  # Rows travel as a tuple: a sequence of named structs produced by the
+  # runtime does not match the component order tf.data gives dicts.
+  @tff.tensorflow.computation(table_type, np.int32)
+  def select_fn(tables, key):
+    leaves = tables.values() if names and isinstance(tables, dict) else (
+        tables if names else [tables])
+    return tuple(tf.gather(t, key) for t in leaves)
+
+  row_type = select_fn.type_signature.result
+
+  @tff.tensorflow.computation(tff.SequenceType(row_type))
+  def stack_rows(rows):
+    stacked = [
+        tf.ensure_shape(t, [max_keys] + t.shape.as_list()[1:])
+        for t in rows.batch(max_keys).get_single_element()]
+    if names is None:
+      return stacked[0]
+    if all(name is None for name in names):
+      return tuple(stacked)
+    return collections.OrderedDict(zip(names, stacked))
+
+  @tff.federated_computation(
+      tff.FederatedType(table_type, tff.SERVER),
+      tff.FederatedType(tff.TensorType(np.int32, [max_keys]), tff.CLIENTS))
+  def select_rows(tables, keys):
+    max_key = tff.federated_value(num_rows - 1, tff.SERVER)
+    rows = tff.federated_select(keys, max_key, tables, select_fn)
+    return tff.federated_map(stack_rows, rows)
+
+  return select_rows
