@@ -17,16 +17,18 @@ def _slices(indices, values):
       values=np.array(values, np.float32).reshape(len(indices), 2))
 
 
-# Three clients over a 6x2 table: client 0 uploads rows 0 and 5, client 1
-# row 5, client 2 nothing (an empty upload).
+# Four clients over a 6x2 table: client 0 uploads rows 0 and 5, client 1
+# row 5, client 2 row 3, client 3 nothing (an empty upload, weight 0).
 _CLIENTS = [
     _slices([0, 5], [[1, 1], [2, 4]]),
     _slices([5], [[4, 2]]),
+    _slices([3], [[3, 3]]),
     _slices([], []),
 ]
-# Sum: row 0 = [1, 1], row 5 = [2+4, 4+2] = [6, 6], other rows 0.
+# Sum: row 0 = [1, 1], row 3 = [3, 3], row 5 = [2+4, 4+2] = [6, 6], others 0.
 _SUM = np.zeros([6, 2], np.float32)
 _SUM[0] = [1, 1]
+_SUM[3] = [3, 3]
 _SUM[5] = [6, 6]
 
 
@@ -75,7 +77,7 @@ class IndexedSlicesSumExecutionTest:
     output = process.next(process.initialize(), _CLIENTS)
     np.testing.assert_array_equal(output.result, _SUM)
     assert output.measurements == collections.OrderedDict(clients=3,
-                                                          rows_received=3)
+                                                          rows_received=4)
 
   def test_duplicate_indices_of_one_client_add(self):
     process = sparse.IndexedSlicesSumFactory(3).create(_VALUE_TYPE)
@@ -91,22 +93,20 @@ class IndexedSlicesSumExecutionTest:
 
 class IndexedSlicesMeanExecutionTest:
 
-  @pytest.mark.parametrize('divisor,row5', [
-      # Three clients in the round: [6, 6] / 3.
-      ('clients', [2, 2]),
-      # Two clients uploaded row 5: [6, 6] / 2.
-      ('touching_clients', [3, 3]),
+  @pytest.mark.parametrize('divisor,rows_0_3_5', [
+      # Three clients uploaded rows (the empty one has weight 0): _SUM / 3.
+      ('clients', [1 / 3, 1, 2]),
+      # Rows 0 and 3 have one uploader, row 5 two: [1, 3, 6/2].
+      ('touching_clients', [1, 3, 3]),
   ])
-  def test_mean(self, divisor, row5):
+  def test_mean(self, divisor, rows_0_3_5):
     process = sparse.IndexedSlicesMeanFactory(6, divisor).create(_VALUE_TYPE)
     output = process.next(process.initialize(), _CLIENTS)
     expected = np.zeros([6, 2], np.float32)
-    # Row 0: one client uploaded [1, 1]; /3 or /1.
-    expected[0] = [1 / 3, 1 / 3] if divisor == 'clients' else [1, 1]
-    expected[5] = row5
+    expected[[0, 3, 5]] = np.array(rows_0_3_5)[:, None]
     np.testing.assert_allclose(output.result, expected, rtol=1e-6)
     assert output.measurements == collections.OrderedDict(
-        clients=3, rows_received=3, rows_touched=2)
+        clients=3, rows_received=4, rows_touched=3)
 
   def test_matches_numpy_on_random_uploads(self):
     rng = np.random.default_rng(0)

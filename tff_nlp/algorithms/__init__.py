@@ -1,4 +1,9 @@
-"""Federated learning algorithms as `tff.learning.templates.LearningProcess`es."""
+"""Federated learning algorithms as `tff.learning.templates.LearningProcess`es.
+
+`build_fl_process`: FedAvg / FedOPT / FedProx with Lorar-family weighting.
+`build_sparse_tag_process`: partial models with `tff.federated_select`
+(`build_dense_tag_process` is its dense FedAvg baseline).
+"""
 
 from tff_nlp.algorithms.client_data import with_client_config
 from tff_nlp.algorithms.client_work import build_weighted_client_work
@@ -9,5 +14,8 @@ from tff_nlp.algorithms.fl_process import build_fl_process
 from tff_nlp.algorithms.fl_process import default_server_optimizer
 from tff_nlp.algorithms.fl_process import FLProcess
 from tff_nlp.algorithms.optimizers import CLIENT_OPTIMIZERS
+from tff_nlp.algorithms.sparse_tags import build_dense_tag_process
+from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
+from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round
 from tff_nlp.algorithms.weighting import Weighting
 

@@ -2,6 +2,7 @@
 
 from tff_nlp.data.partition import dirichlet_label_skew
 from tff_nlp.data.partition import Partition
+from tff_nlp.data import tags
 from tff_nlp.data.text2sql import ClientData
 from tff_nlp.data.text2sql import CLIENTS
 from tff_nlp.data.text2sql import Example

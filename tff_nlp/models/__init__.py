@@ -11,6 +11,7 @@ text classifier.
 
 from tff_nlp import _lazy
 
+from tff_nlp.models import tag_regression
 from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
 from tff_nlp.models.text_classifier import input_spec

@@ -12,8 +12,11 @@ Two `tff.aggregators.UnweightedAggregationFactory`s:
 
 *   `IndexedSlicesSumFactory`: the sum.
 *   `IndexedSlicesMeanFactory`: the mean, with a choice of divisor
-    (`Divisor`): the number of participating clients (as TFF's tutorial) or,
-    per row, the number of clients that uploaded that row.
+    (`Divisor`): the number of clients that uploaded rows (as TFF's
+    tutorial) or, per row, the number of clients that uploaded that row.
+
+A client that uploads no rows (no data, or an update it rejected as
+non-finite) counts in neither divisor: it has weight 0, as in FedAvg.
 """
 
 import collections
@@ -30,8 +33,9 @@ VALUES = 'values'
 class Divisor(enum.Enum):
   """What a summed row delta is divided by.
 
-  CLIENTS: the number of clients in the round. A row trained by one client
-    of ten moves a tenth of that client's delta (TFF's tutorial).
+  CLIENTS: the number of clients in the round that uploaded rows. A row
+    trained by one client of ten moves a tenth of that client's update
+    (TFF's tutorial).
   TOUCHING_CLIENTS: per row, the number of clients that uploaded the row. A
     rare row moves as much as a common one; rows nobody uploaded stay.
   """
@@ -106,7 +110,10 @@ def _build_aggregate(value_type: tff.StructType, num_rows: int, *,
         sum=tf.tensor_scatter_nd_add(accumulator['sum'], positions,
                                      value[VALUES]),
         row_clients=row_clients,
-        clients=accumulator['clients'] + 1,
+        # Only clients that sent rows count: an empty or rejected upload
+        # (no data, or a non-finite update) has weight 0, as in FedAvg.
+        clients=accumulator['clients'] + tf.cast(tf.size(indices) > 0,
+                                                 tf.int32),
         rows=accumulator['rows'] + tf.shape(indices)[0])
 
   @tff.tensorflow.computation(accumulator_type, accumulator_type)
@@ -141,7 +148,8 @@ class IndexedSlicesSumFactory(tff.aggregators.UnweightedAggregationFactory):
       result=float32[num_rows,*R]@SERVER, measurements=<clients=int32,
       rows_received=int32>@SERVER>)`: row r of the result is the sum of all
       uploaded values with index r (duplicates included); rows nobody
-      uploaded are 0. `rows_received` counts uploaded rows (the wire cost).
+      uploaded are 0. `clients` counts the clients that uploaded rows,
+      `rows_received` the uploaded rows (the wire cost).
 
   An index outside `[0, num_rows)` fails the round (it would otherwise be
   silently dropped).

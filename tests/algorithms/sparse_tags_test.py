@@ -1,0 +1,228 @@
+"""Tests of the partial-model tag process against a numpy reference."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tff_nlp.algorithms import sparse_tags
+from tff_nlp.data import tags
+from tff_nlp.models import tag_regression
+
+# The spec's tiny example: 12 words + 1 OOV bucket, 3 tags + 1 OOV bucket.
+_WORDS = tuple('w%d' % i for i in range(12))
+_VOCAB = tags.TagVocabularies(words=_WORDS, tags=('t0', 't1', 't2'))
+_V, _T = _VOCAB.num_word_rows, _VOCAB.num_tag_columns  # 13, 4
+_LR = 0.5
+
+
+def _examples(*docs):
+  """`(words, tags)` pairs as TagExamples."""
+  return [tags.TagExample(tokens=w, title='', tags=t) for w, t in docs]
+
+
+# Client 0: 4 distinct words, one of them OOV ('zz' -> row 12).
+# Client 1: 6 distinct words, an OOV tag ('new' -> column 3).
+# Client 2: 2 distinct words. Rows 7..11 occur nowhere.
+_CLIENTS = [
+    _examples(('w0 w1 w1 zz', 't0|t1'), ('w1 w2', 't1'), ('w0 w1', 't2')),
+    _examples(('w3 w4 w5 w0', 't0'), ('w6 w0 w3', 'new'),
+              ('w2 w3', 't1|t2'), ('w4', 't0')),
+    _examples(('w5 w5 w6', 't2')),
+]
+
+
+def _datasets(batch_size=2):
+  return [tags.to_dataset(tags.encode(c, _VOCAB), num_words=_V,
+                          batch_size=batch_size) for c in _CLIENTS]
+
+
+def _reference_round(table, clients, *, max_keys, divisor, batch_size=2):
+  """A numpy re-implementation of one round (spec steps 1-7)."""
+  total = np.zeros_like(table, np.float64)
+  touches = np.zeros(len(table))
+  contributing = 0
+  for examples in clients:
+    encoded = tags.encode(examples, _VOCAB)
+    # 1. Keys: example counts, most frequent first, ties by smaller id.
+    counts = collections.Counter(
+        int(i) for ids in encoded.word_ids for i in ids)
+    ranked = sorted(counts, key=lambda i: (-counts[i], i))[:max_keys]
+    keys = sorted(ranked)
+    local = {k: i for i, k in enumerate(keys)}
+    # 2.-4. Select the rows, drop unselected words, SGD per batch.
+    weights = table[keys].astype(np.float64)
+    start = weights.copy()
+    for b in range(0, len(encoded), batch_size):
+      rows = range(b, min(b + batch_size, len(encoded)))
+      x = np.zeros([len(rows), len(keys)])
+      for r, e in enumerate(rows):
+        for i, c in zip(encoded.word_ids[e], encoded.word_counts[e]):
+          if int(i) in local:
+            x[r, local[int(i)]] = c
+      y = encoded.tags[list(rows)]
+      p = 1 / (1 + np.exp(-(x @ weights)))
+      # d(mean over [B, T] of sigmoid CE)/dW = x^T (p - y) / (B * T).
+      weights = weights - _LR * x.T @ (p - y) / y.size
+    # 5.-6. Upload initial minus trained rows; sum at the server.
+    for k, update in zip(keys, start - weights):
+      total[k] += update
+      touches[k] += 1
+    contributing += bool(keys)
+  if divisor == 'clients':
+    mean = total / contributing
+  else:
+    mean = total / np.maximum(touches, 1)[:, None]
+  # 7. Subtract the mean update (server SGD, learning rate 1).
+  return table - mean
+
+
+class SparseTagProcessComputationTest:
+
+  def test_round_type_signature_is_the_tutorials(self):
+    round_fn = sparse_tags.build_sparse_tag_round(
+        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+    # From shared/docs/federated_select.md, "Expected shapes".
+    assert str(round_fn.type_signature) == (
+        '(<server_model=float32[13,4]@SERVER,client_data={<tokens=<indices='
+        'int64[?,2],values=int32[?],dense_shape=int64[2]>,tags=float32[?,4]>*'
+        '}@CLIENTS> -> float32[13,4]@SERVER)')
+
+  def test_process_next_type_signature(self):
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+    assert isinstance(process, tff.learning.templates.LearningProcess)
+    state_type = process.initialize.type_signature.result
+    tff.test.assert_types_equivalent(
+        process.next.type_signature.result.metrics,
+        tff.FederatedType(collections.OrderedDict(
+            distributor=(),
+            client_work=collections.OrderedDict(train=collections.OrderedDict(
+                loss=np.float32, num_examples=np.int32,
+                selected_keys=np.int32, rows_uploaded=np.int32,
+                truncated_clients=np.int32, dropped_tokens=np.int32,
+                non_finite_clients=np.int32)),
+            aggregator=collections.OrderedDict(
+                clients=np.int32, rows_received=np.int32,
+                rows_touched=np.int32),
+            finalizer=collections.OrderedDict(update_non_finite=np.int32)),
+            tff.SERVER))
+    assert str(state_type.member.global_model_weights) == (
+        '<trainable=<float32[13,4]>,non_trainable=<>>')
+
+  @pytest.mark.parametrize('kwargs,match', [
+      (dict(max_keys=0), 'max_keys must be > 0'),
+      (dict(client_learning_rate=0.0), 'client_learning_rate must be > 0'),
+      (dict(divisor='rows'), "Unknown divisor 'rows'"),
+  ])
+  def test_rejects_bad_arguments(self, kwargs, match):
+    args = dict(num_words=_V, num_tags=_T, max_keys=3,
+                client_learning_rate=_LR)
+    with pytest.raises(ValueError, match=match):
+      sparse_tags.build_sparse_tag_process(**dict(args, **kwargs))
+
+
+def _start_table():
+  return np.random.default_rng(3).normal(size=[_V, _T]).astype(np.float32)
+
+
+def _run_round(process, table, datasets):
+  state = process.set_model_weights(
+      process.initialize(),
+      tff.learning.models.ModelWeights(trainable=[table], non_trainable=[]))
+  output = process.next(state, datasets)
+  return process.get_model_weights(output.state).trainable[0], output.metrics
+
+
+class SparseTagProcessExecutionTest:
+
+  @pytest.mark.parametrize('max_keys', [
+      2,  # Every client truncated (4, 6 and 2 distinct words: 2 kept).
+      3,  # Clients 0 and 1 truncated, client 2 padded.
+      8,  # Nobody truncated, every client padded.
+  ])
+  @pytest.mark.parametrize('divisor', ['clients', 'touching_clients'])
+  def test_matches_numpy_reference(self, max_keys, divisor):
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=_V, num_tags=_T, max_keys=max_keys,
+        client_learning_rate=_LR, divisor=divisor)
+    table = _start_table()
+    new_table, metrics = _run_round(process, table, _datasets())
+    expected = _reference_round(table, _CLIENTS, max_keys=max_keys,
+                                divisor=divisor)
+    np.testing.assert_allclose(new_table, expected, rtol=1e-5, atol=1e-6)
+    # Rows 7..11 occur in no client's data: unchanged.
+    np.testing.assert_array_equal(new_table[7:12], table[7:12])
+    train = metrics['client_work']['train']
+    assert train['num_examples'] == 8
+    assert train['selected_keys'] == sum(min(n, max_keys) for n in (4, 6, 2))
+    assert train['truncated_clients'] == sum(n > max_keys for n in (4, 6, 2))
+    assert train['non_finite_clients'] == 0
+
+  def test_dropped_tokens_are_counted(self):
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=_V, num_tags=_T, max_keys=1, client_learning_rate=_LR)
+    _, metrics = _run_round(process, _start_table(), _datasets()[:1])
+    # Client 0 keeps w1 (in all 3 examples): entries per example are
+    # {w0, w1, zz}, {w1, w2}, {w0, w1}: 7 entries, 3 kept, 4 dropped.
+    assert metrics['client_work']['train']['dropped_tokens'] == 4
+
+  def test_equals_dense_fedavg_when_nothing_is_dropped(self):
+    # Two rounds; M = V keeps every word, so sparse == FedAvg with uniform
+    # weights on the dense model (an independent tff.learning code path).
+    sparse_process = sparse_tags.build_sparse_tag_process(
+        num_words=_V, num_tags=_T, max_keys=_V, client_learning_rate=_LR)
+    dense_process = sparse_tags.build_dense_tag_process(
+        num_words=_V, num_tags=_T, client_learning_rate=_LR)
+    datasets = _datasets()
+    sparse_state = sparse_process.initialize()
+    dense_state = dense_process.initialize()
+    for _ in range(2):
+      sparse_state = sparse_process.next(sparse_state, datasets).state
+      dense_state = dense_process.next(
+          dense_state, [tag_regression.as_keras_batches(d)
+                        for d in datasets]).state
+    sparse_table = sparse_process.get_model_weights(sparse_state).trainable[0]
+    dense_table = dense_process.get_model_weights(dense_state).trainable[0]
+    assert np.abs(dense_table).max() > 0.01
+    np.testing.assert_allclose(sparse_table, dense_table, atol=1e-5)
+
+  def test_tutorial_round_equals_process_round(self):
+    kwargs = dict(num_words=_V, num_tags=_T, max_keys=3,
+                  client_learning_rate=_LR)
+    round_fn = sparse_tags.build_sparse_tag_round(**kwargs)
+    process = sparse_tags.build_sparse_tag_process(**kwargs)
+    table = _start_table()
+    np.testing.assert_allclose(
+        round_fn(table, _datasets()),
+        _run_round(process, table, _datasets())[0], rtol=1e-6)
+
+  def test_non_finite_client_is_dropped_and_counted(self):
+    poisoned = tags.encode(_CLIENTS[2], _VOCAB)
+    poisoned.tags[0, 0] = np.nan
+    datasets = _datasets()[:2] + [tags.to_dataset(poisoned, num_words=_V,
+                                                  batch_size=2)]
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+    table = _start_table()
+    new_table, metrics = _run_round(process, table, datasets)
+    assert np.isfinite(new_table).all()
+    assert metrics['client_work']['train']['non_finite_clients'] == 1
+    assert metrics['aggregator']['clients'] == 2
+    # The round is the round of the two healthy clients.
+    np.testing.assert_allclose(
+        new_table, _reference_round(table, _CLIENTS[:2], max_keys=3,
+                                    divisor='clients'), rtol=1e-5, atol=1e-6)
+
+  def test_all_clients_non_finite_keeps_the_model(self):
+    poisoned = tags.encode(_CLIENTS[0], _VOCAB)
+    poisoned.tags[:] = np.inf
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+    table = _start_table()
+    new_table, metrics = _run_round(
+        process, table, [tags.to_dataset(poisoned, num_words=_V,
+                                         batch_size=2)])
+    np.testing.assert_array_equal(new_table, table)
+    assert metrics['client_work']['train']['non_finite_clients'] == 1

@@ -1,0 +1,105 @@
+"""Tests of the StackOverflow-format tag data."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_nlp.data import tags
+
+
+@pytest.mark.parametrize('label,expected', [
+    ('earn', ['earn']),
+    ('DESC:manner', ['DESC', 'DESC:manner']),
+    ('a:b:c', ['a', 'a:b', 'a:b:c']),
+])
+def test_label_to_tags(label, expected):
+  assert tags.label_to_tags(label) == expected
+
+
+def test_examples_from_labels():
+  examples = tags.examples_from_labels(['how far is it'], ['NUM:dist'])
+  assert examples == [tags.TagExample(tokens='how far is it', title='',
+                                      tags='NUM|NUM:dist')]
+  with pytest.raises(ValueError, match='2 texts but 1 labels'):
+    tags.examples_from_labels(['a', 'b'], ['x'])
+
+
+def _examples():
+  return [
+      tags.TagExample(tokens='b a a', title='C', tags='x|y'),
+      tags.TagExample(tokens='b d', title='', tags='y||z'),
+      tags.TagExample(tokens='a e', title='', tags='y'),
+  ]
+
+
+def test_build_vocabularies_ranks_and_breaks_ties_alphabetically():
+  vocab = tags.TagVocabularies.build(_examples(), max_words=3, max_tags=2)
+  # Words: a 3, b 2, then c/d/e 1 each -> c (title words count, lowercased).
+  assert vocab.words == ('a', 'b', 'c')
+  # Tags by examples: y 3, then x/z 1 each -> x; the empty tag is ignored.
+  assert vocab.tags == ('y', 'x')
+  assert (vocab.num_word_rows, vocab.num_tag_columns) == (4, 3)
+
+
+def test_oov_buckets_are_deterministic_and_in_range():
+  vocab = tags.TagVocabularies(words=('a',), tags=('y',),
+                               num_oov_word_buckets=4, num_oov_tag_buckets=2)
+  ids = [vocab.word_id(w) for w in ('zebra', 'yak', 'a', 'zebra')]
+  assert ids[2] == 0 and ids[0] == ids[3]
+  assert all(1 <= i < 5 for i in ids[:2])
+  assert 1 <= vocab.tag_id('other') < 3
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(num_oov_word_buckets=0), 'num_oov_word_buckets must be >= 1'),
+    (dict(words=('a', 'a')), 'words must be distinct'),
+])
+def test_vocabulary_rejects(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    tags.TagVocabularies(**dict(dict(words=('a',), tags=('y',)), **kwargs))
+
+
+def test_encode_counts_words_and_oov():
+  vocab = tags.TagVocabularies(words=('a', 'b'), tags=('y', 'x'))
+  encoded = tags.encode(_examples(), vocab)
+  # Example 0: 'c b a a' -> a (0) x2, b (1) x1, c -> OOV row 2.
+  np.testing.assert_array_equal(encoded.word_ids[0], [0, 1, 2])
+  np.testing.assert_array_equal(encoded.word_counts[0], [2, 1, 1])
+  # OOV occurrences: c, d, e.
+  assert encoded.oov_words == 3
+  # Tags: [y, x, OOV]; example 1 has y and the OOV z.
+  np.testing.assert_array_equal(encoded.tags,
+                                [[1, 1, 0], [1, 0, 1], [1, 0, 0]])
+  assert encoded.oov_tags == 1
+
+
+def test_to_dataset_batches_bags_of_counts():
+  vocab = tags.TagVocabularies(words=('a', 'b'), tags=('y', 'x'))
+  encoded = tags.encode(_examples(), vocab)
+  dataset = tags.to_dataset(encoded, num_words=vocab.num_word_rows,
+                            batch_size=2)
+  assert dataset.element_spec == tags.element_type_spec(3)
+  batches = list(dataset)
+  assert [len(b['tags']) for b in batches] == [2, 1]
+  dense = tf.sparse.to_dense(tf.SparseTensor(**batches[0]['tokens']))
+  np.testing.assert_array_equal(dense, [[2, 1, 1], [0, 1, 1]])
+
+
+def test_to_dataset_shuffles_reproducibly():
+  vocab = tags.TagVocabularies(words=('a', 'b'), tags=('y', 'x'))
+  encoded = tags.encode(_examples() * 3, vocab)
+
+  def order(seed):
+    rows = []
+    for batch in tags.to_dataset(encoded, num_words=3, batch_size=4,
+                                 shuffle_seed=seed):
+      bag = tf.sparse.to_dense(tf.SparseTensor(**batch['tokens'])).numpy()
+      rows += [tuple(r) for r in bag]
+    return rows
+
+  assert order(1) == order(1)
+  # A permutation of the examples, not the file order.
+  assert sorted(order(1)) == sorted(order(None))
+  assert order(1) != order(None)

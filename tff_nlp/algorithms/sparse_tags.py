@@ -1,0 +1,354 @@
+"""Tag prediction trained with partial models: federated_select + sparse sums.
+
+Reference: TensorFlow Federated tutorial "Client-efficient large-model
+federated learning via federated_select and sparse aggregation" (restated in
+`shared/docs/federated_select.md`). The model is one logistic regression per
+tag over a bag of words (`tff_nlp.models.tag_regression`), a matrix W of
+shape [V, T]. In a round each client
+
+1. picks its keys: the M words that occur in the most of its examples
+   (`tff_nlp.sparse.client_keys`), padded to M;
+2. downloads those M rows of W with `tff.federated_select`;
+3. maps its batches to local word ids, dropping words it did not select;
+4. runs SGD on the local [M, T] model;
+5. uploads the update of its real rows as IndexedSlices (global ids, initial
+   minus trained rows);
+
+and the server averages the updates into a dense [V, T] update
+(`tff_nlp.sparse.IndexedSlicesMeanFactory`, dividing by the clients or, per
+row, by the clients that touched it) and subtracts it, so rows nobody
+selected keep their values. A client downloads and uploads M rows whatever V
+is.
+
+With M at least every client's number of distinct words, no word is dropped
+and the round equals FedAvg with uniform client weights on the dense model
+(`build_dense_tag_process`); the tests check that to 1e-5.
+"""
+
+import collections
+from typing import Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import sparse
+from tff_nlp.algorithms import fl_process
+from tff_nlp.algorithms import weighting as weighting_lib
+from tff_nlp.data import tags as tags_data
+from tff_nlp.models import tag_regression
+
+
+def _check_positive(**values) -> None:
+  for name, value in values.items():
+    if not value > 0:
+      raise ValueError(f'{name} must be > 0, got {value!r}.')
+
+
+def _client_data_type(num_words: int, num_tags: int) -> tff.SequenceType:
+  del num_words  # The dense width is a value (`dense_shape`), not a type.
+  return tff.SequenceType(tff.types.tensorflow_to_type(
+      tags_data.element_type_spec(num_tags)))
+
+
+class _SparseRound:
+  """The traced pieces of one sparse round, shared by the process and round."""
+
+  def __init__(self, *, num_words: int, num_tags: int, max_keys: int,
+               client_learning_rate: float, client_epochs: int,
+               server_learning_rate: float, divisor: sparse.Divisor):
+    self.table_type = tff.TensorType(np.float32, [num_words, num_tags])
+    self.data_type = _client_data_type(num_words, num_tags)
+    self.weights_type = tff.types.to_type(tff.learning.models.ModelWeights(
+        trainable=[self.table_type], non_trainable=[]))
+    self.select = sparse.build_row_selection(self.table_type,
+                                             max_keys=max_keys)
+    self.aggregator = sparse.IndexedSlicesMeanFactory(
+        num_words, divisor).create(sparse.indexed_slices_type([num_tags]))
+    self.finalizer = sparse.build_delta_finalizer(
+        self.weights_type, learning_rate=server_learning_rate)
+
+    @tff.tensorflow.computation(self.data_type)
+    def keys_fn(data):
+      token_ids, counts = sparse.example_counts(data)
+      keys = sparse.top_keys(token_ids, counts, max_keys=max_keys)
+      return collections.OrderedDict(
+          keys=keys.keys, num_keys=keys.num_keys,
+          distinct_tokens=tf.size(token_ids))
+
+    self.keys_fn = keys_fn
+    keys_type = keys_fn.type_signature.result
+    local_type = tff.TensorType(np.float32, [max_keys, num_tags])
+
+    @tff.tensorflow.computation(local_type, keys_type, self.data_type)
+    def client_update(rows, keys, data):
+      client = sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys'])
+
+      def train_on_batch(state, batch):
+        weights, loss_sum, examples, dropped = state
+        bag, batch_dropped = sparse.to_local_bag(batch['tokens'], client)
+        with tf.GradientTape() as tape:
+          tape.watch(weights)
+          batch_loss = tag_regression.loss(
+              tag_regression.logits(bag, weights), batch['tags'])
+        gradient = tape.gradient(batch_loss, weights)
+        batch_size = tf.shape(batch['tags'])[0]
+        return (weights - client_learning_rate * gradient,
+                loss_sum + batch_loss * tf.cast(batch_size, tf.float32),
+                examples + batch_size, dropped + batch_dropped)
+
+      trained, loss_sum, examples, dropped = data.repeat(client_epochs).reduce(
+          (rows, tf.constant(0.0), tf.constant(0), tf.constant(0)),
+          train_on_batch)
+      update = (rows - trained)[:client.num_keys]
+      finite = tf.reduce_all(tf.math.is_finite(update))
+      # A non-finite update is not uploaded at all (0 rows): it would
+      # otherwise poison every row it touches at the server.
+      num_rows = tf.where(finite, client.num_keys, 0)
+      return collections.OrderedDict(
+          update=collections.OrderedDict(
+              indices=tf.cast(client.keys[:num_rows], tf.int64),
+              values=update[:num_rows]),
+          stats=collections.OrderedDict(
+              loss_sum=tf.where(finite, loss_sum, 0.0),
+              num_examples=examples // client_epochs,
+              finite_examples=tf.where(finite, examples, 0),
+              selected_keys=client.num_keys,
+              rows_uploaded=num_rows,
+              truncated_clients=tf.cast(
+                  keys['distinct_tokens'] > max_keys, tf.int32),
+              dropped_tokens=dropped // client_epochs,
+              non_finite_clients=1 - tf.cast(finite, tf.int32)))
+
+    self.client_update = client_update
+
+    @tff.tensorflow.computation(client_update.type_signature.result['stats'])
+    def train_metrics(sums):
+      return collections.OrderedDict(
+          loss=tf.math.divide_no_nan(
+              sums['loss_sum'], tf.cast(sums['finite_examples'], tf.float32)),
+          num_examples=sums['num_examples'],
+          selected_keys=sums['selected_keys'],
+          rows_uploaded=sums['rows_uploaded'],
+          truncated_clients=sums['truncated_clients'],
+          dropped_tokens=sums['dropped_tokens'],
+          non_finite_clients=sums['non_finite_clients'])
+
+    self.train_metrics = train_metrics
+
+  def __call__(self, weights, data):
+    """Traces one round: `(W@SERVER, {B*}@CLIENTS) -> (W, metrics)@SERVER`."""
+    keys = tff.federated_map(self.keys_fn, data)
+    rows = self.select(weights.trainable[0], keys.keys)
+    outputs = tff.federated_map(self.client_update, (rows, keys, data))
+    aggregated = self.aggregator.next(self.aggregator.initialize(),
+                                      outputs.update)
+    finalized = self.finalizer.next(self.finalizer.initialize(), weights,
+                                    tff.federated_map(_as_list,
+                                                      aggregated.result))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        distributor=tff.federated_value((), tff.SERVER),
+        client_work=tff.federated_zip(collections.OrderedDict(
+            train=tff.federated_map(self.train_metrics,
+                                    tff.federated_sum(outputs.stats)))),
+        aggregator=aggregated.measurements,
+        finalizer=finalized.measurements))
+    return finalized.result, metrics
+
+
+@tff.tensorflow.computation
+def _as_list(update):
+  return [update]
+
+
+def _parse_divisor(divisor) -> sparse.Divisor:
+  return weighting_lib.parse_option(divisor, sparse.Divisor, 'divisor')
+
+
+def build_sparse_tag_process(
+    *,
+    num_words: int,
+    num_tags: int,
+    max_keys: int,
+    client_learning_rate: float,
+    client_epochs: int = 1,
+    server_learning_rate: float = 1.0,
+    divisor: Union[str, sparse.Divisor] = sparse.Divisor.CLIENTS,
+) -> tff.learning.templates.LearningProcess:
+  """Builds the partial-model (federated_select) tag learning process.
+
+  Client data are batches B = `<tokens=<indices=int64[?,2],values=int32[?],
+  dense_shape=int64[2]>,tags=float32[?,T]>` (`tff_nlp.data.tags.to_dataset`).
+  The process's methods:
+
+  *   `initialize`: `( -> S@SERVER)`, S a
+      `tff.learning.templates.LearningAlgorithmState` whose
+      `global_model_weights` are `ModelWeights(trainable=[float32[V,T]],
+      non_trainable=[])`, all zeros; the other parts are empty.
+  *   `next`: `(<S@SERVER, {B*}@CLIENTS> -> <state=S@SERVER,
+      metrics=M@SERVER>)`, M = `<distributor=<>, client_work=<train=<loss,
+      num_examples, selected_keys, rows_uploaded, truncated_clients,
+      dropped_tokens, non_finite_clients>>, aggregator=<clients,
+      rows_received, rows_touched>, finalizer=<update_non_finite>>`:
+      `loss` is the example-weighted mean training loss, the counts are sums
+      over the round's clients (`truncated_clients`: clients with more than M
+      distinct words; `dropped_tokens`: (example, word) entries of words not
+      selected, per epoch).
+  *   `get_model_weights`, `set_model_weights`.
+
+  Args:
+    num_words: V, word rows (vocabulary plus OOV buckets).
+    num_tags: T, tag columns (vocabulary plus OOV buckets).
+    max_keys: M, rows each client selects.
+    client_learning_rate: SGD step size on the clients.
+    client_epochs: Passes over each client's data per round.
+    server_learning_rate: Server SGD step on the mean update (no momentum,
+      see `tff_nlp.sparse.build_delta_finalizer`).
+    divisor: 'clients' (TFF's tutorial) or 'touching_clients' (per row).
+
+  Returns:
+    A `tff.learning.templates.LearningProcess`.
+
+  Raises:
+    ValueError: For a non-positive size, rate or epoch count, or an unknown
+      divisor.
+  """
+  _check_positive(num_words=num_words, num_tags=num_tags, max_keys=max_keys,
+                  client_learning_rate=client_learning_rate,
+                  client_epochs=client_epochs,
+                  server_learning_rate=server_learning_rate)
+  round_fn = _SparseRound(
+      num_words=num_words, num_tags=num_tags, max_keys=max_keys,
+      client_learning_rate=client_learning_rate, client_epochs=client_epochs,
+      server_learning_rate=server_learning_rate,
+      divisor=_parse_divisor(divisor))
+
+  @tff.tensorflow.computation
+  def initial_state():
+    return tff.learning.templates.LearningAlgorithmState(
+        global_model_weights=tff.learning.models.ModelWeights(
+            trainable=[tf.zeros([num_words, num_tags])], non_trainable=[]),
+        distributor=(), client_work=(), aggregator=(), finalizer=())
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(initial_state, tff.SERVER)
+
+  state_type = initialize.type_signature.result
+
+  @tff.federated_computation(state_type,
+                             tff.FederatedType(round_fn.data_type,
+                                               tff.CLIENTS))
+  def next_fn(state, data):
+    weights, metrics = round_fn(state.global_model_weights, data)
+    new_state = tff.federated_zip(
+        tff.learning.templates.LearningAlgorithmState(
+            global_model_weights=weights, distributor=state.distributor,
+            client_work=state.client_work, aggregator=state.aggregator,
+            finalizer=state.finalizer))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(state_type.member,
+                              state_type.member.global_model_weights)
+  def set_model_weights(state, weights):
+    return tff.learning.templates.LearningAlgorithmState(
+        global_model_weights=weights, distributor=state.distributor,
+        client_work=state.client_work, aggregator=state.aggregator,
+        finalizer=state.finalizer)
+
+  return tff.learning.templates.LearningProcess(
+      initialize, next_fn, get_model_weights, set_model_weights)
+
+
+def build_sparse_tag_round(
+    *,
+    num_words: int,
+    num_tags: int,
+    max_keys: int,
+    client_learning_rate: float,
+    client_epochs: int = 1,
+    divisor: Union[str, sparse.Divisor] = sparse.Divisor.CLIENTS,
+) -> tff.Computation:
+  """One round as in TFF's tutorial: the model in, the new model out.
+
+  The same round as `build_sparse_tag_process(...).next` (server learning
+  rate 1), without state or metrics, for users who compose their own loop.
+
+  Args:
+    num_words: V.
+    num_tags: T.
+    max_keys: M.
+    client_learning_rate: SGD step size on the clients.
+    client_epochs: Passes over each client's data per round.
+    divisor: 'clients' or 'touching_clients'.
+
+  Returns:
+    A federated computation of type `(<server_model=float32[V,T]@SERVER,
+    client_data={B*}@CLIENTS> -> float32[V,T]@SERVER)`, B as in
+    `build_sparse_tag_process`.
+  """
+  _check_positive(num_words=num_words, num_tags=num_tags, max_keys=max_keys,
+                  client_learning_rate=client_learning_rate,
+                  client_epochs=client_epochs)
+  round_fn = _SparseRound(
+      num_words=num_words, num_tags=num_tags, max_keys=max_keys,
+      client_learning_rate=client_learning_rate, client_epochs=client_epochs,
+      server_learning_rate=1.0, divisor=_parse_divisor(divisor))
+
+  @tff.tensorflow.computation(round_fn.table_type)
+  def to_weights(table):
+    return tff.learning.models.ModelWeights(trainable=[table],
+                                            non_trainable=[])
+
+  @tff.tensorflow.computation(round_fn.weights_type)
+  def to_table(weights):
+    return weights.trainable[0]
+
+  @tff.federated_computation(
+      tff.FederatedType(round_fn.table_type, tff.SERVER),
+      tff.FederatedType(round_fn.data_type, tff.CLIENTS))
+  def sparse_round(server_model, client_data):
+    weights, _ = round_fn(tff.federated_map(to_weights, server_model),
+                          client_data)
+    return tff.federated_map(to_table, weights)
+
+  return sparse_round
+
+
+def build_dense_tag_process(
+    *,
+    num_words: int,
+    num_tags: int,
+    client_learning_rate: float,
+    server_learning_rate: float = 1.0,
+) -> fl_process.FLProcess:
+  """FedAvg on the same tag model, every client with the whole matrix.
+
+  The dense baseline of the sparse process: `build_fl_process` with
+  `tag_regression.build_model_fn`, uniform client weights (the sparse
+  process's `Divisor.CLIENTS`), client and server SGD. Client data are
+  `(tokens, tags)` pairs (`tag_regression.as_keras_batches`).
+
+  Args:
+    num_words: V.
+    num_tags: T.
+    client_learning_rate: Client SGD step size.
+    server_learning_rate: Server SGD step size (no momentum).
+
+  Returns:
+    An `FLProcess` (see `build_fl_process` for its type signature).
+  """
+  _check_positive(num_words=num_words, num_tags=num_tags,
+                  client_learning_rate=client_learning_rate,
+                  server_learning_rate=server_learning_rate)
+  return fl_process.build_fl_process(
+      tag_regression.build_model_fn(num_words, num_tags),
+      algorithm='fedavg', weighting='uniform',
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(
+          learning_rate=client_learning_rate),
+      server_optimizer_fn=tff.learning.optimizers.build_sgdm(
+          learning_rate=server_learning_rate))

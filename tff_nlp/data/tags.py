@@ -1,0 +1,268 @@
+"""Multi-label tag prediction data in the StackOverflow tag format.
+
+An example is three strings (TFF's StackOverflow dataset): `tokens` (the
+body), `title`, and `tags` joined with '|'. A model sees the bag of words of
+title and tokens and predicts the set of tags.
+
+Real data here comes from the text-classification datasets of `shared/data`
+(`examples_from_labels`): a document's label becomes its tags, and a
+hierarchical label 'A:b' (TREC-50's 'DESC:manner') becomes two tags, the coarse
+'A' and the fine 'A:b', so TREC-50 is a true multi-label task.
+
+Vocabularies (`TagVocabularies`) are built from training examples only: the
+most frequent words and tags, plus hashed out-of-vocabulary (OOV) buckets, so
+an unseen word or tag still has a row or column (as in TFF's tutorial).
+Encoded examples become client datasets of batches
+`<tokens=<indices=int64[?,2],values=int32[?],dense_shape=int64[2]>,
+tags=float32[?,T]>`: the bag of words as the parts of a `tf.SparseTensor`
+(word counts per example) and multi-hot tags.
+"""
+
+import collections
+from collections.abc import Sequence
+import dataclasses
+import zlib
+
+import numpy as np
+import tensorflow as tf
+
+from tff_nlp.models import vocabulary as vocabulary_lib
+
+TAG_SEPARATOR = '|'
+LABEL_LEVEL_SEPARATOR = ':'
+
+
+@dataclasses.dataclass(frozen=True)
+class TagExample:
+  """One example in the StackOverflow tag format."""
+
+  tokens: str
+  title: str
+  tags: str
+
+
+def label_to_tags(label: str) -> list[str]:
+  """'A:b:c' -> ['A', 'A:b', 'A:b:c']; a flat label is one tag."""
+  parts = label.split(LABEL_LEVEL_SEPARATOR)
+  return [LABEL_LEVEL_SEPARATOR.join(parts[:i + 1]) for i in range(len(parts))]
+
+
+def examples_from_labels(texts: Sequence[str],
+                         labels: Sequence[str]) -> list[TagExample]:
+  """Labeled texts as tag examples (empty title, tags from the label)."""
+  if len(texts) != len(labels):
+    raise ValueError(f'{len(texts)} texts but {len(labels)} labels.')
+  return [TagExample(tokens=text, title='',
+                     tags=TAG_SEPARATOR.join(label_to_tags(label)))
+          for text, label in zip(texts, labels)]
+
+
+def words_of(example: TagExample) -> list[str]:
+  """The words of title and tokens (lowercased, whitespace-split)."""
+  return (vocabulary_lib.tokenize(example.title)
+          + vocabulary_lib.tokenize(example.tokens))
+
+
+def tags_of(example: TagExample) -> list[str]:
+  """The distinct non-empty tags of an example, in order."""
+  return list(dict.fromkeys(
+      t for t in example.tags.split(TAG_SEPARATOR) if t))
+
+
+def _bucket(text: str, num_buckets: int) -> int:
+  # crc32 rather than hash(): Python's string hash changes per process.
+  return zlib.crc32(text.encode('utf-8')) % num_buckets
+
+
+def _most_frequent(counts: collections.Counter, size: int) -> tuple[str, ...]:
+  ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+  return tuple(w for w, _ in ranked[:size])
+
+
+@dataclasses.dataclass(frozen=True)
+class TagVocabularies:
+  """Word rows and tag columns of the tag model, with OOV buckets.
+
+  Word id i < len(words) is `words[i]`; an unknown word gets
+  `len(words) + crc32(word) % num_oov_word_buckets`. Tags likewise.
+
+  Attributes:
+    words: In-vocabulary words, most frequent first.
+    tags: In-vocabulary tags, most frequent first.
+    num_oov_word_buckets: Extra rows shared by unknown words (>= 1).
+    num_oov_tag_buckets: Extra columns shared by unknown tags (>= 1).
+  """
+
+  words: tuple[str, ...]
+  tags: tuple[str, ...]
+  num_oov_word_buckets: int = 1
+  num_oov_tag_buckets: int = 1
+
+  _word_ids: dict[str, int] = dataclasses.field(
+      init=False, repr=False, compare=False)
+  _tag_ids: dict[str, int] = dataclasses.field(
+      init=False, repr=False, compare=False)
+
+  def __post_init__(self):
+    for name in ('num_oov_word_buckets', 'num_oov_tag_buckets'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    for name, items in (('_word_ids', self.words), ('_tag_ids', self.tags)):
+      if len(set(items)) != len(items):
+        raise ValueError(f'{name[1:-4]}s must be distinct.')
+      # A frozen dataclass sets derived fields with object.__setattr__.
+      object.__setattr__(self, name, {w: i for i, w in enumerate(items)})
+
+  @classmethod
+  def build(cls, examples: Sequence[TagExample], *, max_words: int,
+            max_tags: int, num_oov_word_buckets: int = 1,
+            num_oov_tag_buckets: int = 1) -> 'TagVocabularies':
+    """The most frequent words and tags of (training) `examples`.
+
+    Words are ranked by occurrences, tags by examples; ties alphabetically.
+
+    Args:
+      examples: The training examples.
+      max_words: At most this many in-vocabulary words (>= 1).
+      max_tags: At most this many in-vocabulary tags (>= 1).
+      num_oov_word_buckets: OOV word rows.
+      num_oov_tag_buckets: OOV tag columns.
+
+    Returns:
+      A `TagVocabularies`.
+    """
+    for name, value in (('max_words', max_words), ('max_tags', max_tags)):
+      if value < 1:
+        raise ValueError(f'{name} must be >= 1, got {value}.')
+    words, tags = collections.Counter(), collections.Counter()
+    for example in examples:
+      words.update(words_of(example))
+      tags.update(tags_of(example))
+    return cls(words=_most_frequent(words, max_words),
+               tags=_most_frequent(tags, max_tags),
+               num_oov_word_buckets=num_oov_word_buckets,
+               num_oov_tag_buckets=num_oov_tag_buckets)
+
+  @property
+  def num_word_rows(self) -> int:
+    """V: rows of the model (words plus OOV buckets)."""
+    return len(self.words) + self.num_oov_word_buckets
+
+  @property
+  def num_tag_columns(self) -> int:
+    """T: columns of the model (tags plus OOV buckets)."""
+    return len(self.tags) + self.num_oov_tag_buckets
+
+  def word_id(self, word: str) -> int:
+    return self._word_ids.get(word, len(self.words) + _bucket(
+        word, self.num_oov_word_buckets))
+
+  def tag_id(self, tag: str) -> int:
+    return self._tag_ids.get(tag, len(self.tags) + _bucket(
+        tag, self.num_oov_tag_buckets))
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedTags:
+  """Examples as distinct word ids with counts and multi-hot tags.
+
+  Attributes:
+    word_ids: Per example, int64 distinct word ids, ascending.
+    word_counts: Per example, int32 occurrences of each of `word_ids`.
+    tags: float32 [n, T] multi-hot tags.
+    oov_words: Word occurrences that fell into OOV buckets.
+    oov_tags: Tags that fell into OOV buckets.
+  """
+
+  word_ids: tuple[np.ndarray, ...]
+  word_counts: tuple[np.ndarray, ...]
+  tags: np.ndarray
+  oov_words: int
+  oov_tags: int
+
+  def __len__(self) -> int:
+    return len(self.word_ids)
+
+  def subset(self, indices: Sequence[int]) -> 'EncodedTags':
+    """The examples at `indices` (OOV counts are not recomputed: -1)."""
+    return EncodedTags(
+        word_ids=tuple(self.word_ids[i] for i in indices),
+        word_counts=tuple(self.word_counts[i] for i in indices),
+        tags=self.tags[np.asarray(indices, dtype=np.int64)],
+        oov_words=-1, oov_tags=-1)
+
+
+def encode(examples: Sequence[TagExample],
+           vocabularies: TagVocabularies) -> EncodedTags:
+  """Encodes examples with `vocabularies`."""
+  word_ids, word_counts = [], []
+  tags = np.zeros([len(examples), vocabularies.num_tag_columns], np.float32)
+  oov_words = oov_tags = 0
+  for row, example in enumerate(examples):
+    counts = collections.Counter(
+        vocabularies.word_id(w) for w in words_of(example))
+    oov_words += sum(c for i, c in counts.items()
+                     if i >= len(vocabularies.words))
+    ids = np.array(sorted(counts), np.int64)
+    word_ids.append(ids)
+    word_counts.append(np.array([counts[i] for i in ids], np.int32))
+    for tag in tags_of(example):
+      column = vocabularies.tag_id(tag)
+      oov_tags += column >= len(vocabularies.tags)
+      tags[row, column] = 1.0
+  return EncodedTags(word_ids=tuple(word_ids), word_counts=tuple(word_counts),
+                     tags=tags, oov_words=oov_words, oov_tags=int(oov_tags))
+
+
+def element_type_spec(num_tags: int) -> collections.OrderedDict:
+  """The `tf.TypeSpec`s of one batch (the client dataset's element spec)."""
+  return collections.OrderedDict(
+      tokens=collections.OrderedDict(
+          indices=tf.TensorSpec([None, 2], tf.int64),
+          values=tf.TensorSpec([None], tf.int32),
+          dense_shape=tf.TensorSpec([2], tf.int64)),
+      tags=tf.TensorSpec([None, num_tags], tf.float32))
+
+
+def to_dataset(encoded: EncodedTags, *, num_words: int, batch_size: int,
+               shuffle_seed: int | None = None) -> tf.data.Dataset:
+  """A dataset of batches of `encoded` (see the module docstring).
+
+  Built from tensors only (no Python generator), so TFF can serialize it to
+  its worker.
+
+  Args:
+    encoded: The examples.
+    num_words: V, the bag's dense width (the model's rows).
+    batch_size: Examples per batch (the last batch may be smaller).
+    shuffle_seed: If set, the examples are shuffled once with this seed.
+
+  Returns:
+    A `tf.data.Dataset` whose element spec is `element_type_spec(T)`.
+  """
+  order = np.arange(len(encoded))
+  if shuffle_seed is not None:
+    order = np.random.default_rng(shuffle_seed).permutation(len(encoded))
+  num_tags = encoded.tags.shape[1]
+  ids = [encoded.word_ids[i] for i in order]
+  counts = [encoded.word_counts[i] for i in order]
+  data = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      ids=tf.RaggedTensor.from_row_lengths(
+          np.concatenate(ids or [np.zeros([0], np.int64)]),
+          [len(i) for i in ids]),
+      counts=tf.RaggedTensor.from_row_lengths(
+          np.concatenate(counts or [np.zeros([0], np.int32)]),
+          [len(c) for c in counts]),
+      tags=encoded.tags[order].reshape(-1, num_tags)))
+
+  def to_bag(batch):
+    ids = batch['ids']
+    rows = tf.shape(ids.row_splits, out_type=tf.int64)[0] - 1
+    return collections.OrderedDict(
+        tokens=collections.OrderedDict(
+            indices=tf.stack([ids.value_rowids(), ids.values], axis=1),
+            values=batch['counts'].values,
+            dense_shape=tf.stack([rows, tf.constant(num_words, tf.int64)])),
+        tags=batch['tags'])
+
+  return data.ragged_batch(batch_size).map(to_bag)
