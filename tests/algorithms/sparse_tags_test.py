@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
+from tff_nlp import training
 from tff_nlp.algorithms import sparse_tags
 from tff_nlp.data import tags
 from tff_nlp.models import tag_regression
@@ -226,3 +227,21 @@ class SparseTagProcessExecutionTest:
                                          batch_size=2)])
     np.testing.assert_array_equal(new_table, table)
     assert metrics['client_work']['train']['non_finite_clients'] == 1
+
+
+def test_training_loop_records_bytes_per_client(tmp_path):
+  process = sparse_tags.build_sparse_tag_process(
+      num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+  datasets = _datasets()
+  run = training.run_training(
+      process, client_data_fn=lambda r, ids: [datasets[i] for i in ids],
+      num_clients=3, config=training.LoopConfig(rounds=1, progress=False),
+      output_dir=str(tmp_path))
+  (record,) = [r for r in run.records if 'train' in r]
+  # Rows uploaded: min(4, 3) + min(6, 3) + min(2, 3) = 8 over 3 clients.
+  assert record['train']['aggregator']['rows_received'] == 8
+  # Down: 3 rows x 4 float32. Up: 3 int32 keys, 8/3 rows of (int64 id +
+  # 4 float32), 8 metric sums of 4 bytes.
+  assert record['communication']['bytes_down_per_client'] == 48
+  assert record['communication']['bytes_up_per_client'] == pytest.approx(
+      12 + 8 / 3 * 24 + 32)

@@ -50,7 +50,7 @@ def is_scalar_structure(type_spec: tff.types.Type) -> bool:
   return False  # sequences and functions are never "just scalars"
 
 
-def _clients_value_type(intrinsic) -> tff.types.Type:
+def clients_value_type(intrinsic) -> tff.types.Type:
   parameter = intrinsic.type_signature.parameter
   if intrinsic.uri == 'federated_aggregate' or isinstance(
       parameter, tff.types.StructType
@@ -75,7 +75,7 @@ def client_to_server_flows(computation: tff.Computation) -> list[ClientFlow]:
         isinstance(block, tff.framework.Intrinsic)
         and block.uri in CLIENTS_TO_SERVER_INTRINSICS
     ):
-      flows.append(ClientFlow(block.uri, _clients_value_type(block)))
+      flows.append(ClientFlow(block.uri, clients_value_type(block)))
     for child in block.children():
       visit(child)
 

@@ -7,10 +7,12 @@ round and, in `output_dir`:
     (`checkpoints/round_<N>`) every `checkpoint_every` rounds, at round 0 (the
     initial state) and at the last round;
 *   releases each round's metrics (training metrics, evaluation metrics when
-    due, and wall times: keys ending in `_seconds`, the only values that
-    differ between two runs with the same seed) to TensorBoard (`tff.program.TensorBoardReleaseManager`),
-    to `metrics.csv` (`tff.program.CSVFileReleaseManager`) and, with the
-    per-client outputs of an `FLProcess`, to `metrics.jsonl`;
+    due, the bytes each client downloaded and uploaded under `communication`
+    (`analysis.communication`), and wall times: keys ending in `_seconds`,
+    the only values that differ between two runs with the same seed) to
+    TensorBoard (`tff.program.TensorBoardReleaseManager`), to `metrics.csv`
+    (`tff.program.CSVFileReleaseManager`) and, with the per-client outputs
+    of an `FLProcess`, to `metrics.jsonl`;
 *   shows a progress bar (round, elapsed time, ETA, latest loss) when stderr
     is a terminal.
 
@@ -37,12 +39,17 @@ import tqdm
 
 from tff_nlp import errors
 from tff_nlp.algorithms import fl_process as fl_process_lib
+from tff_nlp.analysis import communication as communication_lib
 from tff_nlp.training import release
 
 CHECKPOINT_DIR = 'checkpoints'
 CHECKPOINT_PREFIX = 'round_'
 METRICS_CSV = 'metrics.csv'
 METRICS_JSONL = 'metrics.jsonl'
+# The metric in which a process whose clients upload a variable number of
+# rows (partial models) reports the round's total; see
+# `analysis.communication`.
+ROWS_RECEIVED_METRIC = 'rows_received'
 TENSORBOARD_DIR = 'tensorboard'
 
 # The arguments of `client_data_fn`: the round number (1-based) and the ids
@@ -153,6 +160,18 @@ def _run_on_private_loop(coroutine):
 
 async def _gather(*coroutines):
   return await asyncio.gather(*coroutines)
+
+
+def _find_metric(metrics, name: str) -> Optional[float]:
+  """The first value named `name` in nested metrics (depth first), if any."""
+  if isinstance(metrics, Mapping):
+    if name in metrics:
+      return float(metrics[name])
+    for value in metrics.values():
+      found = _find_metric(value, name)
+      if found is not None:
+        return found
+  return None
 
 
 def _latest_loss(metrics) -> Optional[float]:
@@ -279,6 +298,7 @@ def run_training(
     _run_sync(state_manager.save(state, 0))
 
   with_client_outputs = isinstance(process, fl_process_lib.FLProcess)
+  traffic = communication_lib.round_communication(process.next)
   progress = _Progress(
       enabled=sys.stderr.isatty() if config.progress is None
       else config.progress,
@@ -296,7 +316,11 @@ def run_training(
         output, client_outputs = process.next(state, client_data), None
       state = output.state
       record = {'train': output.metrics,
-                'round_seconds': time.perf_counter() - start}
+                'round_seconds': time.perf_counter() - start,
+                'communication': traffic.round_metrics(
+                    num_clients=len(client_ids),
+                    rows_received=_find_metric(output.metrics,
+                                               ROWS_RECEIVED_METRIC))}
       is_last = round_num == config.rounds
       if evaluate_fn is not None and (is_last or (
           config.eval_every and round_num % config.eval_every == 0)):
