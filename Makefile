@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-round-overhead bench-text2sql bazel-test clean help
+.PHONY: venv test demo bench bench-round-overhead bench-text2sql bench-select bench-sparse-tags bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -18,6 +18,8 @@ help:
 	@echo "make venv   - create .venv with the pinned stack (idempotent)"
 	@echo "make bench  - run every benchmark (hours; not part of tests)"
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
+	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags (minutes)"
+	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
@@ -41,7 +43,7 @@ demo: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar
 
-bench: bench-round-overhead bench-text2sql
+bench: bench-round-overhead bench-text2sql bench-sparse-tags bench-select
 
 bench-round-overhead: $(STAMP)
 	"$(PY)" bench/round_overhead.py
@@ -58,6 +60,24 @@ bench-text2sql: $(STAMP)
 	mkdir -p docs/results/text2sql
 	cp $(TEXT2SQL_BENCH_DIR)/results.md $(TEXT2SQL_BENCH_DIR)/results.json \
 	  $(TEXT2SQL_BENCH_DIR)/*.png docs/results/text2sql/
+
+# Partial models (tff.federated_select) vs dense FedAvg on the tag task; the
+# report is copied to docs/results/federated_select/ (discussed in
+# docs/results/federated_select.md).
+SPARSE_TAGS_DIR ?= runs/sparse_tags_cpu
+bench-sparse-tags: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.train_sparse_tags \
+	  --flagfile=tff_nlp/bin/flags/train_sparse_tags.cpu.flags \
+	  --output_dir=$(SPARSE_TAGS_DIR) --progress=off
+	mkdir -p docs/results/federated_select
+	cp $(SPARSE_TAGS_DIR)/results.md $(SPARSE_TAGS_DIR)/results.json \
+	  $(SPARSE_TAGS_DIR)/*.png docs/results/federated_select/
+
+# Bytes per client and round time of sparse vs dense as V grows to 10^6.
+bench-select: $(STAMP)
+	mkdir -p docs/results/federated_select
+	"$(PY)" bench/select_scaling.py \
+	  --output_json=docs/results/federated_select/select_scaling.json
 
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
 # so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's

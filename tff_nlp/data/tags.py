@@ -20,6 +20,7 @@ tags=float32[?,T]>`: the bag of words as the parts of a `tf.SparseTensor`
 
 import collections
 from collections.abc import Sequence
+from typing import Any
 import dataclasses
 import zlib
 
@@ -225,7 +226,7 @@ def element_type_spec(num_tags: int) -> collections.OrderedDict:
 
 
 def to_dataset(encoded: EncodedTags, *, num_words: int, batch_size: int,
-               shuffle_seed: int | None = None) -> tf.data.Dataset:
+               shuffle_seed: Any = None) -> tf.data.Dataset:
   """A dataset of batches of `encoded` (see the module docstring).
 
   Built from tensors only (no Python generator), so TFF can serialize it to
@@ -235,7 +236,10 @@ def to_dataset(encoded: EncodedTags, *, num_words: int, batch_size: int,
     encoded: The examples.
     num_words: V, the bag's dense width (the model's rows).
     batch_size: Examples per batch (the last batch may be smaller).
-    shuffle_seed: If set, the examples are shuffled once with this seed.
+    shuffle_seed: If set (an int or a sequence of ints, e.g. `(seed, round,
+      client)`, as `np.random.default_rng` takes), the examples are shuffled
+      with this seed; TFF rebuilds a dataset from its graph every round, so
+      a per-round seed, not a `tf.data` shuffle, gives a new order per round.
 
   Returns:
     A `tf.data.Dataset` whose element spec is `element_type_spec(T)`.

@@ -1,6 +1,7 @@
 """Experiments: federated training runs on real data, with their reports.
 
 `weighting_demo`: client weightings on label-skewed text classification.
+`sparse_tags`: partial models (federated_select) vs dense FedAvg on tags.
 `text2sql`, `text2sql_benchmark`: the Lorar paper's federated text-to-SQL
 (imported on first use: they import keras-nlp, which takes seconds).
 """
@@ -8,6 +9,7 @@
 from tff_nlp import _lazy
 
 from tff_nlp.experiments import federated_text
+from tff_nlp.experiments import sparse_tags
 from tff_nlp.experiments import weighting_demo
 from tff_nlp.experiments.federated_text import Accuracies
 from tff_nlp.experiments.federated_text import ClientDataConfig
@@ -16,6 +18,7 @@ from tff_nlp.experiments.federated_text import evaluate
 from tff_nlp.experiments.federated_text import FederatedTextClassification
 from tff_nlp.experiments.federated_text import prepare_clients
 from tff_nlp.experiments.federated_text import train_dataset
+from tff_nlp.experiments.sparse_tags import run_sparse_tags
 from tff_nlp.experiments.weighting_demo import run_weighting_demo
 from tff_nlp.experiments.weighting_demo import TrainingConfig
 from tff_nlp.experiments.weighting_demo import WEIGHTINGS

@@ -8,6 +8,7 @@ from tff_nlp.training.loop import sample_clients
 from tff_nlp.training.loop import TENSORBOARD_DIR
 from tff_nlp.training.loop import TrainingRun
 from tff_nlp.training.release import JsonLinesReleaseManager
+from tff_nlp.training.release import KEY_FIELD
 from tff_nlp.training.release import read_json_lines
 from tff_nlp.training.release import to_json_value
 from tff_nlp.training.run_dir import prepare_run_dir

@@ -1,0 +1,224 @@
+"""Benchmark: partial models (federated_select) vs dense FedAvg as V grows.
+
+For word vocabularies of V rows (10^3 to 10^6 by default) and a fixed M rows
+per client, one run measures, side by side:
+
+*   bytes per client per round, down and up, read from each process's round
+    computation (`tff_nlp.analysis.round_communication`) and the rows the
+    sparse clients actually uploaded;
+*   the median wall time of a round of each process (after one warm-up
+    round, from the same state, interleaved);
+*   the server-side dense work of the sparse round, timed alone: the
+    IndexedSlices mean into a dense [V, T] accumulator and the dense update
+    of the [V, T] model, on uploads of the same shapes.
+
+The data is real: TREC-6 questions (`shared/data/text_classification/trec6`)
+as tag examples, split into label-skewed clients. The vocabulary of V rows is
+the most frequent training words plus hashed OOV buckets up to V rows (TREC
+has about 8.7k distinct training words, so the larger V are mostly buckets,
+as in a production vocabulary sized for text the clients have not shown yet).
+
+  python bench/select_scaling.py                  # or: make bench-select
+  python bench/select_scaling.py --vocab_sizes=1000,10000 --repeats=2
+
+Results of the committed run are in docs/results/federated_select.md. This is
+a benchmark, not a test: its times depend on the machine.
+"""
+
+import collections
+import json
+import os
+import platform
+import statistics
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow_federated as tff
+
+from tff_nlp import algorithms
+from tff_nlp import analysis
+from tff_nlp import data as data_lib
+from tff_nlp import sparse
+from tff_nlp.data import tags as tags_lib
+from tff_nlp.models import tag_regression
+from tff_nlp.runtime import flags as runtime_flags
+
+_DATA_DIR = flags.DEFINE_string(
+    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
+_DATASET = flags.DEFINE_string('dataset', 'trec6', 'Text-classification set.')
+_VOCAB_SIZES = flags.DEFINE_list(
+    'vocab_sizes', ['1000', '10000', '100000', '1000000'],
+    'Word rows V (words plus OOV buckets) to measure.')
+_MAX_KEYS = flags.DEFINE_integer('max_keys', 100, 'M, rows per client.')
+_NUM_CLIENTS = flags.DEFINE_integer('num_clients', 10, 'Clients per round.')
+_BATCH_SIZE = flags.DEFINE_integer('batch_size', 16, 'Client batch size.')
+_LEARNING_RATE = flags.DEFINE_float('learning_rate', 20.0, 'Client SGD rate.')
+_REPEATS = flags.DEFINE_integer('repeats', 3, 'Timed rounds of each process.')
+_SEED = flags.DEFINE_integer('seed', 0, 'Seed of the client split.')
+_OUTPUT_JSON = flags.DEFINE_string(
+    'output_json', None, 'If set, also write the measurements there.')
+
+
+def _vocabularies(examples, num_rows):
+  """The most frequent words, then OOV buckets up to `num_rows` rows."""
+  vocab = tags_lib.TagVocabularies.build(
+      examples, max_words=num_rows - 1, max_tags=100)
+  return tags_lib.TagVocabularies(
+      words=vocab.words, tags=vocab.tags,
+      num_oov_word_buckets=num_rows - len(vocab.words))
+
+
+def _median_seconds(fn, repeats):
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def _server_side_seconds(num_rows, num_tags, max_keys, num_clients, repeats):
+  """Median time of the sparse round's dense server work, alone."""
+  rng = np.random.default_rng(0)
+  uploads = [collections.OrderedDict(
+      indices=np.sort(rng.choice(num_rows, max_keys, replace=False)).astype(
+          np.int64),
+      values=rng.normal(size=[max_keys, num_tags]).astype(np.float32))
+             for _ in range(num_clients)]
+  aggregator = sparse.IndexedSlicesMeanFactory(num_rows).create(
+      sparse.indexed_slices_type([num_tags]))
+  weights_type = tff.learning.models.ModelWeights(
+      trainable=[tff.TensorType(np.float32, [num_rows, num_tags])],
+      non_trainable=[])
+  finalizer = sparse.build_delta_finalizer(weights_type)
+  weights = tff.learning.models.ModelWeights(
+      trainable=[np.zeros([num_rows, num_tags], np.float32)],
+      non_trainable=[])
+  aggregator.next(aggregator.initialize(), uploads)  # warm-up
+  aggregate = _median_seconds(
+      lambda: aggregator.next(aggregator.initialize(), uploads), repeats)
+  update = [np.zeros([num_rows, num_tags], np.float32)]
+  finalizer.next(finalizer.initialize(), weights, update)
+  apply = _median_seconds(
+      lambda: finalizer.next(finalizer.initialize(), weights, update),
+      repeats)
+  return aggregate, apply
+
+
+def measure(num_rows, *, examples, partition, batch_size, max_keys,
+            learning_rate, repeats):
+  """One vocabulary size: bytes and times of both processes."""
+  vocab = _vocabularies(examples, num_rows)
+  encoded = tags_lib.encode(examples, vocab)
+  clients = [encoded.subset(i) for i in partition.train_indices]
+  sparse_data = [tags_lib.to_dataset(c, num_words=num_rows,
+                                     batch_size=batch_size) for c in clients]
+  dense_data = [tag_regression.as_keras_batches(d) for d in sparse_data]
+  shape = dict(num_words=num_rows, num_tags=vocab.num_tag_columns)
+  sparse_process = algorithms.build_sparse_tag_process(
+      **shape, max_keys=max_keys, client_learning_rate=learning_rate)
+  dense_process = algorithms.build_dense_tag_process(
+      **shape, client_learning_rate=learning_rate)
+  sparse_state = sparse_process.initialize()
+  dense_state = dense_process.initialize()
+  # Warm-up rounds: tracing, compilation, and the rows actually uploaded.
+  metrics = sparse_process.next(sparse_state, sparse_data).metrics
+  dense_process.next(dense_state, dense_data)
+  rows = metrics['aggregator']['rows_received'] / len(clients)
+  sparse_traffic = analysis.round_communication(sparse_process.next)
+  dense_traffic = analysis.round_communication(dense_process.next)
+  sparse_seconds, dense_seconds = [], []
+  for _ in range(repeats):  # Interleaved, so drift hits both alike.
+    sparse_seconds.append(_median_seconds(
+        lambda: sparse_process.next(sparse_state, sparse_data), 1))
+    dense_seconds.append(_median_seconds(
+        lambda: dense_process.next(dense_state, dense_data), 1))
+  aggregate, apply = _server_side_seconds(
+      num_rows, vocab.num_tag_columns, max_keys, len(clients), repeats)
+  return collections.OrderedDict(
+      num_rows=num_rows, num_tags=vocab.num_tag_columns,
+      rows_uploaded_per_client=rows,
+      sparse_bytes_down=sparse_traffic.bytes_down(rows),
+      sparse_bytes_up=sparse_traffic.bytes_up(rows),
+      dense_bytes_down=dense_traffic.bytes_down(),
+      dense_bytes_up=dense_traffic.bytes_up(),
+      sparse_round_seconds=statistics.median(sparse_seconds),
+      dense_round_seconds=statistics.median(dense_seconds),
+      sparse_server_aggregate_seconds=aggregate,
+      sparse_server_apply_seconds=apply)
+
+
+def _kb(value):
+  return f'{value / 1024:,.1f}'
+
+
+def markdown(rows, *, max_keys, num_clients) -> str:
+  """The results as a Markdown table with ratios to the smallest V."""
+  base = rows[0]
+  lines = [
+      f'M = {max_keys} rows per client, {num_clients} clients per round, '
+      f'T = {base["num_tags"]} tag columns.',
+      '',
+      '| V (rows) | sparse KB down | sparse KB up | dense KB down | '
+      'dense KB up | sparse down vs smallest V | dense down vs smallest V | '
+      'sparse round s | dense round s | sparse server-side s (aggregate + '
+      'apply) | server share of sparse round |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ]
+  for r in rows:
+    server = (r['sparse_server_aggregate_seconds']
+              + r['sparse_server_apply_seconds'])
+    lines.append(
+        f'| {r["num_rows"]:,} | {_kb(r["sparse_bytes_down"])} | '
+        f'{_kb(r["sparse_bytes_up"])} | {_kb(r["dense_bytes_down"])} | '
+        f'{_kb(r["dense_bytes_up"])} | '
+        f'{r["sparse_bytes_down"] / base["sparse_bytes_down"]:.3f}× | '
+        f'{r["dense_bytes_down"] / base["dense_bytes_down"]:.1f}× | '
+        f'{r["sparse_round_seconds"]:.2f} | {r["dense_round_seconds"]:.2f} | '
+        f'{r["sparse_server_aggregate_seconds"]:.2f} + '
+        f'{r["sparse_server_apply_seconds"]:.2f} | '
+        f'{100 * server / r["sparse_round_seconds"]:.0f}% |')
+  return '\n'.join(lines)
+
+
+def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
+        learning_rate, repeats, seed):
+  task = data_lib.load_dataset(dataset, data_dir)
+  examples = tags_lib.examples_from_labels(
+      task.train.texts, [task.label_names[i] for i in task.train.labels])
+  partition = data_lib.dirichlet_label_skew(
+      task.train.labels, task.test.labels, num_clients=num_clients,
+      alpha=0.5, seed=seed, min_train_examples=10)
+  rows = []
+  for num_rows in vocab_sizes:
+    rows.append(measure(num_rows, examples=examples, partition=partition,
+                        batch_size=batch_size, max_keys=max_keys,
+                        learning_rate=learning_rate, repeats=repeats))
+    print(json.dumps(rows[-1]), flush=True)
+  return rows
+
+
+def main(argv):
+  del argv
+  vocab_sizes = [int(v) for v in _VOCAB_SIZES.value]
+  with runtime_flags.context_from_flags():
+    rows = run(data_dir=_DATA_DIR.value, dataset=_DATASET.value,
+               vocab_sizes=vocab_sizes, max_keys=_MAX_KEYS.value,
+               num_clients=_NUM_CLIENTS.value, batch_size=_BATCH_SIZE.value,
+               learning_rate=_LEARNING_RATE.value, repeats=_REPEATS.value,
+               seed=_SEED.value)
+  print()
+  print(f'Machine: {platform.machine()}, {os.cpu_count()} CPUs, '
+        f'{platform.python_version()}')
+  print(markdown(rows, max_keys=_MAX_KEYS.value,
+                 num_clients=_NUM_CLIENTS.value))
+  if _OUTPUT_JSON.value:
+    with open(_OUTPUT_JSON.value, 'w', encoding='utf-8') as f:
+      json.dump(dict(rows=rows, max_keys=_MAX_KEYS.value,
+                     num_clients=_NUM_CLIENTS.value), f, indent=1)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,398 @@
+"""Partial models on real text: sparse (federated_select) vs dense FedAvg.
+
+The tag-prediction task of TFF's federated_select tutorial on a
+`shared/data/text_classification` dataset (`tff_nlp.data.tags`: labels as
+tags; TREC-50's 'DESC:manner' gives the two tags 'DESC' and
+'DESC:manner'). Clients are either label-skewed shards (Dirichlet split) or
+single documents (a cross-device population, sampled per round). Each method
+trains the same per-tag logistic regression from zeros with the same client
+batches:
+
+*   `dense`: FedAvg with uniform weights, every client downloading and
+    uploading the whole [V, T] matrix (`algorithms.build_dense_tag_process`);
+*   `sparse`: federated_select of each client's M rows, IndexedSlices
+    upload, the update divided by the number of clients (the tutorial);
+*   `sparse_per_row`: the same, each row's update divided by the number of
+    clients that uploaded that row.
+
+Every method is evaluated on the test set with precision@k and recall@k over
+the tag vocabulary, and its per-client traffic is read from its round
+computation (`tff_nlp.analysis.communication`). A run writes `config.json`,
+`results.json`, `results.md` and `precision_at_1.png`.
+"""
+
+import collections
+from collections.abc import Sequence
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import algorithms
+from tff_nlp import analysis
+from tff_nlp import data as data_lib
+from tff_nlp import training as training_lib
+from tff_nlp.data import tags as tags_lib
+from tff_nlp.models import tag_regression
+
+DENSE = 'dense'
+SPARSE = 'sparse'
+SPARSE_PER_ROW = 'sparse_per_row'
+METHODS = (DENSE, SPARSE, SPARSE_PER_ROW)
+METHOD_LABELS = {
+    DENSE: 'Dense FedAvg (whole model)',
+    SPARSE: 'Sparse, ÷ clients (tutorial)',
+    SPARSE_PER_ROW: 'Sparse, ÷ clients per row',
+}
+LABEL_SKEW = 'label_skew'
+DOCUMENT = 'document'
+PARTITIONS = (LABEL_SKEW, DOCUMENT)
+CONFIG_FILE = 'config.json'
+RESULTS_FILE = 'results.json'
+TABLE_FILE = 'results.md'
+PLOT_FILE = 'precision_at_1.png'
+
+
+@dataclasses.dataclass(frozen=True)
+class TagDataConfig:
+  """Which data, how it is split into clients, and the vocabularies.
+
+  Attributes:
+    dataset: A folder of `shared/data/text_classification`.
+    partition: 'label_skew' (Dirichlet label skew into `num_clients`) or
+      'document' (every training document is a client).
+    num_clients: Clients of the label-skew split.
+    dirichlet_alpha: Label-skew concentration; smaller is more skewed.
+    min_train_examples: Minimum training examples per label-skew client.
+    max_words: In-vocabulary words (most frequent in training).
+    max_tags: In-vocabulary tags.
+    num_oov_word_buckets: Hashed rows of unknown words.
+    num_oov_tag_buckets: Hashed columns of unknown tags.
+  """
+
+  dataset: str = 'trec50'
+  partition: str = LABEL_SKEW
+  num_clients: int = 50
+  dirichlet_alpha: float = 0.5
+  min_train_examples: int = 10
+  max_words: int = 10000
+  max_tags: int = 100
+  num_oov_word_buckets: int = 1
+  num_oov_tag_buckets: int = 1
+
+  def __post_init__(self):
+    if self.partition not in PARTITIONS:
+      raise ValueError(f'Unknown partition {self.partition!r}; expected one '
+                       f'of {list(PARTITIONS)}.')
+    for name in ('num_clients', 'max_words', 'max_tags',
+                 'num_oov_word_buckets', 'num_oov_tag_buckets'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class TagTrainingConfig:
+  """Client training and evaluation, the same for every method.
+
+  Attributes:
+    max_keys: M, rows a sparse client selects.
+    client_learning_rate: Client SGD step size.
+    client_epochs: Passes over a client's data per round.
+    batch_size: Client batch size.
+    k_values: The k of precision@k and recall@k.
+  """
+
+  max_keys: int = 1000
+  client_learning_rate: float = 1.0
+  client_epochs: int = 1
+  batch_size: int = 16
+  k_values: tuple[int, ...] = (1, 3)
+
+  def __post_init__(self):
+    for name in ('max_keys', 'client_epochs', 'batch_size'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    if not self.client_learning_rate > 0:
+      raise ValueError('client_learning_rate must be > 0, got '
+                       f'{self.client_learning_rate}.')
+    if not self.k_values or min(self.k_values) < 1:
+      raise ValueError(f'k_values must be positive, got {self.k_values}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class TagTask:
+  """The encoded data of a run.
+
+  Attributes:
+    vocabularies: Word and tag vocabularies (from training data).
+    clients: Per client, its encoded training examples.
+    test: The encoded test set.
+    distinct_words: Per client, its number of distinct word ids.
+  """
+
+  vocabularies: tags_lib.TagVocabularies
+  clients: tuple[tags_lib.EncodedTags, ...]
+  test: tags_lib.EncodedTags
+  distinct_words: tuple[int, ...]
+
+
+def prepare_task(data_dir: Optional[str], config: TagDataConfig, *,
+                 seed: int) -> TagTask:
+  """Reads the dataset, builds vocabularies and splits the clients.
+
+  Args:
+    data_dir: The `shared/data` folder; None finds it.
+    config: The data configuration.
+    seed: Seed of the label-skew split.
+
+  Returns:
+    A `TagTask`.
+
+  Raises:
+    ValueError: If the data is missing or malformed, or the split fails.
+  """
+  dataset = data_lib.load_dataset(config.dataset, data_dir)
+
+  def examples(split):
+    return tags_lib.examples_from_labels(
+        split.texts, [dataset.label_names[i] for i in split.labels])
+
+  train = examples(dataset.train)
+  vocabularies = tags_lib.TagVocabularies.build(
+      train, max_words=config.max_words, max_tags=config.max_tags,
+      num_oov_word_buckets=config.num_oov_word_buckets,
+      num_oov_tag_buckets=config.num_oov_tag_buckets)
+  encoded = tags_lib.encode(train, vocabularies)
+  if config.partition == DOCUMENT:
+    shards = [[i] for i in range(len(train))]
+  else:
+    shards = data_lib.dirichlet_label_skew(
+        dataset.train.labels, dataset.test.labels,
+        num_clients=config.num_clients, alpha=config.dirichlet_alpha,
+        seed=seed, min_train_examples=config.min_train_examples,
+    ).train_indices
+  clients = tuple(encoded.subset(s) for s in shards)
+  return TagTask(
+      vocabularies=vocabularies, clients=clients,
+      test=tags_lib.encode(examples(dataset.test), vocabularies),
+      distinct_words=tuple(
+          len(set(np.concatenate(c.word_ids).tolist())) for c in clients))
+
+
+def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
+                  training: TagTrainingConfig
+                  ) -> tff.learning.templates.LearningProcess:
+  """The learning process of `method` (one of `METHODS`)."""
+  shape = dict(num_words=vocabularies.num_word_rows,
+               num_tags=vocabularies.num_tag_columns)
+  if method == DENSE:
+    if training.client_epochs != 1:
+      raise ValueError('The dense baseline runs one local epoch; got '
+                       f'client_epochs={training.client_epochs}.')
+    return algorithms.build_dense_tag_process(
+        **shape, client_learning_rate=training.client_learning_rate)
+  if method not in (SPARSE, SPARSE_PER_ROW):
+    raise ValueError(f'Unknown method {method!r}; expected one of '
+                     f'{list(METHODS)}.')
+  return algorithms.build_sparse_tag_process(
+      **shape, max_keys=training.max_keys,
+      client_learning_rate=training.client_learning_rate,
+      client_epochs=training.client_epochs,
+      divisor='clients' if method == SPARSE else 'touching_clients')
+
+
+def _test_bag(test: tags_lib.EncodedTags, num_words: int) -> tf.SparseTensor:
+  rows = np.repeat(np.arange(len(test)), [len(i) for i in test.word_ids])
+  return tf.SparseTensor(
+      indices=np.stack([rows, np.concatenate(test.word_ids)], axis=1),
+      values=np.concatenate(test.word_counts).astype(np.float32),
+      dense_shape=[len(test), num_words])
+
+
+def evaluate(weights: np.ndarray, task: TagTask,
+             k_values: Sequence[int]) -> collections.OrderedDict:
+  """precision@k and recall@k on the test set for each k."""
+  scores = tf.sparse.sparse_dense_matmul(
+      _test_bag(task.test, task.vocabularies.num_word_rows),
+      tf.constant(weights, tf.float32)).numpy()
+  metrics = collections.OrderedDict()
+  for k in k_values:
+    result = tag_regression.precision_recall_at_k(
+        scores, task.test.tags, k=k,
+        num_real_tags=len(task.vocabularies.tags))
+    metrics[f'precision_at_{k}'] = result['precision']
+    metrics[f'recall_at_{k}'] = result['recall']
+  return metrics
+
+
+def _client_data_fn(method, task, training, seed) -> training_lib.ClientDataFn:
+  num_words = task.vocabularies.num_word_rows
+
+  def client_data(round_num, client_ids):
+    datasets = []
+    for client_id in client_ids:
+      dataset = tags_lib.to_dataset(
+          task.clients[client_id], num_words=num_words,
+          batch_size=training.batch_size,
+          shuffle_seed=(seed, round_num, client_id))
+      if method == DENSE:
+        dataset = tag_regression.as_keras_batches(dataset)
+      datasets.append(dataset)
+    return datasets
+
+  return client_data
+
+
+def _write_json(path: str, value: Any) -> None:
+  with open(path, 'w', encoding='utf-8') as f:
+    json.dump(training_lib.to_json_value(value), f, indent=1)
+    f.write('\n')
+
+
+def run_method(method: str, task: TagTask, *, training: TagTrainingConfig,
+               loop: training_lib.LoopConfig,
+               output_dir: str) -> collections.OrderedDict:
+  """Trains one method (resuming if checkpointed) and summarises it."""
+  process = build_process(method, task.vocabularies, training)
+  traffic = analysis.round_communication(process.next)
+  start = time.perf_counter()
+  run = training_lib.run_training(
+      process,
+      client_data_fn=_client_data_fn(method, task, training, loop.seed),
+      num_clients=len(task.clients), config=loop,
+      output_dir=os.path.join(output_dir, method),
+      evaluate_fn=lambda w: evaluate(np.asarray(w.trainable[0]), task,
+                                     training.k_values),
+      description=method)
+  rounds = [r for r in run.records if 'train' in r]
+  evals = [(r[training_lib.KEY_FIELD], r['eval']) for r in run.records
+           if 'eval' in r]
+  return collections.OrderedDict(
+      label=METHOD_LABELS[method],
+      final=evals[-1][1] if evals else {},
+      eval_curve=[collections.OrderedDict(round=i, **e) for i, e in evals],
+      bytes_down_per_client=float(np.mean(
+          [r['communication']['bytes_down_per_client'] for r in rounds])),
+      bytes_up_per_client=float(np.mean(
+          [r['communication']['bytes_up_per_client'] for r in rounds])),
+      round_seconds_median=float(np.median(
+          [r['round_seconds'] for r in rounds])),
+      transfers=[str(t) for t in traffic.transfers],
+      dropped_tokens_per_round=(float(np.mean(
+          [r['train']['client_work']['train']['dropped_tokens']
+           for r in rounds])) if method != DENSE else 0.0),
+      seconds=time.perf_counter() - start)
+
+
+def results_table(results: dict[str, Any], k_values: Sequence[int]) -> str:
+  """Markdown: one row per method, P@k / R@k (%) and bytes per client."""
+  header = ['Method'] + [f'{m}@{k}' for k in k_values for m in ('P', 'R')]
+  header += ['KB down / client / round', 'KB up / client / round',
+             'round s (median)']
+  lines = ['| ' + ' | '.join(header) + ' |',
+           '|---|' + '---:|' * (len(header) - 1)]
+  for result in results.values():
+    cells = [result['label']]
+    for k in k_values:
+      for metric in ('precision', 'recall'):
+        value = result['final'].get(f'{metric}_at_{k}')
+        cells.append('–' if value is None else f'{100 * value:.2f}')
+    cells += [f'{result["bytes_down_per_client"] / 1024:.1f}',
+              f'{result["bytes_up_per_client"] / 1024:.1f}',
+              f'{result["round_seconds_median"]:.2f}']
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines)
+
+
+def write_plot(results: dict[str, Any], path: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  figure, axis = plt.subplots(figsize=(6, 4))
+  for result in results.values():
+    curve = [p for p in result['eval_curve'] if 'precision_at_1' in p]
+    axis.plot([p['round'] for p in curve],
+              [100 * p['precision_at_1'] for p in curve],
+              marker='o', label=result['label'])
+  axis.set_xlabel('round')
+  axis.set_ylabel('test precision@1 (%)')
+  axis.legend()
+  axis.grid(alpha=0.3)
+  figure.tight_layout()
+  figure.savefig(path, dpi=120)
+  plt.close(figure)
+
+
+def run_sparse_tags(
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    data: TagDataConfig,
+    training: TagTrainingConfig,
+    loop: training_lib.LoopConfig,
+    methods: Sequence[str] = METHODS,
+) -> collections.OrderedDict:
+  """Runs every method on the same task and writes the comparison.
+
+  Args:
+    data_dir: The `shared/data` folder; None finds it.
+    output_dir: Run directory (each method in a subfolder; rerunning
+      resumes).
+    data: Data and vocabularies.
+    training: Client training and evaluation.
+    loop: Rounds, sampling (`clients_per_round`), seed, cadence.
+    methods: A subset of `METHODS`, in table order.
+
+  Returns:
+    The results written to `results.json`.
+  """
+  unknown = [m for m in methods if m not in METHODS]
+  if unknown or not methods:
+    raise ValueError(f'methods must be from {list(METHODS)}, got '
+                     f'{list(methods)}.')
+  os.makedirs(output_dir, exist_ok=True)
+  config = collections.OrderedDict(
+      data=dataclasses.asdict(data), training=dataclasses.asdict(training),
+      loop=dataclasses.asdict(loop), methods=list(methods))
+  _write_json(os.path.join(output_dir, CONFIG_FILE), config)
+  task = prepare_task(data_dir, data, seed=loop.seed)
+  sizes = [len(c) for c in task.clients]
+  vocab = task.vocabularies
+  logging.info('sparse_tags: %d clients (%d-%d examples), V=%d, T=%d, M=%d',
+               len(sizes), min(sizes), max(sizes), vocab.num_word_rows,
+               vocab.num_tag_columns, training.max_keys)
+  results = collections.OrderedDict(
+      (m, run_method(m, task, training=training, loop=loop,
+                     output_dir=output_dir)) for m in methods)
+  summary = collections.OrderedDict(
+      config=config,
+      task=collections.OrderedDict(
+          num_clients=len(sizes), train_examples=sum(sizes),
+          client_examples_min=min(sizes), client_examples_max=max(sizes),
+          test_examples=len(task.test), num_words=vocab.num_word_rows,
+          num_tags=vocab.num_tag_columns,
+          clients_over_max_keys=sum(d > training.max_keys
+                                    for d in task.distinct_words),
+          distinct_words_median=float(np.median(task.distinct_words)),
+          dense_model_bytes=4 * vocab.num_word_rows * vocab.num_tag_columns),
+      methods=results)
+  _write_json(os.path.join(output_dir, RESULTS_FILE), summary)
+  with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
+    f.write(
+        f'# Partial models on {data.dataset}: sparse vs dense FedAvg\n\n'
+        f'{len(sizes)} clients ({data.partition}; {min(sizes)}–{max(sizes)} '
+        f'training examples), V = {vocab.num_word_rows} word rows, T = '
+        f'{vocab.num_tag_columns} tag columns, M = {training.max_keys}; '
+        f'{summary["task"]["clients_over_max_keys"]} clients have more than '
+        f'M distinct words. {loop.rounds} rounds, '
+        f'{loop.clients_per_round or "all"} clients per round. Test '
+        f'precision/recall@k (%) after the last round:\n\n'
+        + results_table(results, training.k_values) + '\n')
+  write_plot(results, os.path.join(output_dir, PLOT_FILE))
+  return summary
