@@ -24,7 +24,6 @@ computation (`tff_nlp.analysis.communication`). A run writes `config.json`,
 import collections
 from collections.abc import Sequence
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Optional
@@ -249,12 +248,6 @@ def _client_data_fn(method, task, training, seed) -> training_lib.ClientDataFn:
   return client_data
 
 
-def _write_json(path: str, value: Any) -> None:
-  with open(path, 'w', encoding='utf-8') as f:
-    json.dump(training_lib.to_json_value(value), f, indent=1)
-    f.write('\n')
-
-
 def run_method(method: str, task: TagTask, *, training: TagTrainingConfig,
                loop: training_lib.LoopConfig,
                output_dir: str) -> collections.OrderedDict:
@@ -360,7 +353,7 @@ def run_sparse_tags(
   config = collections.OrderedDict(
       data=dataclasses.asdict(data), training=dataclasses.asdict(training),
       loop=dataclasses.asdict(loop), methods=list(methods))
-  _write_json(os.path.join(output_dir, CONFIG_FILE), config)
+  training_lib.write_json(os.path.join(output_dir, CONFIG_FILE), config)
   task = prepare_task(data_dir, data, seed=loop.seed)
   sizes = [len(c) for c in task.clients]
   vocab = task.vocabularies
@@ -382,7 +375,7 @@ def run_sparse_tags(
           distinct_words_median=float(np.median(task.distinct_words)),
           dense_model_bytes=4 * vocab.num_word_rows * vocab.num_tag_columns),
       methods=results)
-  _write_json(os.path.join(output_dir, RESULTS_FILE), summary)
+  training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), summary)
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
     f.write(
         f'# Partial models on {data.dataset}: sparse vs dense FedAvg\n\n'

@@ -645,12 +645,6 @@ def _client_data_fn(task, unit, training, seed):
   return client_data
 
 
-def _write_json(path: str, value: Any) -> None:
-  with open(path, 'w', encoding='utf-8') as f:
-    json.dump(training_lib.to_json_value(value), f, indent=1)
-    f.write('\n')
-
-
 def run_text2sql(
     *,
     data_dir: Optional[str],
@@ -793,7 +787,7 @@ def run_text2sql(
       rounds=unit_records,
       seconds=time.perf_counter() - start,
   )
-  _write_json(os.path.join(output_dir, RESULTS_FILE), results)
+  training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), results)
   table = text2sql_report.table2_markdown(
       {training.method: evaluation.exact_match}, methods=[training.method])
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:

@@ -22,7 +22,6 @@ It stands in for the text-to-SQL pipeline of the paper and is the job run by
 import collections
 from collections.abc import Sequence
 import dataclasses
-import json
 import os
 from typing import Any, Optional
 
@@ -259,12 +258,6 @@ def write_plots(
   )
 
 
-def _write_json(path: str, value: Any) -> None:
-  with open(path, 'w') as f:
-    json.dump(value, f, indent=1)
-    f.write('\n')
-
-
 def run_weighting_demo(
     *,
     data_dir: Optional[str],
@@ -360,7 +353,7 @@ def run_weighting_demo(
                  result.accuracies.macro, result.accuracies.micro)
 
   initial = results[0].records[0]['eval']
-  _write_json(
+  training_lib.write_json(
       os.path.join(output_dir, RESULTS_FILE),
       collections.OrderedDict(
           config=config,

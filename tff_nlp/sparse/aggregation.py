@@ -131,6 +131,29 @@ def _build_aggregate(value_type: tff.StructType, num_rows: int, *,
   return aggregate
 
 
+def _stateless_process(value_type, body) -> tff.templates.AggregationProcess:
+  """An `AggregationProcess` with state `<>` whose round is `body(value)`.
+
+  Args:
+    value_type: The clients' value type.
+    body: Traced in a federated computation: `{value_type}@CLIENTS` to
+      `(result@SERVER, measurements@SERVER)`.
+  """
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result,
+                             tff.FederatedType(value_type, tff.CLIENTS))
+  def next_fn(state, value):
+    result, measurements = body(value)
+    return tff.templates.MeasuredProcessOutput(
+        state=state, result=result, measurements=measurements)
+
+  return tff.templates.AggregationProcess(initialize, next_fn)
+
+
 def _check_num_rows(num_rows) -> int:
   if not isinstance(num_rows, (int, np.integer)) or num_rows < 1:
     raise ValueError(f'num_rows must be a positive int, got {num_rows!r}.')
@@ -170,20 +193,12 @@ class IndexedSlicesSumFactory(tff.aggregators.UnweightedAggregationFactory):
     value_type = tff.types.to_type(value_type)
     aggregate = _build_aggregate(value_type, self._num_rows, count_rows=False)
 
-    @tff.federated_computation
-    def initialize():
-      return tff.federated_value((), tff.SERVER)
-
-    @tff.federated_computation(initialize.type_signature.result,
-                               tff.FederatedType(value_type, tff.CLIENTS))
-    def next_fn(state, value):
+    def sum_and_measurements(value):
       total = aggregate(value)
-      measurements = tff.federated_zip(collections.OrderedDict(
+      return total.sum, tff.federated_zip(collections.OrderedDict(
           clients=total.clients, rows_received=total.rows))
-      return tff.templates.MeasuredProcessOutput(
-          state=state, result=total.sum, measurements=measurements)
 
-    return tff.templates.AggregationProcess(initialize, next_fn)
+    return _stateless_process(value_type, sum_and_measurements)
 
 
 def _divide(total: tf.Tensor, divisor: tf.Tensor) -> tf.Tensor:
@@ -250,16 +265,8 @@ class IndexedSlicesMeanFactory(tff.aggregators.UnweightedAggregationFactory):
               rows_touched=tf.math.count_nonzero(total['row_clients'],
                                                  dtype=tf.int32)))
 
-    @tff.federated_computation
-    def initialize():
-      return tff.federated_value((), tff.SERVER)
-
-    @tff.federated_computation(initialize.type_signature.result,
-                               tff.FederatedType(value_type, tff.CLIENTS))
-    def next_fn(state, value):
+    def mean_and_measurements(value):
       finished = tff.federated_map(finish, aggregate(value))
-      return tff.templates.MeasuredProcessOutput(
-          state=state, result=finished.mean,
-          measurements=finished.measurements)
+      return finished.mean, finished.measurements
 
-    return tff.templates.AggregationProcess(initialize, next_fn)
+    return _stateless_process(value_type, mean_and_measurements)

@@ -49,6 +49,19 @@ def to_json_value(value: Any) -> Any:
   return value
 
 
+def write_json(path: str, value: Any) -> None:
+  """Writes `to_json_value(value)` to `path` as indented UTF-8 JSON.
+
+  The file is written beside `path` and then renamed over it, so a reader
+  never sees half a file, even if the writer dies.
+  """
+  temp = f'{path}.tmp'
+  with open(temp, 'w', encoding='utf-8') as f:
+    json.dump(to_json_value(value), f, indent=1)
+    f.write('\n')
+  os.replace(temp, path)
+
+
 def read_json_lines(path: str) -> list[dict[str, Any]]:
   """Reads a `.jsonl` file written by `JsonLinesReleaseManager`.
 
