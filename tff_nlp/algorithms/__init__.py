@@ -3,7 +3,11 @@
 `build_fl_process`: FedAvg / FedOPT / FedProx with Lorar-family weighting.
 `build_sparse_tag_process`: partial models with `tff.federated_select`
 (`build_dense_tag_process` is its dense FedAvg baseline).
+`build_vocab_sliced_process`: the same for a seq2seq model's token embedding
+(imported on first use: it imports keras-nlp, which takes seconds).
 """
+
+from tff_nlp import _lazy
 
 from tff_nlp.algorithms.client_data import with_client_config
 from tff_nlp.algorithms.client_work import build_weighted_client_work
@@ -19,3 +23,11 @@ from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round
 from tff_nlp.algorithms.weighting import Weighting
 
+# name -> (module, attribute or None for the module itself).
+_LAZY_EXPORTS = {
+    'vocab_sliced': ('tff_nlp.algorithms.vocab_sliced', None),
+    'build_vocab_sliced_process': (
+        'tff_nlp.algorithms.vocab_sliced', 'build_vocab_sliced_process'),
+}
+
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS, globals)

@@ -1,0 +1,140 @@
+"""Tests of vocabulary-sliced FedAvg for seq2seq models."""
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import analysis
+from tff_nlp.algorithms import vocab_sliced
+from tff_nlp.models import seq2seq
+
+_V, _M, _D = 40, 12, 8
+_CONFIG = seq2seq.Seq2SeqConfig(
+    vocabulary_size=_V, num_encoder_layers=1, num_decoder_layers=1,
+    num_heads=2, hidden_dim=_D, intermediate_dim=16, dropout=0.0,
+    max_source_length=8, max_target_length=8, seed=1)
+_LR = 0.5
+
+
+def test_sub_vocabulary_ranks_by_examples_and_keeps_special_ids():
+  # Three examples (two arrays each, 0 = padding). Example counts: 9 in 3,
+  # 7 in 2, 5 and 12 in 1 each.
+  a = np.array([[9, 7, 0], [9, 5, 0], [9, 0, 0]])
+  b = np.array([[7, 7, 0], [0, 0, 0], [12, 0, 0]])
+  vocabulary = vocab_sliced.sub_vocabulary([a, b], max_keys=7)
+  # The 4 special ids, then 9, 7 and (tie 5/12) 5; ascending.
+  np.testing.assert_array_equal(vocabulary.keys, [0, 1, 2, 3, 5, 7, 9])
+  assert (vocabulary.num_keys, vocabulary.distinct_ids) == (7, 8)
+  padded = vocab_sliced.sub_vocabulary([a, b], max_keys=10)
+  np.testing.assert_array_equal(padded.keys, [0, 1, 2, 3, 5, 7, 9, 12, 0, 0])
+  assert padded.num_keys == 8
+
+
+def test_to_local_ids_keeps_specials_and_maps_unselected_to_unk():
+  vocabulary = vocab_sliced.SubVocabulary(
+      keys=np.array([0, 1, 2, 3, 5, 7, 9, 0], np.int32), num_keys=7,
+      distinct_ids=8)
+  local, unknown = vocab_sliced.to_local_ids(
+      np.array([[2, 9, 12, 3, 0], [7, 5, 4, 0, 0]]), vocabulary)
+  np.testing.assert_array_equal(local, [[2, 6, 1, 3, 0], [5, 4, 1, 0, 0]])
+  assert unknown == 2  # 12 and 4; padding is not counted.
+
+
+def test_max_keys_must_hold_the_special_ids():
+  with pytest.raises(ValueError, match='max_keys must be >= 4'):
+    vocab_sliced.sub_vocabulary([np.zeros([1, 2], np.int64)], max_keys=3)
+  with pytest.raises(ValueError, match=r'max_keys must be in \[4, 40\]'):
+    vocab_sliced.build_vocab_sliced_process(
+        _CONFIG, max_keys=41,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))
+
+
+def _client(rng, low, high, n=6):
+  source = rng.integers(low, high, size=[n, 5])
+  target = rng.integers(low, high, size=[n, 4])
+  x, y = seq2seq.pack_inputs(tf.ragged.constant(source),
+                             tf.ragged.constant(target), source_length=8,
+                             target_length=8)
+  vocabulary, local_x, local_y, unknown = vocab_sliced.local_examples(
+      {k: v.numpy() for k, v in x.items()}, y.numpy(), max_keys=_M)
+  batches = tf.data.Dataset.from_tensor_slices((local_x, local_y)).batch(3)
+  return vocabulary, unknown, batches
+
+
+@pytest.fixture(scope='module')
+def process():
+  return vocab_sliced.build_vocab_sliced_process(
+      _CONFIG, max_keys=_M,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(
+          learning_rate=_LR))
+
+
+def test_round_traffic_has_no_dense_embedding(process):
+  traffic = analysis.round_communication(process.next)
+  dense_rest = 4 * (sum(
+      np.prod(w.shape) for w in seq2seq.build_keras_model(_CONFIG)
+      .trainable_weights) - _V * _D)
+  # Down: M selected rows of d float32, the rest of the model, the client
+  # learning rate.
+  assert traffic.bytes_down() == _M * _D * 4 + dense_rest + 4
+  selects = [t for t in traffic.transfers if t.intrinsic == 'federated_select']
+  assert [str(t.value_type) for t in selects] == ['int32[12]', '<float32[8]>']
+
+
+def test_one_client_round_equals_training_its_local_model(process):
+  # One client whose 8 distinct ids (plus the 4 specials) fit in M = 12:
+  # FedAvg of one client with server learning rate 1 is its local model,
+  # which we train here directly with SGD on the same batches.
+  vocabulary, unknown, batches = _client(np.random.default_rng(0), 4, 12)
+  assert unknown == 0
+  state = process.initialize()
+  start = process.get_model_weights(state)
+  output = process.next(state, [vocab_sliced.client_data(vocabulary,
+                                                         batches)])
+  new = process.get_model_weights(output.state)
+
+  local = seq2seq.build_keras_model(
+      dataclasses.replace(_CONFIG, vocabulary_size=_M))
+  trainable = [np.asarray(w) for w in start.trainable]
+  trainable[0] = trainable[0][vocabulary.keys]
+  for variable, value in zip(local.trainable_weights, trainable):
+    variable.assign(value)
+  loss_fn = seq2seq.masked_loss()
+  for x, y in batches:
+    with tf.GradientTape() as tape:
+      loss = loss_fn(y, local(x, training=True))
+    grads = tape.gradient(loss, local.trainable_weights)
+    for variable, grad in zip(local.trainable_weights, grads):
+      variable.assign_sub(_LR * tf.convert_to_tensor(grad))
+  expected = [w.numpy() for w in local.trainable_weights]
+
+  embedding = np.asarray(new.trainable[0])
+  np.testing.assert_allclose(embedding[vocabulary.keys], expected[0],
+                             atol=1e-5)
+  others = np.setdiff1d(np.arange(_V), vocabulary.keys)
+  np.testing.assert_array_equal(embedding[others],
+                                np.asarray(start.trainable[0])[others])
+  for got, want in zip(new.trainable[1:], expected[1:]):
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_two_clients_touch_the_union_of_their_keys(process):
+  rng = np.random.default_rng(0)
+  clients = [_client(rng, 4, 12), _client(rng, 10, 30)]
+  # The second client has more distinct ids than M: the rest became UNK.
+  assert clients[1][0].distinct_ids > _M and clients[1][1] > 0
+  state = process.initialize()
+  output = process.next(state, [vocab_sliced.client_data(v, b)
+                                for v, _, b in clients])
+  before = np.asarray(process.get_model_weights(state).trainable[0])
+  after = np.asarray(process.get_model_weights(output.state).trainable[0])
+  changed = np.flatnonzero(np.any(before != after, axis=1))
+  union = np.union1d(clients[0][0].keys, clients[1][0].keys)
+  np.testing.assert_array_equal(changed, union)
+  embedding = output.metrics['aggregator']['embedding']
+  assert embedding == collections.OrderedDict(
+      clients=2, rows_received=2 * _M, rows_touched=len(union))
