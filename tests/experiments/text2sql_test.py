@@ -7,6 +7,7 @@ written predictions. Learning is not asserted here (see the overfitting test
 of the model); EM is near 0 at this scale.
 """
 
+import dataclasses
 import json
 import os
 
@@ -259,3 +260,41 @@ def test_token_metrics_match_one_padded_batch(batch_size):
   model.set_weights([w * 0.5 for w in model.get_weights()])
   token_metrics(data)
   assert token_metrics.forward.experimental_get_tracing_count() == 1
+
+
+def test_vocab_sliced_run_moves_fewer_bytes(tmp_path):
+  # Vocabulary 400; each client keeps its 60 most frequent ids. The round's
+  # download is the rest of the model plus 60 embedding rows, not 400.
+  results = experiment.run_text2sql(
+      data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
+      training=experiment.TrainingConfig(
+          paradigm='federated', algorithm='fedavg', weighting='uniform',
+          local_epochs=experiment.PerClient(1),
+          batch_sizes=experiment.PerClient(4)),
+      loop=_LOOP, vocab_slice_keys=60)
+  slices = results['vocab_slices']
+  assert set(slices) == set(_CLIENTS)
+  for client in _CLIENTS:
+    assert slices[client]['keys'] == min(60, slices[client]['distinct_ids'])
+  records = training.read_json_lines(
+      os.path.join(tmp_path, 'federated', 'metrics.jsonl'))
+  down = records[1]['communication']['bytes_down_per_client']
+  model_bytes = 4 * sum(np.prod(w.shape) for w in seq2seq.build_keras_model(
+      dataclasses.replace(_MODEL, vocabulary_size=results['vocabulary_size'],
+                          max_source_length=48, max_target_length=96))
+                        .trainable_weights)
+  embedding_bytes = 4 * results['vocabulary_size'] * _MODEL.hidden_dim
+  # + the client optimizer's hyperparameters broadcast (Adam: learning rate,
+  # beta_1, beta_2, epsilon: 16 bytes).
+  assert down == model_bytes - embedding_bytes + 4 * 60 * 16 + 16
+  assert results['config']['experiment']['vocab_slice_keys'] == 60
+
+
+def test_vocab_slicing_needs_fedavg_uniform(tmp_path):
+  with pytest.raises(ValueError, match="algorithm 'fedavg' and weighting"):
+    experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
+        training=experiment.TrainingConfig(paradigm='federated',
+                                           algorithm='fedavg',
+                                           weighting='lorar'),
+        loop=_LOOP, vocab_slice_keys=60)

@@ -29,7 +29,7 @@ M < V this is an approximation of FedAvg, not FedAvg (the benchmark in
 import collections
 from collections.abc import Sequence
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -45,7 +45,7 @@ SPECIAL_IDS = (seq2seq.PAD_ID, seq2seq.UNK_ID, seq2seq.START_ID,
                seq2seq.END_ID)
 KEYS = 'keys'
 NUM_KEYS = 'num_keys'
-EXAMPLES = 'examples'
+TRAINING_DATA = 'training_data'
 
 
 class SubVocabulary(NamedTuple):
@@ -129,11 +129,17 @@ def local_examples(x: dict[str, np.ndarray], y: np.ndarray, *,
 
 
 def client_data(vocabulary: SubVocabulary,
-                examples: tf.data.Dataset) -> collections.OrderedDict:
-  """One client's data for the sliced process's `next`."""
+                training_data: Any) -> collections.OrderedDict:
+  """One client's data for the sliced process's `next`.
+
+  Args:
+    vocabulary: The client's `SubVocabulary`.
+    training_data: Its batches in local ids (a `tf.data.Dataset`), or with
+      `with_client_config` the output of `algorithms.with_client_config`.
+  """
   return collections.OrderedDict([
       (KEYS, vocabulary.keys), (NUM_KEYS, np.int32(vocabulary.num_keys)),
-      (EXAMPLES, examples)])
+      (TRAINING_DATA, training_data)])
 
 
 def _embedding_index(model_fn) -> int:
@@ -152,12 +158,15 @@ def build_vocab_sliced_process(
     *,
     max_keys: int,
     client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    with_client_config: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds vocabulary-sliced FedAvg (uniform client weights) for seq2seq.
 
-  Client data D = `<keys=int32[M],num_keys=int32,examples=B*>`
-  (`client_data`), with B the `(x, y)` batches of `seq2seq.input_spec` in
-  local ids (`local_examples`). The process:
+  Client data D = `<keys=int32[M],num_keys=int32,training_data=E>`
+  (`client_data`), with E = `B*`, B the `(x, y)` batches of
+  `seq2seq.input_spec` in local ids (`local_examples`), or with
+  `with_client_config` E = `<examples=B*,config=<learning_rate=float32,
+  num_epochs=int32>*>` (`algorithms.with_client_config`). The process:
 
   *   `initialize`: `( -> S@SERVER)`, a `LearningAlgorithmState` whose
       `global_model_weights` are those of `seq2seq.build_model_fn(config)`.
@@ -172,6 +181,8 @@ def build_vocab_sliced_process(
     max_keys: M, rows of the embedding each client selects (< V saves
       bandwidth; each client's sub-vocabulary should fit).
     client_optimizer_fn: The client optimizer.
+    with_client_config: Whether clients carry their own learning rate and
+      epochs, as in `build_fl_process`.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -192,7 +203,8 @@ def build_vocab_sliced_process(
   embedding_type = weights_type.trainable[index]
   client_work = client_work_lib.build_weighted_client_work(
       local_model_fn, optimizer=client_optimizer_fn,
-      weighting=weighting_lib.Weighting.UNIFORM)
+      weighting=weighting_lib.Weighting.UNIFORM,
+      with_client_config=with_client_config)
   select = sparse.build_row_selection(embedding_type, max_keys=max_keys)
   embedding_aggregator = sparse.IndexedSlicesMeanFactory(
       config.vocabulary_size).create(
@@ -205,7 +217,7 @@ def build_vocab_sliced_process(
   data_type = tff.StructWithPythonType([
       (KEYS, tff.TensorType(np.int32, [max_keys])),
       (NUM_KEYS, tff.TensorType(np.int32)),
-      (EXAMPLES, client_work.next.type_signature.parameter[2].member),
+      (TRAINING_DATA, client_work.next.type_signature.parameter[2].member),
   ], collections.OrderedDict)
 
   @tff.tensorflow.computation(weights_type)
@@ -277,7 +289,7 @@ def build_vocab_sliced_process(
         tff.federated_broadcast(tff.federated_map(without_embedding,
                                                   weights)), rows))
     work = client_work.next(state.client_work, local_weights,
-                            getattr(data, EXAMPLES))
+                            getattr(data, TRAINING_DATA))
     split = tff.federated_map(
         split_update, (work.result, getattr(data, NUM_KEYS), keys))
     dense = dense_aggregator.next(state.aggregator, split.rest, split.weight)

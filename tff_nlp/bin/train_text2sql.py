@@ -46,6 +46,23 @@ _INIT_FROM = flags.DEFINE_string(
     'Output directory of an earlier centralized or federated run to start '
     'from (its tokenizer and selected model); the model flags must match.')
 
+_VOCAB_SLICE_KEYS = flags.DEFINE_integer(
+    'vocab_slice_keys', 0,
+    'If > 0: vocabulary-sliced FedAvg, each client moving only the token '
+    'embedding rows of its this-many most frequent ids (needs '
+    '--paradigm=federated --algorithm=fedavg --weighting=uniform); 0: the '
+    'whole model.', lower_bound=0)
+
+
+@flags.multi_flags_validator(
+    ['vocab_slice_keys', 'paradigm', 'algorithm', 'weighting'],
+    '--vocab_slice_keys needs --paradigm=federated --algorithm=fedavg '
+    '--weighting=uniform.')
+def _check_vocab_slice(values):
+  return not values['vocab_slice_keys'] or (
+      values['paradigm'], values['algorithm'], values['weighting']) == (
+          'federated', 'fedavg', 'uniform')
+
 
 def main(argv):
   if len(argv) > 1:
@@ -62,6 +79,7 @@ def main(argv):
         training=training,
         loop=common.loop_config_from_flags(),
         init_from=_INIT_FROM.value,
+        vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
     )
 
 

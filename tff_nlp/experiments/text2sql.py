@@ -54,6 +54,7 @@ from tff_nlp import algorithms
 from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
+from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from tff_nlp.metrics import text2sql as text2sql_metrics
@@ -597,12 +598,18 @@ class _DevEvaluator:
       variable.assign(value)
 
 
-def _build_process(training: TrainingConfig, model_config, unit):
+def _build_process(training: TrainingConfig, model_config, unit,
+                   vocab_slice_keys: int = 0):
   optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
   learning_rate = (training.learning_rates[unit.train_clients[0]]
                    if training.paradigm == 'finetune'
                    else training.learning_rates.default)
   federated = training.paradigm == 'federated'
+  if vocab_slice_keys:
+    return vocab_sliced.build_vocab_sliced_process(
+        model_config, max_keys=vocab_slice_keys,
+        client_optimizer_fn=optimizer(learning_rate=learning_rate),
+        with_client_config=True)
   return algorithms.build_fl_process(
       seq2seq.build_model_fn(model_config),
       algorithm=training.algorithm if federated else 'fedavg',
@@ -615,7 +622,9 @@ def _build_process(training: TrainingConfig, model_config, unit):
   )
 
 
-def _client_data_fn(task, unit, training, seed):
+def _client_data_fn(task, unit, training, seed, slices=None):
+  """The round's client data; with `slices`, sub-vocabularies and local ids."""
+  slices = slices or {}
   if training.paradigm == 'centralized':
     union = _concatenate([task.splits[c]['train'] for c in unit.train_clients])
 
@@ -632,14 +641,18 @@ def _client_data_fn(task, unit, training, seed):
     data = []
     for i in client_ids:
       name = unit.train_clients[i]
-      data.append(algorithms.with_client_config(
-          train_dataset(task.splits[name]['train'],
-                        batch_size=int(training.batch_sizes[name]),
+      train = slices[name][1] if name in slices else task.splits[name][
+          'train']
+      client = algorithms.with_client_config(
+          train_dataset(train, batch_size=int(training.batch_sizes[name]),
                         shuffle_seed=(seed, round_num,
                                       text2sql.CLIENTS.index(name))),
           learning_rate=training.learning_rates[name],
           num_epochs=(int(training.local_epochs[name])
-                      if training.paradigm == 'federated' else 1)))
+                      if training.paradigm == 'federated' else 1))
+      if name in slices:
+        client = vocab_sliced.client_data(slices[name][0], client)
+      data.append(client)
     return data
 
   return client_data
@@ -654,6 +667,7 @@ def run_text2sql(
     training: TrainingConfig,
     loop: training_lib.LoopConfig,
     init_from: Optional[str] = None,
+    vocab_slice_keys: int = 0,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -677,6 +691,10 @@ def run_text2sql(
       run: its tokenizer and selected model (`best_checkpoint/`) are the
       starting point (e.g. pre-train centrally, then fine-tune federatedly).
       `model` must be that run's model.
+    vocab_slice_keys: If > 0, train with vocabulary-sliced FedAvg
+      (`algorithms.vocab_sliced`): each client downloads and uploads only
+      the token-embedding rows of its `vocab_slice_keys` most frequent ids.
+      Needs the federated paradigm, 'fedavg' and 'uniform' weighting.
 
   Returns:
     The content of `results.json`.
@@ -685,10 +703,22 @@ def run_text2sql(
     CheckpointError: If `init_from` holds no single selected model, or one
       of another configuration.
   """
+  if vocab_slice_keys and (training.paradigm, training.algorithm,
+                           training.weighting) != ('federated', 'fedavg',
+                                                   'uniform'):
+    raise ValueError(
+        'vocab_slice_keys needs the federated paradigm with algorithm '
+        "'fedavg' and weighting 'uniform' (the sliced embedding is averaged "
+        f'uniformly), got {training.method}.')
+  experiment = collections.OrderedDict(
+      seed=loop.seed, data=data, model=model, training=training,
+      init_from=init_from and os.path.abspath(init_from))
+  if vocab_slice_keys:
+    # Only when set, so that the configurations of dense runs (and the
+    # benchmark's cache keys) stay as they were.
+    experiment['vocab_slice_keys'] = vocab_slice_keys
   config = collections.OrderedDict(
-      experiment=collections.OrderedDict(
-          seed=loop.seed, data=data, model=model, training=training,
-          init_from=init_from and os.path.abspath(init_from)),
+      experiment=experiment,
       loop=loop,
       data_dir=data_dir,
       versions=collections.OrderedDict(
@@ -711,6 +741,18 @@ def run_text2sql(
                training.method, model.vocabulary_size,
                {c: len(task.splits[c]['train']) for c in task.clients})
 
+  slices = {}
+  if vocab_slice_keys:
+    for client in task.clients:
+      train = task.splits[client]['train']
+      vocabulary, local_x, local_y, unknown = vocab_sliced.local_examples(
+          train.x, train.y, max_keys=vocab_slice_keys)
+      slices[client] = (vocabulary, dataclasses.replace(
+          train, x=local_x, y=local_y), unknown)
+      logging.info('text2sql: %s keeps %d of its %d distinct ids (%d ids '
+                   'became UNK)', client, vocabulary.num_keys,
+                   vocabulary.distinct_ids, unknown)
+
   initial_weights = None
   if init_checkpoint is not None:
     initial_weights = tf.nest.map_structure(
@@ -723,12 +765,13 @@ def run_text2sql(
                else os.path.join(output_dir, unit.name))
     os.makedirs(run_dir, exist_ok=True)
     evaluator = _DevEvaluator(task, unit, model, training, run_dir)
-    process = _build_process(training, model, unit)
+    process = _build_process(training, model, unit, vocab_slice_keys)
     num_clients = (1 if training.paradigm == 'centralized'
                    else len(unit.train_clients))
     run = training_lib.run_training(
         process,
-        client_data_fn=_client_data_fn(task, unit, training, loop.seed),
+        client_data_fn=_client_data_fn(task, unit, training, loop.seed,
+                                       slices),
         num_clients=num_clients,
         config=loop,
         output_dir=run_dir,
@@ -784,6 +827,9 @@ def run_text2sql(
       best_rounds=best_rounds,
       test=evaluation.to_json(),
       test_tokens={c: test_tokens[c] for c in task.clients},
+      vocab_slices={c: collections.OrderedDict(
+          keys=int(v.num_keys), distinct_ids=int(v.distinct_ids),
+          ids_to_unk=int(unknown)) for c, (v, _, unknown) in slices.items()},
       rounds=unit_records,
       seconds=time.perf_counter() - start,
   )
