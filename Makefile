@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-round-overhead bench-text2sql bench-select bench-sparse-tags bazel-test clean help
+.PHONY: venv test demo bench bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
 	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags (minutes)"
 	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
+	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
@@ -43,7 +44,7 @@ demo: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar
 
-bench: bench-round-overhead bench-text2sql bench-sparse-tags bench-select
+bench: bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice
 
 bench-round-overhead: $(STAMP)
 	"$(PY)" bench/round_overhead.py
@@ -78,6 +79,19 @@ bench-select: $(STAMP)
 	mkdir -p docs/results/federated_select
 	"$(PY)" bench/select_scaling.py \
 	  --output_json=docs/results/federated_select/select_scaling.json
+
+# Vocabulary-sliced (federated_select of each client's embedding rows) vs
+# dense FedAvg on the text-to-SQL clients, cpu preset; each run is cached
+# under its configuration in $(VOCAB_SLICE_DIR); the report is copied to
+# docs/results/federated_select/ (discussed in docs/results/federated_select.md).
+VOCAB_SLICE_DIR ?= runs/vocab_slice_cpu
+bench-vocab-slice: $(STAMP)
+	"$(PY)" bench/vocab_slice.py \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.cpu.flags \
+	  --output_dir=$(VOCAB_SLICE_DIR) --progress=off
+	mkdir -p docs/results/federated_select
+	cp $(VOCAB_SLICE_DIR)/vocab_slice.md $(VOCAB_SLICE_DIR)/vocab_slice.json \
+	  $(VOCAB_SLICE_DIR)/vocab_slice_dev_token_accuracy.png docs/results/federated_select/
 
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
 # so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's

@@ -21,7 +21,7 @@ starts new runs instead of mixing results. It then writes, next to the runs:
 """
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import dataclasses
 import hashlib
 import json
@@ -66,8 +66,9 @@ def method_slug(method: text2sql_report.MethodKey) -> str:
   return '-'.join(method[1:] if method[0] == 'federated' else method)
 
 
-def _training_for(base: text2sql.TrainingConfig,
-                  method: text2sql_report.MethodKey) -> text2sql.TrainingConfig:
+def training_for(base: text2sql.TrainingConfig,
+                 method: text2sql_report.MethodKey) -> text2sql.TrainingConfig:
+  """`base` with the paradigm (and algorithm, weighting) of `method`."""
   if method[0] == 'federated':
     return dataclasses.replace(base, paradigm='federated',
                                algorithm=method[1], weighting=method[2])
@@ -75,16 +76,34 @@ def _training_for(base: text2sql.TrainingConfig,
 
 
 def run_dir_for(output_dir: str, method, *, data, model, training,
-                seed) -> str:
-  """`output_dir/runs/<method>-<hash of what defines the run>`."""
-  experiment = training_lib.to_json_value(collections.OrderedDict(
-      seed=seed, data=data, model=model, training=training))
-  digest = hashlib.sha256(
-      json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:10]
-  return os.path.join(output_dir, RUNS_DIR, f'{method_slug(method)}-{digest}')
+                seed, variant: Optional[Mapping[str, Any]] = None) -> str:
+  """`output_dir/runs/<method>[-<variant>]-<hash of what defines the run>`.
+
+  Args:
+    output_dir: The benchmark directory.
+    method: The method key.
+    data: The run's `DataConfig`.
+    model: The run's `Seq2SeqConfig`.
+    training: The run's `TrainingConfig`.
+    seed: The run's seed.
+    variant: Further settings that define the run (e.g.
+      `{'vocab_slice_keys': 1000}`), in the name and the hash; without one,
+      the directory is that of the plain method.
+  """
+  experiment = collections.OrderedDict(
+      seed=seed, data=data, model=model, training=training)
+  slug = method_slug(method)
+  if variant:
+    experiment.update(variant)
+    slug += ''.join(f'-{k}{v}' for k, v in variant.items())
+  digest = hashlib.sha256(json.dumps(
+      training_lib.to_json_value(experiment),
+      sort_keys=True).encode()).hexdigest()[:10]
+  return os.path.join(output_dir, RUNS_DIR, f'{slug}-{digest}')
 
 
-def _finished(run_dir: str, rounds: int) -> Optional[dict[str, Any]]:
+def finished_results(run_dir: str, rounds: int) -> Optional[dict[str, Any]]:
+  """The `results.json` of a run finished with `rounds` rounds, else None."""
   path = os.path.join(run_dir, text2sql.RESULTS_FILE)
   if not os.path.exists(path):
     return None
@@ -175,10 +194,10 @@ def run_benchmark(
     raise errors.InputError(f'--methods: repeated methods in {methods}.')
   runs = collections.OrderedDict()
   for method in methods:
-    method_training = _training_for(training, method)
+    method_training = training_for(training, method)
     run_dir = run_dir_for(output_dir, method, data=data, model=model,
                           training=method_training, seed=loop.seed)
-    results = _finished(run_dir, loop.rounds)
+    results = finished_results(run_dir, loop.rounds)
     if results is None:
       logging.info('%s: running in %s', method_slug(method), run_dir)
       results = text2sql.run_text2sql(

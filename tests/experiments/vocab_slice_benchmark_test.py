@@ -1,0 +1,128 @@
+"""The dense vs vocabulary-sliced comparison: runs, caching, report numbers.
+
+Training is covered by tests/algorithms/vocab_sliced_test.py and
+tests/experiments/text2sql_test.py; here `run_text2sql` is replaced by a
+recorder writing `results.json` and round records of the real shape, so the
+test checks which runs happen and the numbers of the report, in seconds.
+"""
+
+import json
+import os
+
+import pytest
+
+from tff_nlp import errors
+from tff_nlp import training
+from tff_nlp.experiments import text2sql
+from tff_nlp.experiments import vocab_slice_benchmark
+from tff_nlp.models import seq2seq
+
+_DATA = text2sql.DataConfig(clients=('geography', 'imdb'))
+_MODEL = seq2seq.Seq2SeqConfig.from_preset('small')
+_LOOP = training.LoopConfig(rounds=2)
+# Per M: bytes down and up per client in rounds 1 and 2, round seconds,
+# correct test tokens (of 20 geography, 40 imdb), correct test EM (of 4).
+_RUNS = {
+    0: dict(down=(4000, 4000), up=(4100, 4100), seconds=(3.0, 5.0),
+            tokens={'geography': 10, 'imdb': 20}, em={'geography': 1,
+                                                      'imdb': 0}),
+    100: dict(down=(1000, 1000), up=(1000, 1200), seconds=(2.0, 2.0),
+              tokens={'geography': 12, 'imdb': 10}, em={'geography': 0,
+                                                        'imdb': 0}),
+}
+
+
+@pytest.fixture
+def calls(monkeypatch):
+  calls = []
+
+  def fake_run(*, data_dir, output_dir, data, model, training, loop,
+               vocab_slice_keys):
+    del data_dir, model
+    assert training.method == ('federated', 'fedavg', 'uniform')
+    calls.append(vocab_slice_keys)
+    run = _RUNS[vocab_slice_keys]
+    os.makedirs(os.path.join(output_dir, 'federated'), exist_ok=True)
+    with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
+              'w') as f:
+      f.write(json.dumps({'round': 0, 'eval': {
+          'dev_token_accuracy': 0.0}}) + '\n')
+      for r in range(1, loop.rounds + 1):
+        f.write(json.dumps({
+            'round': r, 'round_seconds': run['seconds'][r - 1],
+            'communication': {'bytes_down_per_client': run['down'][r - 1],
+                              'bytes_up_per_client': run['up'][r - 1]},
+            'eval': {'dev_token_accuracy': r / 4 + vocab_slice_keys / 1000},
+        }) + '\n')
+    results = {
+        'config': {'loop': {'rounds': loop.rounds}},
+        'vocabulary_size': 500,
+        'test': {'exact_match': {'per_client': {
+            c: {'correct': run['em'][c], 'total': 4} for c in data.clients}}},
+        'test_tokens': {c: {'correct_tokens': run['tokens'][c],
+                            'tokens': 20 if c == 'geography' else 40}
+                        for c in data.clients},
+        'vocab_slices': {} if not vocab_slice_keys else {
+            'geography': {'keys': 90, 'distinct_ids': 90, 'ids_to_unk': 0},
+            'imdb': {'keys': 100, 'distinct_ids': 130, 'ids_to_unk': 7}},
+    }
+    with open(os.path.join(output_dir, 'results.json'), 'w') as f:
+      json.dump(results, f)
+    return results
+
+  monkeypatch.setattr(text2sql, 'run_text2sql', fake_run)
+  return calls
+
+
+def _run(output_dir, max_keys=(100,), loop=_LOOP):
+  return vocab_slice_benchmark.run_vocab_slice_benchmark(
+      data_dir=None, output_dir=str(output_dir), max_keys=max_keys,
+      data=_DATA, model=_MODEL, training=text2sql.TrainingConfig(),
+      loop=loop, command='cmd')
+
+
+def test_runs_dense_and_sliced_once_each_and_reports(tmp_path, calls):
+  report = _run(tmp_path)
+  assert calls == [0, 100]
+  _run(tmp_path)  # Both finished: read back.
+  assert calls == [0, 100]
+  _run(tmp_path, max_keys=(0, 100))  # 0 is the dense run, always there.
+  assert calls == [0, 100]
+
+  dense = report['runs']['0']['summary']
+  sliced = report['runs']['100']['summary']
+  assert report['runs']['0']['run_dir'].startswith('runs/fedavg-uniform-')
+  assert report['runs']['100']['run_dir'].startswith(
+      'runs/fedavg-uniform-vocab_slice_keys100-')
+  # Means over the rounds: up (1000 + 1200) / 2; median seconds (3 + 5) / 2.
+  assert sliced['bytes_up_per_client'] == 1100
+  assert dense['round_seconds'] == 4.0
+  assert dense['rows_per_client'] == 500  # The whole vocabulary.
+  assert sliced['rows_per_client'] == 95  # (90 + 100) / 2
+  assert sliced['ids_to_unk'] == 7
+  assert sliced['dev_token_accuracy'] == pytest.approx(0.6)  # 2/4 + 0.1
+
+  table = (tmp_path / 'vocab_slice.md').read_text()
+  # Down 1 KB of 4 KB = 0.250x, up 1.1 of 4.1 = 0.268x. Tokens: dense
+  # geography 10/20, imdb 20/40: MacroAvg 50, MicroAvg 30/60 = 50; sliced
+  # 12/20 = 60 and 10/40 = 25: MacroAvg 42.5, MicroAvg 22/60 = 36.67. EM:
+  # dense (25 + 0) / 2 = 12.5, sliced 0.
+  assert ('| Dense FedAvg | 500 | 0 | 4.0 | 4.1 | 1.000× | 1.000× | 50.00 | '
+          '50.00 | 12.50 | 50.00 | 4.0 |') in table
+  assert ('| Sliced, M = 100 | 95 | 7 | 1.0 | 1.1 | 0.250× | 0.268× | '
+          '42.50 | 36.67 | 0.00 | 60.00 | 2.0 |') in table
+  tokens = table.split('Test token accuracy')[1].split('Test exact match')[0]
+  assert ('| Sliced, M = 100 − dense (points) | – | – | +10.00 | – | – | – | '
+          '-25.00 | – | -7.50 | -13.33 |') in tokens
+  assert '| 100 | – | – | 90 of 90 | – | – | – | 100 of 130 (7 → UNK) | – |' \
+      in table
+  assert (tmp_path / 'vocab_slice_dev_token_accuracy.png').stat().st_size > 0
+  assert json.loads((tmp_path / 'vocab_slice.json').read_text())[
+      'command'] == 'cmd'
+
+
+@pytest.mark.parametrize('max_keys', [(100, 100), (-1,)])
+def test_refuses_repeated_or_negative_m(tmp_path, calls, max_keys):
+  with pytest.raises(errors.InputError, match='--vocab_slice_keys'):
+    _run(tmp_path, max_keys=max_keys)
+  assert not calls
