@@ -1,5 +1,11 @@
 """Readers of the datasets in `shared/data` and federated splits of them."""
 
+from tff_nlp.data import nmt
+from tff_nlp.data.nmt import find_nmt_dir
+from tff_nlp.data.nmt import list_domains
+from tff_nlp.data.nmt import load_domains
+from tff_nlp.data.nmt import ParallelCorpus
+from tff_nlp.data.nmt import read_parallel
 from tff_nlp.data.partition import dirichlet_label_skew
 from tff_nlp.data.partition import Partition
 from tff_nlp.data import tags

@@ -3,8 +3,13 @@
 `text2sql`: exact match (the Lorar paper's metric) and SQLite execution
 accuracy of predicted SQL, per client with MacroAvg and MicroAvg.
 `text2sql_report`: the paper's Table 2 layout and its headline numbers.
+`bleu`: SacreBLEU corpus BLEU of translations (with its signature) and a
+per-domain BLEU table beside a paper's numbers.
 """
 
+from tff_nlp.metrics.bleu import BleuResult
+from tff_nlp.metrics.bleu import bleu_table_markdown
+from tff_nlp.metrics.bleu import corpus_bleu
 from tff_nlp.metrics.text2sql import ClientAccuracies
 from tff_nlp.metrics.text2sql import connect_read_only
 from tff_nlp.metrics.text2sql import evaluate
