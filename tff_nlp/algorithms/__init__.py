@@ -5,6 +5,9 @@
 (`build_dense_tag_process` is its dense FedAvg baseline).
 `build_vocab_sliced_process`: the same for a seq2seq model's token embedding
 (imported on first use: it imports keras-nlp, which takes seconds).
+`build_dynamic_pulling_process` (module `dynamic_pulling`): dynamic pulling
+with stateful clients (Passban et al., NAACL 2022), a
+`tff.templates.IterativeProcess`.
 """
 
 from tff_nlp import _lazy
@@ -13,6 +16,8 @@ from tff_nlp.algorithms.client_data import with_client_config
 from tff_nlp.algorithms.client_work import build_weighted_client_work
 from tff_nlp.algorithms.client_work import CLIENT_STAT_KEYS
 from tff_nlp.algorithms.client_work import WeightedClientWorkProcess
+from tff_nlp.algorithms import dynamic_pulling
+from tff_nlp.algorithms.dynamic_pulling import build_dynamic_pulling_process
 from tff_nlp.algorithms.fl_process import Algorithm
 from tff_nlp.algorithms.fl_process import build_fl_process
 from tff_nlp.algorithms.fl_process import default_server_optimizer

@@ -1,0 +1,666 @@
+"""Dynamic pulling: clients send only some of their tensors, chosen per round.
+
+Reference:
+  Peyman Passban, Tanya Roosta, Rahul Gupta, Ankit Chadha, Clement Chung.
+  Training Mixed-Domain Translation Models via Federated Learning. NAACL 2022
+  ("dynamic pulling"; restated in ../shared/docs/dynamic_pulling.md).
+  Baseline "Controllers": Roosta, Passban, Chadha. Communication-efficient
+  federated learning for neural machine translation. 2021.
+
+Vocabulary of the paper: *pull* is client -> server, *push* server -> client.
+
+The model's trainable weights are a list of tensors t = 1..T, each in a group
+(`tensor_groups`, e.g. 'encoder' / 'decoder'; the caller assigns shared
+tensors such as a tied embedding, see `seq2seq.tensor_layout`). Non-trainable
+weights are the server's: broadcast to every client, never aggregated, as in
+`tff.learning`'s FedAvg.
+
+Clients are stateful. A client's state is `ClientState(weights, shared)`: its
+weights at the end of its last local training and which tensors it sent then
+(initially the initial global model and all True, `initial_client_state`).
+Round r, for client k with weight n_k: its `data_size` when the client data
+gives one (> 0), as the paper weights by corpus size while every client runs
+the same number of steps; else its examples (one epoch's with
+`with_client_config`, else every example of its round, as in `client_work`):
+
+1.  Start model: per tensor, the server's value if the client takes it, else
+    its own state's value. With `keep_private` it takes only the tensors it
+    shared last round (`shared[t]`); the others stay private: trained on its
+    data only and never overwritten by the server. Without `keep_private` it
+    takes every tensor.
+2.  Local training with `client_work.build_weighted_client_work` and
+    `num_examples` weighting: trained = start - update, weight n_k (0 for a
+    client without examples or with a non-finite loss or update, whose
+    update is zeroed, so trained = start, whatever its `data_size`).
+3.  Change norms d_t = ||w_r^t - w_{r-1}^t||_2 (Frobenius) between the
+    trained weights and the state's weights.
+4.  The mask m of tensors to send, per mode (`Mode`); n_g is the number of
+    tensors of group g, and every rule is applied within each group
+    separately:
+
+    *   default: all tensors (FedAvg weighted by n_k).
+    *   dp_g: d_t >= θ_g, θ_g the median of the group's norms.
+    *   dp_l: d_t < θ_g.
+    *   random: as many tensors per group as dp_l, chosen uniformly at random
+        with the client's stateless `seed`: the tensors with the smallest
+        priorities u = tf.random.stateless_uniform([T], seed) within the
+        group. The same seed gives the same choice.
+    *   dp_l_33: the stricter "both directions, 33%" variant: d_t below the
+        group's 1/3 quantile, and a restricted push (below).
+    *   controllers: the caller's fixed mask `exchanged` (e.g. the tensors of
+        encoder and decoder layers 0 and 3, `seq2seq.controller_mask`).
+
+    Quantiles interpolate linearly between order statistics (numpy's default;
+    the median of an even count is the mean of the middle two). With
+    distinct norms, "d < q-quantile" selects exactly the k_g(q) =
+    ceil(q·(n_g - 1)) smallest norms: dp_l sends floor(n_g/2) tensors, dp_g
+    the other ceil(n_g/2) (so with an odd count dp_g sends the median tensor
+    and dp_l does not), dp_l_33 ceil((n_g - 1)/3) (12 of 36, 1 of 2 or 3 or 4,
+    0 of 1) and random floor(n_g/2). Ties are broken by rank: tensors are
+    ordered by (d, tensor index) and the first k_g are "below", so the counts
+    are always these, dp_g and dp_l are complements, and equal norms go to
+    the lower tensor index first.
+5.  The client sends m[t]·w^t with per-tensor weights n_k·m[t]; a client of
+    weight 0 sends nothing.
+6.  Its new state is `ClientState(trained weights, m)`.
+
+Server: w^t <- Σ_k n_k m_k[t] w_k^t / Σ_k n_k m_k[t], and a tensor no client
+sent keeps its value. It averages weights, not deltas, because a client's
+start value of a private tensor is not the server's.
+
+`keep_private` is False for default and True for every other mode, so that
+dp_g, dp_l and random differ only in the rule; it can be overridden. Push:
+`'all'` (the server sends every tensor; the default) or `'shared'` (it sends
+only the tensors the client will take, those of its `shared`; every tensor in
+the first round; the default of dp_l_33 and controllers, needs
+`keep_private`). In simulation the push is always a dense broadcast; the
+metrics count only what a deployment would transfer.
+
+Metrics (all clients of the round; 4 bytes per float32 parameter):
+
+*   parameters_pulled / parameters_pushed: summed over clients, int64;
+    `..._per_client` and bytes_pulled_per_client / bytes_pushed_per_client:
+    means over clients, float64. Push counts the tensors the server sends
+    (all, or with push='shared' those of the client's `shared`) plus the
+    non-trainable weights; pull counts the tensors a client of weight > 0
+    sends.
+*   tensors_sent: per group, summed over clients; tensors_updated: tensors
+    the server received from at least one client.
+*   non_finite_clients, and the client work's `train` (model metrics) and
+    `weighting` statistics (see `client_work`).
+
+A `DynamicPullingProcess` is a `tff.templates.IterativeProcess` (a
+`LearningProcess` cannot return CLIENTS-placed state); see
+`build_dynamic_pulling_process` for its type signatures.
+"""
+
+import collections
+from collections.abc import Callable, Sequence
+import enum
+import math
+from typing import Any, NamedTuple, Optional, Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp.algorithms import client_work as client_work_lib
+from tff_nlp.algorithms import weighting as weighting_lib
+
+TRAINING_DATA = 'training_data'
+SEED = 'seed'
+DATA_SIZE = 'data_size'
+
+
+class Mode(enum.Enum):
+  """Which tensors a client sends (module docstring, step 4)."""
+
+  DEFAULT = 'default'
+  DP_G = 'dp_g'
+  DP_L = 'dp_l'
+  RANDOM = 'random'
+  DP_L_33 = 'dp_l_33'
+  CONTROLLERS = 'controllers'
+
+
+class Push(enum.Enum):
+  """Which tensors the server sends a client."""
+
+  ALL = 'all'
+  SHARED = 'shared'
+
+
+# Fraction q of a group's "below the q-quantile" rule, as (numerator,
+# denominator) for integer arithmetic.
+_QUANTILES = {
+    Mode.DP_G: (1, 2),
+    Mode.DP_L: (1, 2),
+    Mode.RANDOM: (1, 2),
+    Mode.DP_L_33: (1, 3),
+}
+
+
+class ClientState(NamedTuple):
+  """A client's state between rounds.
+
+  Attributes:
+    weights: `tff.learning.models.ModelWeights` at the end of its last local
+      training.
+    shared: bool[T], which trainable tensors it sent in its last round.
+  """
+
+  weights: Any
+  shared: Any
+
+
+class ServerState(NamedTuple):
+  """The server state.
+
+  Attributes:
+    global_model_weights: `tff.learning.models.ModelWeights`.
+    client_work: The client optimizer's hparams (`<learning_rate=float32>`
+      for SGD).
+    round_num: Rounds run so far (int32).
+  """
+
+  global_model_weights: Any
+  client_work: Any
+  round_num: Any
+
+
+class RoundOutput(NamedTuple):
+  """The result of `DynamicPullingProcess.next`."""
+
+  state: Any
+  client_states: Any
+  metrics: Any
+
+
+def num_below(num_tensors: int, mode: Union[str, Mode]) -> int:
+  """k_g: how many of a group's tensors are "below" the mode's quantile.
+
+  Args:
+    num_tensors: n_g, the tensors of the group.
+    mode: dp_g, dp_l, random or dp_l_33.
+
+  Returns:
+    ceil(q·(n_g - 1)), q = 1/2 or 1/3. dp_l, random and dp_l_33 send k_g
+    tensors, dp_g sends n_g - k_g.
+  """
+  mode = weighting_lib.parse_option(mode, Mode, 'mode')
+  numerator, denominator = _QUANTILES[mode]
+  return max(0, -(-(num_tensors - 1) * numerator // denominator))
+
+
+def _ranks(values: tf.Tensor) -> tf.Tensor:
+  """int32 rank of each value when ordered by (value, index)."""
+  index = tf.range(tf.size(values))
+  before = tf.logical_or(
+      values[None, :] < values[:, None],
+      tf.logical_and(
+          tf.equal(values[None, :], values[:, None]),
+          index[None, :] < index[:, None],
+      ),
+  )
+  return tf.reduce_sum(tf.cast(before, tf.int32), axis=1)
+
+
+def _group_indices(tensor_groups: Sequence[str]) -> dict[str, list[int]]:
+  """Group name -> tensor indices, groups in order of first appearance."""
+  groups = collections.OrderedDict()
+  for index, group in enumerate(tensor_groups):
+    groups.setdefault(group, []).append(index)
+  return groups
+
+
+def select_tensors(
+    norms: tf.Tensor,
+    seed: tf.Tensor,
+    *,
+    mode: Union[str, Mode],
+    tensor_groups: Sequence[str],
+    exchanged: Optional[Sequence[bool]] = None,
+) -> tf.Tensor:
+  """The mask m of tensors a client sends (module docstring, step 4).
+
+  Args:
+    norms: float32[T], the change norms d_t.
+    seed: int64[2], the stateless seed of `random` (unused otherwise).
+    mode: A `Mode` or its name.
+    tensor_groups: T group names.
+    exchanged: T bools, the mask of `controllers`.
+
+  Returns:
+    bool[T].
+
+  Raises:
+    ValueError: For 'controllers' without `exchanged` of T entries.
+  """
+  mode = weighting_lib.parse_option(mode, Mode, 'mode')
+  num_tensors = len(tensor_groups)
+  if mode is Mode.DEFAULT:
+    return tf.ones([num_tensors], tf.bool)
+  if mode is Mode.CONTROLLERS:
+    if exchanged is None or len(exchanged) != num_tensors:
+      raise ValueError(f'controllers needs exchanged with {num_tensors} '
+                       f'entries, got {exchanged!r}.')
+    return tf.constant([bool(e) for e in exchanged], tf.bool)
+  if mode is Mode.RANDOM:
+    keys = tf.random.stateless_uniform(
+        [num_tensors], seed=tf.cast(seed, tf.int64), dtype=tf.float32
+    )
+  else:
+    keys = tf.cast(norms, tf.float32)
+  mask = [None] * num_tensors
+  for indices in _group_indices(tensor_groups).values():
+    k = num_below(len(indices), mode)
+    ranks = _ranks(tf.gather(keys, indices))
+    below = ranks < k
+    chosen = tf.logical_not(below) if mode is Mode.DP_G else below
+    for position, index in enumerate(indices):
+      mask[index] = chosen[position]
+  return tf.stack(mask)
+
+
+class DynamicPullingProcess(tff.templates.IterativeProcess):
+  """The process of `build_dynamic_pulling_process`.
+
+  Besides `initialize` and `next`: `get_model_weights` `(S -> M)` and
+  `set_model_weights` `(<S, M> -> S)` (TFF computations), and the settings it
+  was built with (`mode`, `tensor_groups`, `keep_private`, `push`).
+  """
+
+  def __init__(self, initialize_fn, next_fn, *, get_model_weights_fn,
+               set_model_weights_fn, mode, tensor_groups, keep_private, push):
+    super().__init__(initialize_fn, next_fn)
+    self._get_model_weights = get_model_weights_fn
+    self._set_model_weights = set_model_weights_fn
+    self.mode = mode
+    self.tensor_groups = tuple(tensor_groups)
+    self.keep_private = keep_private
+    self.push = push
+
+  @property
+  def get_model_weights(self) -> tff.Computation:
+    return self._get_model_weights
+
+  @property
+  def set_model_weights(self) -> tff.Computation:
+    return self._set_model_weights
+
+
+def client_data(training_data: Any, seed=(0, 0),
+                data_size: float = 0.0) -> collections.OrderedDict:
+  """One client's data D for `next`.
+
+  Args:
+    training_data: Its batches (a `tf.data.Dataset`), or with
+      `with_client_config` the output of `algorithms.with_client_config`.
+    seed: Two integers, the stateless seed of `random` mode (vary it by
+      round and client for independent choices).
+    data_size: Its aggregation weight n_k, e.g. the size of its corpus when
+      every client trains a fixed number of steps (the paper); 0: the
+      examples it trained on, as `client_work`'s `num_examples` weighting.
+  """
+  if not (np.isfinite(data_size) and data_size >= 0):
+    raise ValueError(f'data_size must be finite and >= 0, got {data_size!r}.')
+  return collections.OrderedDict([
+      (TRAINING_DATA, training_data),
+      (SEED, np.asarray(seed, np.int64)),
+      (DATA_SIZE, np.float32(data_size)),
+  ])
+
+
+def get_model_weights(state) -> tff.learning.models.ModelWeights:
+  """The global model weights of a server state (Python side)."""
+  if isinstance(state, ServerState):
+    return state.global_model_weights
+  return state['global_model_weights']
+
+
+def _as_numpy_weights(weights) -> tff.learning.models.ModelWeights:
+  return tff.learning.models.ModelWeights(
+      trainable=[np.asarray(w) for w in weights.trainable],
+      non_trainable=[np.asarray(w) for w in weights.non_trainable],
+  )
+
+
+def initial_client_state(
+    process_or_model_fn: Union[
+        DynamicPullingProcess,
+        Callable[[], tff.learning.models.VariableModel],
+    ],
+    state: Any = None,
+) -> ClientState:
+  """A client's state before its first round, as numpy values.
+
+  Its weights are the global model: of `state` (e.g. after
+  `process.set_model_weights` put a pre-trained model in it) or of
+  `process.initialize()`, or the weights of a model built by `model_fn`
+  (which must then build the same weights on every call, e.g. seeded).
+  `shared` is all True, so every client takes every tensor in round 1.
+
+  Args:
+    process_or_model_fn: A `DynamicPullingProcess` or a `model_fn`.
+    state: A server state of the process (only with a process).
+
+  Returns:
+    A `ClientState` of numpy arrays.
+  """
+  if isinstance(process_or_model_fn, DynamicPullingProcess):
+    if state is None:
+      state = process_or_model_fn.initialize()
+    weights = get_model_weights(state)
+  else:
+    if state is not None:
+      raise ValueError('state needs a DynamicPullingProcess, not a model_fn.')
+    model = process_or_model_fn()
+    weights = tf.nest.map_structure(
+        lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model)
+    )
+  weights = _as_numpy_weights(weights)
+  return ClientState(
+      weights=weights, shared=np.ones([len(weights.trainable)], np.bool_)
+  )
+
+
+def _defaults(mode, keep_private, push):
+  if keep_private is None:
+    keep_private = mode is not Mode.DEFAULT
+  if push is None:
+    push = (Push.SHARED if mode in (Mode.DP_L_33, Mode.CONTROLLERS)
+            else Push.ALL)
+  push = weighting_lib.parse_option(push, Push, 'push')
+  if push is Push.SHARED and not keep_private:
+    raise ValueError(
+        "push='shared' needs keep_private=True: a client that takes every "
+        'tensor needs the server to send every tensor.'
+    )
+  return keep_private, push
+
+
+def build_dynamic_pulling_process(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    *,
+    mode: Union[str, Mode],
+    tensor_groups: Sequence[str],
+    client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    exchanged: Optional[Sequence[bool]] = None,
+    keep_private: Optional[bool] = None,
+    push: Union[str, Push, None] = None,
+    with_client_config: bool = False,
+    metrics_aggregator: Optional[
+        tff.learning.metrics.MetricsAggregatorType] = None,
+) -> DynamicPullingProcess:
+  """Builds dynamic pulling with stateful clients (see the module docstring).
+
+  Type signatures, with M the model weights type (`ModelWeights`), T the
+  number of trainable tensors, H the client optimizer's hparams:
+
+  *   `initialize`: `( -> S@SERVER)`, S = `ServerState<global_model_weights=M,
+      client_work=H, round_num=int32>`;
+  *   `next`: `(<state=S@SERVER, client_data={D}@CLIENTS,
+      client_states={C}@CLIENTS> -> RoundOutput<state=S@SERVER,
+      client_states={C}@CLIENTS, metrics=X@SERVER>)` with
+      C = `ClientState<weights=M, shared=bool[T]>`,
+      D = `<training_data=B*, seed=int64[2], data_size=float32>`
+      (`client_data`), or with
+      `with_client_config` training_data = `<examples=B*,
+      config=<learning_rate=float32,num_epochs=int32>*>`, and
+      X = `<parameters_pulled=int64, parameters_pushed=int64,
+      parameters_pulled_per_client=float64, parameters_pushed_per_client=
+      float64, bytes_pulled_per_client=float64, bytes_pushed_per_client=
+      float64, tensors_sent=<g=int32 for each group g>, tensors_updated=int32,
+      non_finite_clients=int32, train=..., weighting=...>` (`train` and
+      `weighting` as in `client_work.build_weighted_client_work`);
+  *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
+
+  In simulation `next` returns `client_states` as a list in the order of the
+  clients; pass each client's state back in its next round (start from
+  `initial_client_state`).
+
+  Args:
+    model_fn: No-arg callable returning a new
+      `tff.learning.models.VariableModel`.
+    mode: 'default', 'dp_g', 'dp_l', 'random', 'dp_l_33' or 'controllers'.
+    tensor_groups: The group of each trainable tensor, in the order of
+      `ModelWeights.trainable` (e.g. `[t.group for t in
+      seq2seq.tensor_layout(config)]`); medians and quantiles are per group.
+    client_optimizer_fn: The client `tff.learning.optimizers.Optimizer`.
+    exchanged: For 'controllers' (only), the T bools of the tensors to send.
+    keep_private: Whether a client keeps the tensors it did not send and takes
+      only the others from the server; None: False for 'default', True
+      otherwise.
+    push: 'all' or 'shared' (the server sends only the tensors a client takes;
+      needs `keep_private`); None: 'shared' for 'dp_l_33' and 'controllers',
+      'all' otherwise.
+    with_client_config: Whether client data carries a per-client learning
+      rate and number of epochs (`algorithms.with_client_config`).
+    metrics_aggregator: Aggregator of the model's metrics;
+      `tff.learning.metrics.sum_then_finalize` if None.
+
+  Returns:
+    A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
+
+  Raises:
+    ValueError: For an unknown `mode` or `push`, `tensor_groups` or
+      `exchanged` of the wrong length, `exchanged` given without
+      'controllers' or missing with it, or `push='shared'` without
+      `keep_private`.
+    TypeError: If `client_optimizer_fn` is not a TFF optimizer.
+  """
+  mode = weighting_lib.parse_option(mode, Mode, 'mode')
+  keep_private, push = _defaults(mode, keep_private, push)
+  if not isinstance(client_optimizer_fn, tff.learning.optimizers.Optimizer):
+    raise TypeError(
+        'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '
+        f'{type(client_optimizer_fn)}.'
+    )
+  tensor_groups = [str(g) for g in tensor_groups]
+
+  @tff.tensorflow.computation
+  def initial_model_weights():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+
+  weights_type = initial_model_weights.type_signature.result
+  num_tensors = len(weights_type.trainable)
+  if len(tensor_groups) != num_tensors:
+    raise ValueError(f'tensor_groups has {len(tensor_groups)} entries; the '
+                     f'model has {num_tensors} trainable tensors.')
+  if (exchanged is not None) != (mode is Mode.CONTROLLERS):
+    raise ValueError("exchanged is needed by mode='controllers' and only by "
+                     f'it (mode={mode.value!r}).')
+  if exchanged is not None:
+    exchanged = [bool(e) for e in exchanged]
+    if len(exchanged) != num_tensors:
+      raise ValueError(f'exchanged has {len(exchanged)} entries; the model '
+                       f'has {num_tensors} trainable tensors.')
+
+  groups = _group_indices(tensor_groups)
+  sizes = [math.prod(t.shape) for t in weights_type.trainable]
+  num_bytes = [size * np.dtype(t.dtype).itemsize
+               for size, t in zip(sizes, weights_type.trainable)]
+  non_trainable_sizes = [math.prod(t.shape) for t in weights_type.non_trainable]
+  non_trainable_bytes = sum(
+      size * np.dtype(t.dtype).itemsize
+      for size, t in zip(non_trainable_sizes, weights_type.non_trainable))
+
+  client_work = client_work_lib.build_weighted_client_work(
+      model_fn,
+      optimizer=client_optimizer_fn,
+      weighting=weighting_lib.Weighting.NUM_EXAMPLES,
+      with_client_config=with_client_config,
+      metrics_aggregator=metrics_aggregator,
+  )
+  work_data_type = client_work.next.type_signature.parameter[2]
+  result_type = client_work.next.type_signature.result.result.member
+  measurements_type = client_work.next.type_signature.result.measurements.member
+  data_type = tff.StructWithPythonType(
+      [(TRAINING_DATA, work_data_type.member),
+       (SEED, tff.TensorType(np.int64, [2])),
+       (DATA_SIZE, tff.TensorType(np.float32))],
+      collections.OrderedDict,
+  )
+
+  @tff.tensorflow.computation(weights_type)
+  def new_client_state(weights):
+    return ClientState(weights=weights, shared=tf.ones([num_tensors], tf.bool))
+
+  client_state_type = new_client_state.type_signature.result
+
+  @tff.tensorflow.computation(weights_type, client_state_type)
+  def start_weights(pushed, state):
+    trainable = [
+        tf.where(state.shared[t], p, s) if keep_private else p
+        for t, (p, s) in enumerate(
+            zip(pushed.trainable, state.weights.trainable))
+    ]
+    return tff.learning.models.ModelWeights(
+        trainable=trainable, non_trainable=list(pushed.non_trainable))
+
+  def masked_sum(mask, values):
+    return tf.reduce_sum(tf.where(mask, tf.constant(values, tf.int64),
+                                  tf.zeros([num_tensors], tf.int64)))
+
+  @tff.tensorflow.computation(weights_type, client_state_type, result_type,
+                              tff.TensorType(np.int64, [2]),
+                              tff.TensorType(np.float32))
+  def client_round(start, state, result, seed, data_size):
+    trained = [s - u for s, u in zip(start.trainable, result.update)]
+    norms = tf.stack([
+        tf.norm(tf.cast(w - p, tf.float32))
+        for w, p in zip(trained, state.weights.trainable)
+    ])
+    mask = select_tensors(norms, seed, mode=mode, tensor_groups=tensor_groups,
+                          exchanged=exchanged)
+    weight = tf.where(result.update_weight > 0.0,
+                      tf.where(data_size > 0.0, data_size,
+                               result.update_weight), 0.0)
+    sent = tf.logical_and(mask, weight > 0.0)
+    pushed = state.shared if push is Push.SHARED else tf.ones_like(mask)
+    new_state = ClientState(
+        weights=tff.learning.models.ModelWeights(
+            trainable=trained, non_trainable=list(start.non_trainable)),
+        shared=mask,
+    )
+    aggregand = collections.OrderedDict(
+        weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
+                  for t, w in enumerate(trained)],
+        weights=tf.where(sent, weight, 0.0),
+    )
+    stats = collections.OrderedDict(
+        num_clients=tf.constant(1, tf.int32),
+        parameters_pulled=masked_sum(sent, sizes),
+        parameters_pushed=masked_sum(pushed, sizes)
+        + sum(non_trainable_sizes),
+        bytes_pulled=masked_sum(sent, num_bytes),
+        bytes_pushed=masked_sum(pushed, num_bytes) + non_trainable_bytes,
+        tensors_sent=collections.OrderedDict(
+            (group, tf.reduce_sum(tf.cast(tf.gather(sent, indices),
+                                          tf.int32)))
+            for group, indices in groups.items()),
+    )
+    return collections.OrderedDict(
+        state=new_state, aggregand=aggregand, stats=stats)
+
+  aggregand_type = client_round.type_signature.result['aggregand']
+  stats_type = client_round.type_signature.result['stats']
+
+  @tff.tensorflow.computation(weights_type, aggregand_type)
+  def server_update(weights, sums):
+    received = sums['weights'] > 0.0
+    trainable = [
+        tf.where(received[t], tf.math.divide_no_nan(s, sums['weights'][t]), w)
+        for t, (s, w) in enumerate(zip(sums['weighted'], weights.trainable))
+    ]
+    return tff.learning.models.ModelWeights(
+        trainable=trainable, non_trainable=list(weights.non_trainable))
+
+  @tff.tensorflow.computation(stats_type, aggregand_type, measurements_type)
+  def round_metrics(stats, sums, measurements):
+    n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
+
+    def per_client(total):
+      return tf.cast(total, tf.float64) / n
+
+    metrics = collections.OrderedDict(
+        parameters_pulled=stats['parameters_pulled'],
+        parameters_pushed=stats['parameters_pushed'],
+        parameters_pulled_per_client=per_client(stats['parameters_pulled']),
+        parameters_pushed_per_client=per_client(stats['parameters_pushed']),
+        bytes_pulled_per_client=per_client(stats['bytes_pulled']),
+        bytes_pushed_per_client=per_client(stats['bytes_pushed']),
+        tensors_sent=stats['tensors_sent'],
+        tensors_updated=tf.reduce_sum(
+            tf.cast(sums['weights'] > 0.0, tf.int32)),
+        non_finite_clients=measurements['weighting']['num_non_finite_clients'],
+        train=measurements['train'],
+        weighting=measurements['weighting'],
+    )
+    return metrics
+
+  @tff.tensorflow.computation(np.int32)
+  def increment(round_num):
+    return round_num + 1
+
+  @tff.federated_computation
+  def initialize_fn():
+    return tff.federated_zip(ServerState(
+        global_model_weights=tff.federated_eval(initial_model_weights,
+                                                tff.SERVER),
+        client_work=client_work.initialize(),
+        round_num=tff.federated_value(np.int32(0), tff.SERVER),
+    ))
+
+  state_type = initialize_fn.type_signature.result
+
+  @tff.federated_computation(
+      state_type,
+      tff.FederatedType(data_type, tff.CLIENTS),
+      tff.FederatedType(client_state_type, tff.CLIENTS),
+  )
+  def next_fn(state, client_data, client_states):  # pylint: disable=redefined-outer-name
+    # A dense broadcast; with push='shared' the metrics count only the
+    # tensors the client takes.
+    pushed = tff.federated_broadcast(state.global_model_weights)
+    start = tff.federated_map(start_weights, (pushed, client_states))
+    work = client_work.next(
+        state.client_work, start, getattr(client_data, TRAINING_DATA))
+    outputs = tff.federated_map(
+        client_round,
+        (start, client_states, work.result, getattr(client_data, SEED),
+         getattr(client_data, DATA_SIZE)))
+    sums = tff.federated_sum(outputs.aggregand)
+    new_weights = tff.federated_map(
+        server_update, (state.global_model_weights, sums))
+    new_state = tff.federated_zip(ServerState(
+        global_model_weights=new_weights,
+        client_work=work.state,
+        round_num=tff.federated_map(increment, state.round_num),
+    ))
+    metrics = tff.federated_map(
+        round_metrics,
+        (tff.federated_sum(outputs.stats), sums, work.measurements))
+    return RoundOutput(state=new_state, client_states=outputs.state,
+                       metrics=metrics)
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights_fn(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(state_type.member, weights_type)
+  def set_model_weights_fn(state, weights):
+    return ServerState(global_model_weights=weights,
+                       client_work=state.client_work,
+                       round_num=state.round_num)
+
+  return DynamicPullingProcess(
+      initialize_fn,
+      next_fn,
+      get_model_weights_fn=get_model_weights_fn,
+      set_model_weights_fn=set_model_weights_fn,
+      mode=mode,
+      tensor_groups=tensor_groups,
+      keep_private=keep_private,
+      push=push,
+  )
