@@ -18,6 +18,7 @@ import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
 from tff_nlp import algorithms
+from tff_nlp import training
 from tff_nlp.algorithms import dynamic_pulling
 
 _F32, _F64, _I32, _I64 = np.float32, np.float64, np.int32, np.int64
@@ -605,3 +606,52 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class SimulationProcessTest(tf.test.TestCase):
+
+  def _train(self, output_dir, rounds):
+    process = dynamic_pulling.SimulationProcess(_process('dp_l'), 3)
+    clients = linear_model.three_clients()
+    run = training.run_training(
+        process,
+        client_data_fn=lambda round_num, ids: [
+            _datasets(clients, round_num)[i] for i in ids],
+        num_clients=3,
+        config=training.LoopConfig(rounds=rounds, progress=False),
+        output_dir=output_dir)
+    return process, run
+
+  def test_resumed_run_equals_uninterrupted_with_client_states(self):
+    _, straight = self._train(self.create_tempdir().full_path, rounds=2)
+    resumed_dir = self.create_tempdir().full_path
+    self._train(resumed_dir, rounds=1)
+    process, resumed = self._train(resumed_dir, rounds=2)
+    self.assertEqual(resumed.resumed_from, 1)
+    self.assertAllClose(
+        _trainable(process.get_model_weights(resumed.state)),
+        _trainable(process.get_model_weights(straight.state)), atol=1e-6)
+    for got, want in zip(process.client_model_weights(resumed.state),
+                         process.client_model_weights(straight.state)):
+      self.assertAllClose(_trainable(got), _trainable(want), atol=1e-6)
+    for got, want in zip(resumed.state.clients, straight.state.clients):
+      self.assertAllEqual(got.shared, want.shared)
+    # The loop recorded the process's own traffic metrics.
+    self.assertIn('parameters_pulled', resumed.records[-1]['train'])
+
+  def test_set_model_weights_resets_every_client(self):
+    process = dynamic_pulling.SimulationProcess(_process('dp_l'), 2)
+    state = process.initialize()
+    weights = process.get_model_weights(state)
+    zeros = weights._replace(
+        trainable=[np.zeros_like(w) for w in weights.trainable])
+    state = process.set_model_weights(state, zeros)
+    for client in process.client_model_weights(state):
+      for w in client.trainable:
+        self.assertAllEqual(w, np.zeros_like(w))
+
+  def test_every_client_takes_part(self):
+    process = dynamic_pulling.SimulationProcess(_process('dp_l'), 3)
+    with self.assertRaisesRegex(ValueError, 'clients_per_round=0'):
+      process.next(process.initialize(),
+                   _datasets(linear_model.three_clients()[:2], 0))

@@ -23,12 +23,24 @@ _NOTEBOOKS = sorted(glob.glob(os.path.join(_COLABS_DIR, '*.ipynb')))
 
 
 def _worker_pids() -> set[int]:
-  # The kernel's workers are not children of this process, so
-  # `runtime.owned_worker_pids()` does not see them; any new worker_binary
-  # after the kernel stopped is one it left behind.
+  """The `worker_binary` processes started from the colabs/ folder.
+
+  The kernel's workers are not children of this process, so
+  `runtime.owned_worker_pids()` does not see them. They inherit the kernel's
+  working directory, colabs/, which tells them apart from the workers of
+  other TFF programs running on the machine at the same time.
+  """
   result = subprocess.run(['pgrep', '-f', 'worker_binary'],
                           capture_output=True, text=True, check=False)
-  return {int(pid) for pid in result.stdout.split()}
+  pids = set()
+  for pid in result.stdout.split():
+    try:
+      cwd = os.readlink(f'/proc/{pid}/cwd')
+    except OSError:  # Ended meanwhile, or not ours to inspect.
+      continue
+    if os.path.realpath(cwd) == os.path.realpath(_COLABS_DIR):
+      pids.add(int(pid))
+  return pids
 
 
 def test_there_is_a_notebook():

@@ -18,6 +18,7 @@ import tensorflow as tf
 from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import training
+from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import seq2seq
@@ -205,13 +206,13 @@ def test_length_grouped_order(n, batch_size):
   rng = np.random.default_rng(n)
   source = rng.integers(1, 50, n)
   target = rng.integers(1, 200, n)
-  order = experiment.length_grouped_order(
+  order = seq2seq_examples.length_grouped_order(
       source, target, batch_size=batch_size, rng=np.random.default_rng(7))
   assert sorted(order) == list(range(n))  # A permutation: nothing dropped.
-  again = experiment.length_grouped_order(
+  again = seq2seq_examples.length_grouped_order(
       source, target, batch_size=batch_size, rng=np.random.default_rng(7))
   np.testing.assert_array_equal(order, again)
-  window = batch_size * experiment.LENGTH_GROUPING_WINDOW
+  window = batch_size * seq2seq_examples.LENGTH_GROUPING_WINDOW
   full = n // batch_size
   batches = [order[i * batch_size:(i + 1) * batch_size] for i in range(full)]
   for batch in batches:  # Each full batch is target-sorted within a window.

@@ -664,3 +664,94 @@ def build_dynamic_pulling_process(
       keep_private=keep_private,
       push=push,
   )
+
+
+class SimulationState(NamedTuple):
+  """The server's state and every client's, as the round loop keeps them."""
+
+  server: Any
+  clients: list[Any]
+
+
+class SimulationProcess:
+  """A `DynamicPullingProcess` with its K clients' states kept alongside.
+
+  Cross-silo simulation (every client in every round, in the order of their
+  ids): the loop's state is a `SimulationState` of numpy values, so
+  `tff_nlp.training.run_training` checkpoints the clients' states with the
+  server's and a resumed run continues exactly. It has the parts of a
+  `LearningProcess` the loop uses:
+
+  *   `initialize()`: the server state and K `initial_client_state`s;
+  *   `next(state, client_data)`: one round of all K clients (`client_data`
+      in client order, each from `client_data`), returning
+      `LearningProcessOutput(state, metrics)`;
+  *   `get_model_weights(state)`, `client_model_weights(state)` (each
+      client's weights after its last local training: its model);
+  *   `set_model_weights(state, weights)`: the server's model *and* every
+      client's state become `weights` (e.g. the pre-trained generic engine),
+      so it is meant for the start of training, as the loop uses it;
+  *   `round_computation`: the federated round (`DynamicPullingProcess.next`)
+      from which the loop reads the round's dense traffic.
+  """
+
+  def __init__(self, process: DynamicPullingProcess, num_clients: int):
+    if num_clients < 1:
+      raise ValueError(f'num_clients must be positive, got {num_clients}.')
+    self._process = process
+    self.num_clients = num_clients
+
+  @property
+  def process(self) -> DynamicPullingProcess:
+    return self._process
+
+  @property
+  def round_computation(self) -> tff.Computation:
+    return self._process.next
+
+  def _clients(self, server) -> list[ClientState]:
+    return [initial_client_state(self._process, server)
+            for _ in range(self.num_clients)]
+
+  def initialize(self) -> SimulationState:
+    server = self._process.initialize()
+    return SimulationState(server=server, clients=self._clients(server))
+
+  def next(self, state: SimulationState, client_data: Sequence[Any]
+           ) -> tff.learning.templates.LearningProcessOutput:
+    if len(client_data) != self.num_clients:
+      raise ValueError(
+          f'Every one of the {self.num_clients} clients takes part in every '
+          f'round (cross-silo); got data of {len(client_data)}. Use '
+          'clients_per_round=0.')
+    output = self._process.next(state.server, list(client_data),
+                                list(state.clients))
+    clients = [ClientState(weights=_as_numpy_weights(c.weights),
+                           shared=np.asarray(c.shared, np.bool_))
+               for c in output.client_states]
+    return tff.learning.templates.LearningProcessOutput(
+        state=SimulationState(server=output.state, clients=clients),
+        metrics=output.metrics)
+
+  def get_model_weights(self, state: SimulationState
+                        ) -> tff.learning.models.ModelWeights:
+    return self._process.get_model_weights(state.server)
+
+  def client_model_weights(self, state: SimulationState
+                           ) -> list[tff.learning.models.ModelWeights]:
+    return [c.weights for c in state.clients]
+
+  def set_model_weights(self, state: SimulationState,
+                        weights: tff.learning.models.ModelWeights
+                        ) -> SimulationState:
+    server = self._process.set_model_weights(state.server, weights)
+    return SimulationState(server=server, clients=self._clients(server))
+
+
+def build_simulation_process(
+    model_fn: Callable[[], tff.learning.models.VariableModel], *,
+    num_clients: int, **kwargs) -> SimulationProcess:
+  """`build_dynamic_pulling_process(model_fn, **kwargs)` for K clients in the
+  round loop (`SimulationProcess`)."""
+  return SimulationProcess(
+      build_dynamic_pulling_process(model_fn, **kwargs), num_clients)

@@ -3,15 +3,19 @@
 `train_text2sql` (one method) and `text2sql_benchmark` (several methods)
 define the same experiment; this module defines its flags once and turns
 them into the configs of `tff_nlp.experiments.text2sql`. Not a binary.
+The model flags are `_seq2seq_flags`' (adopted here, and
+`model_config` re-exported for the binaries).
 """
 
 from absl import flags
 
 from tff_nlp import algorithms
-from tff_nlp.bin import common
+from tff_nlp.bin import _seq2seq_flags as seq2seq_flags
 from tff_nlp.data import text2sql
 from tff_nlp.experiments import text2sql as experiment
-from tff_nlp.models import seq2seq
+
+flags.adopt_module_key_flags(seq2seq_flags)
+model_config = seq2seq_flags.model_config
 
 DATA_DIR = flags.DEFINE_string(
     'data_dir', None,
@@ -45,20 +49,6 @@ MAX_EVAL_EXAMPLES = flags.DEFINE_integer(
     'Dev and test examples per client (seeded subset); 0: all.',
     lower_bound=0)
 
-MODEL = flags.DEFINE_enum(
-    'model', 'small', sorted(seq2seq.PRESETS),
-    'Model preset; the flags below override its fields.')
-NUM_LAYERS = flags.DEFINE_integer(
-    'num_layers', None, 'Encoder and decoder layers each.', lower_bound=1)
-HIDDEN_DIM = flags.DEFINE_integer(
-    'hidden_dim', None, 'd_model.', lower_bound=1)
-NUM_HEADS = flags.DEFINE_integer(
-    'num_heads', None, 'Attention heads.', lower_bound=1)
-INTERMEDIATE_DIM = flags.DEFINE_integer(
-    'intermediate_dim', None, 'Feed-forward width.', lower_bound=1)
-DROPOUT = flags.DEFINE_float(
-    'dropout', None, 'Dropout rate.', lower_bound=0.0, upper_bound=1.0)
-
 CLIENT_OPTIMIZER = flags.DEFINE_enum(
     'client_optimizer', 'adam', sorted(algorithms.CLIENT_OPTIMIZERS),
     'Client optimizer (the paper: adafactor).')
@@ -89,21 +79,6 @@ DECODE_BATCH_SIZE = flags.DEFINE_integer(
 def _check_clients(value):
   return (bool(value) and len(set(value)) == len(value)
           and set(value) <= set(text2sql.CLIENTS))
-
-
-def model_config() -> seq2seq.Seq2SeqConfig:
-  """The model preset with the flags' overrides."""
-  overrides = {
-      'num_encoder_layers': NUM_LAYERS.value,
-      'num_decoder_layers': NUM_LAYERS.value,
-      'hidden_dim': HIDDEN_DIM.value,
-      'num_heads': NUM_HEADS.value,
-      'intermediate_dim': INTERMEDIATE_DIM.value,
-      'dropout': DROPOUT.value,
-      'seed': common.SEED.value,
-  }
-  return seq2seq.Seq2SeqConfig.from_preset(
-      MODEL.value, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def data_config() -> experiment.DataConfig:

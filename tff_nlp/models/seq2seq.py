@@ -142,6 +142,19 @@ PRESETS = {
         max_source_length=512,
         max_target_length=256,
     ),
+    # The Transformer base of Vaswani et al. (2017), as in the dynamic
+    # pulling paper's NMT engines: 6+6 layers, 8 heads, d 512, FFN 2048.
+    'transformer_base': Seq2SeqConfig(
+        vocabulary_size=30000,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        num_heads=8,
+        hidden_dim=512,
+        intermediate_dim=2048,
+        dropout=0.1,
+        max_source_length=256,
+        max_target_length=256,
+    ),
     't5_base': Seq2SeqConfig(
         vocabulary_size=32000,
         num_encoder_layers=12,

@@ -244,6 +244,11 @@ def run_training(
   Args:
     process: The learning process. With an `algorithms.FLProcess`, the
       simulation-only per-client outputs are recorded in `metrics.jsonl`.
+      Or an object with the same `initialize`, `next`, `get_model_weights`
+      and `set_model_weights` whose `next` is Python around a federated
+      round named `round_computation` (e.g.
+      `algorithms.dynamic_pulling.SimulationProcess`, which keeps clients'
+      states in the loop's state).
     client_data_fn: `(round_num, client_ids) -> [client data]`. For exact
       resumption it must depend only on its arguments (e.g. seed the example
       order with `(seed, round_num, client_id)`).
@@ -298,7 +303,10 @@ def run_training(
     _run_sync(state_manager.save(state, 0))
 
   with_client_outputs = isinstance(process, fl_process_lib.FLProcess)
-  traffic = communication_lib.round_communication(process.next)
+  # A process whose `next` is Python around a federated round (e.g.
+  # `dynamic_pulling.SimulationProcess`) names that round.
+  traffic = communication_lib.round_communication(
+      getattr(process, 'round_computation', process.next))
   progress = _Progress(
       enabled=sys.stderr.isatty() if config.progress is None
       else config.progress,

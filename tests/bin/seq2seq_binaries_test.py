@@ -1,9 +1,10 @@
-"""The text-to-SQL binaries as a user runs them: bad input exits with 2.
+"""The seq2seq experiment binaries as a user runs them: bad input exits 2.
 
-`python -m tff_nlp.bin.train_text2sql` and `tff_nlp.bin.text2sql_benchmark`
-in a subprocess with the smoke preset: every bad flag value or data location
-gives exit status 2 and one line naming the flag or path, before any
-training. (Training itself is covered by tests/experiments/text2sql_test.py.)
+`python -m tff_nlp.bin.train_text2sql`, `tff_nlp.bin.text2sql_benchmark` and
+`tff_nlp.bin.train_nmt` in a subprocess with their smoke presets: every bad
+flag value or data location gives exit status 2 and one line naming the flag
+or path, before any training. (Training itself is covered by
+tests/experiments/text2sql_test.py and nmt_test.py.)
 """
 
 import os
@@ -15,8 +16,13 @@ import pytest
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_SMOKE_FLAGS = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
-                            'train_text2sql.smoke.flags')
+_PRESETS = {'train_text2sql': 'train_text2sql', 'text2sql_benchmark':
+            'train_text2sql', 'train_nmt': 'train_nmt'}
+
+
+def _smoke_flags(binary: str) -> str:
+  return os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
+                      f'{_PRESETS[binary]}.smoke.flags')
 
 
 @pytest.mark.parametrize('binary, args, message', [
@@ -28,11 +34,19 @@ _SMOKE_FLAGS = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
     ('train_text2sql', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
     ('text2sql_benchmark', ['--methods=fedavg/median'],
      r"--methods: 'fedavg/median' is not a method"),
+    ('train_nmt', ['--engines=generic,federated:dp_x'],
+     r"--engines: 'federated:dp_x': Unknown mode 'dp_x'"),
+    ('train_nmt', ['--engines=single:php_docs', '--domains=wmt_news,legal'],
+     r"legal"),
+    ('train_nmt', ['--controller_layers=0,x'], r'--controller_layers'),
+    ('train_nmt', ['--generic_domain=php_docs', '--domains=wmt_news'],
+     r'generic_domain'),
+    ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
   result = subprocess.run(
       [sys.executable, '-m', f'tff_nlp.bin.{binary}',
-       f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={tmp_path}/run', *args],
+       f'--flagfile={_smoke_flags(binary)}', f'--output_dir={tmp_path}/run', *args],
       cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 2, result.stderr[-2000:]
@@ -44,3 +58,4 @@ def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
   assert 'Traceback' not in result.stderr
   # Nothing was trained.
   assert not os.path.exists(tmp_path / 'run' / 'federated' / 'checkpoints')
+  assert not os.path.exists(tmp_path / 'run' / 'engines')
