@@ -122,7 +122,7 @@ class _RefClient:
 
 
 def _reference_round(server, states, clients, seeds, *, mode, keep_private,
-                     push, data_sizes=None):
+                     push, data_sizes=None, change_norm='l2'):
   """One round in numpy: (server weights, client states, metrics)."""
   num = [np.zeros_like(w) for w in server]
   den = np.zeros(len(server))
@@ -137,7 +137,9 @@ def _reference_round(server, states, clients, seeds, *, mode, keep_private,
     start = [s if t else p for s, p, t in zip(server, state.weights, take)]
     trained, valid = _train(start, client)
     n = (size or len(client.x)) if valid else 0
-    norms = [np.linalg.norm(a - b) for a, b in zip(trained, state.weights)]
+    norms = [np.linalg.norm(a - b) / (np.sqrt(a.size) if change_norm == 'rms'
+                                      else 1.0)
+             for a, b in zip(trained, state.weights)]
     mask = _reference_mask(norms, seed, mode)
     for t in np.flatnonzero(mask & (n > 0)):
       num[t] += n * trained[t]
@@ -405,7 +407,7 @@ class SelectTensorsTest(tf.test.TestCase, parameterized.TestCase):
 class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _run(self, process, clients, num_rounds, *, config=False,
-           data_sizes=None):
+           data_sizes=None, change_norm='l2'):
     """Runs process and reference; asserts they agree; returns both."""
     state = process.initialize()
     client_states = [dynamic_pulling.initial_client_state(process, state)
@@ -421,7 +423,8 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
           server, reference_states, clients,
           [(round_num, k) for k in range(len(clients))],
           mode=process.mode.value, keep_private=process.keep_private,
-          push=process.push.value, data_sizes=data_sizes)
+          push=process.push.value, data_sizes=data_sizes,
+          change_norm=change_norm)
       for key, value in reference_metrics.items():
         self.assertAllClose(output.metrics[key], value, msg=key)
       for got, want in zip(client_states, reference_states):
@@ -451,6 +454,11 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # (the paper: fixed steps per client, mean weighted by data size).
     self._run(_process(mode), linear_model.three_clients(), num_rounds=2,
               data_sizes=[100.0, 10.0, 1000.0])
+
+  @parameterized.named_parameters(('dp_l', 'dp_l'), ('dp_g', 'dp_g'))
+  def test_rms_change_norm_matches_reference(self, mode):
+    self._run(_process(mode, change_norm='rms'),
+              linear_model.three_clients(), num_rounds=2, change_norm='rms')
 
   def test_client_config_matches_reference(self):
     clients = linear_model.three_clients()

@@ -33,7 +33,12 @@ the same number of steps; else its examples (one epoch's with
     client without examples or with a non-finite loss or update, whose
     update is zeroed, so trained = start, whatever its `data_size`).
 3.  Change norms d_t = ||w_r^t - w_{r-1}^t||_2 (Frobenius) between the
-    trained weights and the state's weights.
+    trained weights and the state's weights (the paper's rule,
+    `change_norm='l2'`). A whole-tensor norm grows with the tensor's size,
+    so the median splits large matrices (above) from biases and LayerNorm
+    vectors (below), and dp_l then sends far fewer than half of the
+    *parameters*; `change_norm='rms'` divides by sqrt(size) (the change per
+    parameter) to compare tensors of different sizes.
 4.  The mask m of tensors to send, per mode (`Mode`); n_g is the number of
     tensors of group g, and every rule is applied within each group
     separately:
@@ -110,6 +115,7 @@ from tff_nlp.algorithms import weighting as weighting_lib
 TRAINING_DATA = 'training_data'
 SEED = 'seed'
 DATA_SIZE = 'data_size'
+CHANGE_NORMS = ('l2', 'rms')
 
 
 class Mode(enum.Enum):
@@ -391,6 +397,7 @@ def build_dynamic_pulling_process(
     with_client_config: bool = False,
     metrics_aggregator: Optional[
         tff.learning.metrics.MetricsAggregatorType] = None,
+    change_norm: str = 'l2',
 ) -> DynamicPullingProcess:
   """Builds dynamic pulling with stateful clients (see the module docstring).
 
@@ -438,6 +445,8 @@ def build_dynamic_pulling_process(
       rate and number of epochs (`algorithms.with_client_config`).
     metrics_aggregator: Aggregator of the model's metrics;
       `tff.learning.metrics.sum_then_finalize` if None.
+    change_norm: 'l2' (the paper: the norm of a tensor's change) or 'rms'
+      (that norm over sqrt(tensor size)).
 
   Returns:
     A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
@@ -451,6 +460,9 @@ def build_dynamic_pulling_process(
   """
   mode = weighting_lib.parse_option(mode, Mode, 'mode')
   keep_private, push = _defaults(mode, keep_private, push)
+  if change_norm not in CHANGE_NORMS:
+    raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
+                     f'{change_norm!r}.')
   if not isinstance(client_optimizer_fn, tff.learning.optimizers.Optimizer):
     raise TypeError(
         'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '
@@ -528,8 +540,9 @@ def build_dynamic_pulling_process(
   def client_round(start, state, result, seed, data_size):
     trained = [s - u for s, u in zip(start.trainable, result.update)]
     norms = tf.stack([
-        tf.norm(tf.cast(w - p, tf.float32))
-        for w, p in zip(trained, state.weights.trainable)
+        tf.norm(tf.cast(w - p, tf.float32)) / (
+            math.sqrt(size) if change_norm == 'rms' else 1.0)
+        for w, p, size in zip(trained, state.weights.trainable, sizes)
     ])
     mask = select_tensors(norms, seed, mode=mode, tensor_groups=tensor_groups,
                           exchanged=exchanged)

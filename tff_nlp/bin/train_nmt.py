@@ -84,6 +84,10 @@ _DECODE_BATCH_SIZE = flags.DEFINE_integer(
 _CONTROLLER_LAYERS = flags.DEFINE_list(
     'controller_layers', ['0', '3'],
     'Encoder and decoder layers the controllers baseline exchanges.')
+_CHANGE_NORM = flags.DEFINE_enum(
+    'change_norm', 'l2', ['l2', 'rms'],
+    "Dynamic pulling's change of a tensor: l2 (the paper) or rms (per "
+    'parameter).')
 _ENGINES = flags.DEFINE_list(
     'engines',
     ['generic', 'combined', 'chained', 'federated:default',
@@ -117,7 +121,8 @@ def main(argv):
         finetune_epochs=_FINETUNE_EPOCHS.value,
         local_steps=_LOCAL_STEPS.value, beam_size=_BEAM_SIZE.value,
         decode_batch_size=_DECODE_BATCH_SIZE.value,
-        controller_layers=controller_layers)
+        controller_layers=controller_layers,
+        change_norm=_CHANGE_NORM.value)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   with runtime_flags.context_from_flags():

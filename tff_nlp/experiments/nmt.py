@@ -123,6 +123,8 @@ class TrainingConfig:
     decode_batch_size: Sentences decoded at once.
     controller_layers: The encoder and decoder layers the `controllers`
       baseline exchanges (the paper's 6E6D (0-3): layers 0 and 3).
+    change_norm: How dynamic pulling measures a tensor's change: 'l2' (the
+      paper) or 'rms' (per parameter; see `dynamic_pulling`).
   """
 
   client_optimizer: str = 'adam'
@@ -134,12 +136,17 @@ class TrainingConfig:
   beam_size: int = 1
   decode_batch_size: int = 64
   controller_layers: tuple[int, ...] = (0, 3)
+  change_norm: str = 'l2'
 
   def __post_init__(self):
     if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
       raise ValueError(
           f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
           f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.')
+    if self.change_norm not in dynamic_pulling.CHANGE_NORMS:
+      raise ValueError(f'change_norm must be one of '
+                       f'{dynamic_pulling.CHANGE_NORMS}, got '
+                       f'{self.change_norm!r}.')
     for name in ('batch_size', 'pretrain_epochs', 'finetune_epochs',
                  'local_steps', 'beam_size', 'decode_batch_size'):
       if getattr(self, name) < 1:
@@ -447,7 +454,7 @@ def _train_federated(task: NmtTask, spec: EngineSpec, *,
       if spec.mode == 'controllers'
       else None,
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True)
+      with_client_config=True, change_norm=training.change_norm)
   template = process.get_model_weights(process.initialize())
   run = training_lib.run_training(
       process,
