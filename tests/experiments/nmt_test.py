@@ -37,6 +37,10 @@ _LOOP = training.LoopConfig(rounds=1, progress=False)
     ('federated:dp_l', nmt.EngineSpec('federated', mode='dp_l', rounds=7)),
     ('federated:random:10', nmt.EngineSpec('federated', mode='random',
                                            rounds=10)),
+    ('federated:dp_l:rms', nmt.EngineSpec('federated', mode='dp_l', rounds=7,
+                                          change_norm='rms')),
+    ('federated:dp_g:3:rms', nmt.EngineSpec('federated', mode='dp_g',
+                                            rounds=3, change_norm='rms')),
 ])
 def test_engine_spec_parse(spec, expected):
   assert nmt.EngineSpec.parse(spec, default_rounds=7) == expected
@@ -44,10 +48,34 @@ def test_engine_spec_parse(spec, expected):
 
 @pytest.mark.parametrize('spec', ['federated:dp_x', 'federated:dp_l:zero',
                                   'federated:dp_l:0', 'single', 'local',
-                                  'generic:2', 'single:a:b'])
+                                  'generic:2', 'single:a:b',
+                                  'federated:dp_l:rms:l2',
+                                  'federated:dp_l:2:3'])
 def test_engine_spec_parse_rejects(spec):
   with pytest.raises(errors.InputError, match='--engines'):
     nmt.EngineSpec.parse(spec)
+
+
+def test_engine_names_and_keys():
+  assert nmt.EngineSpec.parse('federated:dp_l:rms').name == (
+      'federated-dp_l-rms-r5')
+  dirs = {}
+  for steps in (2, 3):
+    training_config = nmt.TrainingConfig(local_steps=steps)
+    dirs[steps] = {
+        e: nmt.engine_dir('out', nmt.EngineSpec.parse(e), data=_DATA,
+                          model=_MODEL, training=training_config, seed=0)
+        for e in ('generic', 'single:php_docs', 'chained', 'federated:dp_l')}
+  # Local steps define federated engines only; the others keep their runs.
+  for engine in ('generic', 'single:php_docs', 'chained'):
+    assert dirs[2][engine] == dirs[3][engine]
+  assert dirs[2]['federated:dp_l'] != dirs[3]['federated:dp_l']
+  assert dirs[2]['federated:dp_l'].startswith('out/engines/federated-dp_l-r5-')
+  # A new generic engine (other epochs) means new engines built on it.
+  longer = nmt.TrainingConfig(local_steps=2, pretrain_epochs=3)
+  assert nmt.engine_dir('out', nmt.EngineSpec('chained'), data=_DATA,
+                        model=_MODEL, training=longer, seed=0) != dirs[2][
+                            'chained']
 
 
 def _run(output_dir, engines):

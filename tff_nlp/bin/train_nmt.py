@@ -8,7 +8,7 @@ on the German→English domains and writes the paper's BLEU tables (single-
 domain engines, centralised baselines, federated server and client models,
 pulled parameters per mode) to `<output_dir>/results.md`; see
 `tff_nlp.experiments.nmt`. Engines: `generic`, `single:<domain>`,
-`combined`, `chained`, `federated:<mode>[:<rounds>]` with a mode of
+`combined`, `chained`, `federated:<mode>[:<rounds>][:rms]` with a mode of
 `tff_nlp.algorithms.dynamic_pulling` (default, dp_g, dp_l, random, dp_l_33,
 controllers). Each engine is cached under its configuration, so running the
 command again continues an interrupted experiment. Presets in
@@ -84,17 +84,14 @@ _DECODE_BATCH_SIZE = flags.DEFINE_integer(
 _CONTROLLER_LAYERS = flags.DEFINE_list(
     'controller_layers', ['0', '3'],
     'Encoder and decoder layers the controllers baseline exchanges.')
-_CHANGE_NORM = flags.DEFINE_enum(
-    'change_norm', 'l2', ['l2', 'rms'],
-    "Dynamic pulling's change of a tensor: l2 (the paper) or rms (per "
-    'parameter).')
 _ENGINES = flags.DEFINE_list(
     'engines',
     ['generic', 'combined', 'chained', 'federated:default',
      'federated:dp_l', 'federated:dp_g', 'federated:random',
      'federated:dp_l_33', 'federated:controllers'],
     'Engines: generic, single:<domain>, combined, chained, '
-    'federated:<mode>[:<rounds>] (rounds default: --rounds).')
+    'federated:<mode>[:<rounds>][:<change_norm>] (rounds default: --rounds; '
+    'change_norm l2, the paper, or rms).')
 
 
 def main(argv):
@@ -121,8 +118,7 @@ def main(argv):
         finetune_epochs=_FINETUNE_EPOCHS.value,
         local_steps=_LOCAL_STEPS.value, beam_size=_BEAM_SIZE.value,
         decode_batch_size=_DECODE_BATCH_SIZE.value,
-        controller_layers=controller_layers,
-        change_norm=_CHANGE_NORM.value)
+        controller_layers=controller_layers)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   with runtime_flags.context_from_flags():

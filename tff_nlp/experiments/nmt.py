@@ -123,8 +123,6 @@ class TrainingConfig:
     decode_batch_size: Sentences decoded at once.
     controller_layers: The encoder and decoder layers the `controllers`
       baseline exchanges (the paper's 6E6D (0-3): layers 0 and 3).
-    change_norm: How dynamic pulling measures a tensor's change: 'l2' (the
-      paper) or 'rms' (per parameter; see `dynamic_pulling`).
   """
 
   client_optimizer: str = 'adam'
@@ -136,17 +134,12 @@ class TrainingConfig:
   beam_size: int = 1
   decode_batch_size: int = 64
   controller_layers: tuple[int, ...] = (0, 3)
-  change_norm: str = 'l2'
 
   def __post_init__(self):
     if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
       raise ValueError(
           f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
           f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.')
-    if self.change_norm not in dynamic_pulling.CHANGE_NORMS:
-      raise ValueError(f'change_norm must be one of '
-                       f'{dynamic_pulling.CHANGE_NORMS}, got '
-                       f'{self.change_norm!r}.')
     for name in ('batch_size', 'pretrain_epochs', 'finetune_epochs',
                  'local_steps', 'beam_size', 'decode_batch_size'):
       if getattr(self, name) < 1:
@@ -162,14 +155,18 @@ class EngineSpec:
     kind: One of `ENGINE_KINDS`.
     domain: The domain of a `single` engine.
     mode: The dynamic-pulling mode of a `federated` engine
-      (`_MODES`).
+      (`dynamic_pulling.Mode`).
     rounds: Federated rounds.
+    change_norm: How a federated engine's clients measure a tensor's
+      change: 'l2' (the paper) or 'rms' (per parameter); see
+      `dynamic_pulling`.
   """
 
   kind: str
   domain: Optional[str] = None
   mode: str = 'default'
   rounds: int = 5
+  change_norm: str = 'l2'
 
   def __post_init__(self):
     if self.kind not in ENGINE_KINDS:
@@ -183,20 +180,29 @@ class EngineSpec:
                          f'{_MODES}.')
       if self.rounds < 1:
         raise ValueError(f'rounds must be positive, got {self.rounds}.')
+    if self.change_norm not in dynamic_pulling.CHANGE_NORMS:
+      raise ValueError(f'change_norm must be one of '
+                       f'{dynamic_pulling.CHANGE_NORMS}, got '
+                       f'{self.change_norm!r}.')
+    if self.change_norm != 'l2' and self.kind != 'federated':
+      raise ValueError('Only a federated engine has a change_norm.')
 
   @property
   def name(self) -> str:
-    """'generic', 'single-php_docs', 'federated-dp_l-r5', ..."""
+    """'generic', 'single-php_docs', 'federated-dp_l-r5',
+    'federated-dp_l-rms-r5', ..."""
     if self.kind == 'single':
       return f'single-{self.domain}'
     if self.kind == 'federated':
-      return f'federated-{self.mode}-r{self.rounds}'
+      norm = '' if self.change_norm == 'l2' else f'-{self.change_norm}'
+      return f'federated-{self.mode}{norm}-r{self.rounds}'
     return self.kind
 
   @classmethod
   def parse(cls, spec: str, *, default_rounds: int = 5) -> 'EngineSpec':
     """'generic', 'combined', 'chained', 'single:<domain>' or
-    'federated:<mode>[:<rounds>]' (`default_rounds` if none).
+    'federated:<mode>[:<rounds>][:<change_norm>]' (`default_rounds` and
+    'l2' if not given), e.g. 'federated:dp_l:10:rms'.
 
     Raises:
       InputError: naming `--engines` and what is expected.
@@ -205,17 +211,26 @@ class EngineSpec:
     try:
       if kind == 'single' and len(rest) == 1:
         return cls('single', domain=rest[0])
-      if kind == 'federated' and 1 <= len(rest) <= 2:
+      if kind == 'federated' and 1 <= len(rest) <= 3:
+        options = {}
+        for item in rest[1:]:
+          key = ('change_norm' if item in dynamic_pulling.CHANGE_NORMS
+                 else 'rounds')
+          if key in options:
+            raise ValueError(f'{key} given twice')
+          options[key] = item if key == 'change_norm' else int(item)
         return cls('federated', mode=rest[0],
-                   rounds=int(rest[1]) if len(rest) == 2 else default_rounds)
+                   rounds=options.get('rounds', default_rounds),
+                   change_norm=options.get('change_norm', 'l2'))
       if not rest and kind in ('generic', 'combined', 'chained'):
         return cls(kind)
     except ValueError as e:
       raise errors.InputError(f'--engines: {spec!r}: {e}') from None
     raise errors.InputError(
         f'--engines: {spec!r} is not an engine; expected generic, combined, '
-        f'chained, single:<domain> or federated:<mode>[:<rounds>] with a '
-        f'mode from {list(_MODES)}.')
+        f'chained, single:<domain> or federated:<mode>[:<rounds>]'
+        f'[:<change_norm>] with a mode from {list(_MODES)} and a change '
+        f'norm from {list(dynamic_pulling.CHANGE_NORMS)}.')
 
 
 @dataclasses.dataclass
@@ -454,7 +469,7 @@ def _train_federated(task: NmtTask, spec: EngineSpec, *,
       if spec.mode == 'controllers'
       else None,
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True, change_norm=training.change_norm)
+      with_client_config=True, change_norm=spec.change_norm)
   template = process.get_model_weights(process.initialize())
   run = training_lib.run_training(
       process,
@@ -575,14 +590,43 @@ def run_engine(
   return training_lib.to_json_value(results)
 
 
+def engine_key(spec: EngineSpec, *, data: DataConfig,
+               model: seq2seq.Seq2SeqConfig, training: TrainingConfig,
+               seed: int) -> collections.OrderedDict:
+  """What defines an engine's result, and nothing else.
+
+  The data, model, seed, optimizer, batch size and decoding; the epochs of
+  what it trains; and for an engine that starts from the generic engine, the
+  generic engine's key. So changing, say, `local_steps` starts new
+  federated engines but keeps the generic and single-domain ones.
+  """
+  key = collections.OrderedDict(
+      spec=spec, data=data, model=model, seed=seed,
+      client_optimizer=training.client_optimizer,
+      learning_rate=training.learning_rate, batch_size=training.batch_size,
+      beam_size=training.beam_size)
+  if spec.kind in ('generic', 'single'):
+    key['pretrain_epochs'] = training.pretrain_epochs
+    return key
+  key['generic'] = engine_key(EngineSpec('generic'), data=data, model=model,
+                              training=training, seed=seed)
+  if spec.kind in ('combined', 'chained'):
+    key['finetune_epochs'] = training.finetune_epochs
+  else:
+    key['local_steps'] = training.local_steps
+    if spec.mode == 'controllers':
+      key['controller_layers'] = training.controller_layers
+  return key
+
+
 def engine_dir(output_dir: str, spec: EngineSpec, *, data: DataConfig,
                model: seq2seq.Seq2SeqConfig, training: TrainingConfig,
                seed: int) -> str:
-  """`output_dir/engines/<name>-<hash of what defines the engine>`."""
-  experiment = training_lib.to_json_value(collections.OrderedDict(
-      spec=spec, data=data, model=model, training=training, seed=seed))
+  """`output_dir/engines/<name>-<hash of engine_key>`."""
+  key = training_lib.to_json_value(engine_key(
+      spec, data=data, model=model, training=training, seed=seed))
   digest = hashlib.sha256(
-      json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:10]
+      json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
   return os.path.join(output_dir, 'engines', f'{spec.name}-{digest}')
 
 
