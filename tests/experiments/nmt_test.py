@@ -156,6 +156,10 @@ def test_modes_table_numbers():
           'federated', {'server': {'wmt_news': 10.0, 'php_docs': 16.0}},
           mode='dp_l', pulled=(300, 500), pushed=(1000, 1000)),
   }
+  results['federated-dp_l-rms-r5'] = _result(
+      'federated', {'server': {'wmt_news': 9.0, 'php_docs': 15.0}},
+      mode='dp_l', pulled=(100, 100), pushed=(1000, 1000))
+  results['federated-dp_l-rms-r5']['spec']['change_norm'] = 'rms'
   table = nmt_report.modes_table(results, domains)
   # default: avg (20 + 30) / 2 = 25; dp_l: (10 + 16) / 2 = 13, pulled
   # (300 + 500) / 2 = 400 of 1,000 = 0.400x. The paper: 22,863,104 of
@@ -166,3 +170,7 @@ def test_modes_table_numbers():
           '400 | 1,000 | 0.400× |') in table
   assert ('| DP_l (less active half) | 5 | paper | 29.28 | 36.33 | 32.28 | '
           '22,863,104 | – | 0.500× |') in table
+  # The rms variant is ours alone: no second paper row.
+  assert ('| DP_l (less active half), rms | 5 | ours | 9.00 | 15.00 | 12.00 '
+          '| 100 | 1,000 | 0.100× |') in table
+  assert table.count('| paper |') == 2

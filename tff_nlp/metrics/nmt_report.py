@@ -58,6 +58,19 @@ def _paper_row(paper: Mapping[str, float],
   return row
 
 
+def _paper_comparable(spec: Mapping[str, Any]) -> bool:
+  """The paper's 5-round runs with its change norm."""
+  return (spec['mode'] in PAPER_SERVER and spec['rounds'] == 5
+          and spec.get('change_norm', 'l2') == 'l2')
+
+
+def mode_label(spec: Mapping[str, Any]) -> str:
+  """E.g. 'DP_l (less active half)', 'DP_l (less active half), rms'."""
+  label = MODE_LABELS.get(spec['mode'], spec['mode'])
+  norm = spec.get('change_norm', 'l2')
+  return label if norm == 'l2' else f'{label}, {norm}'
+
+
 def _federated(results: Mapping[str, Mapping[str, Any]]):
   return {name: r for name, r in results.items()
           if r['spec']['kind'] == 'federated'}
@@ -97,7 +110,7 @@ def federated_table(result: Mapping[str, Any],
   """Table 4: a federated engine's server model and client models."""
   mode = result['spec']['mode']
   paper = {}
-  if mode in PAPER_SERVER and result['spec']['rounds'] == 5:
+  if _paper_comparable(result['spec']):
     paper['server'] = _paper_row(PAPER_SERVER[mode], domains)
   return bleu.bleu_table_markdown(result['bleu'], columns=domains,
                                   paper=paper)
@@ -129,9 +142,8 @@ def modes_table(results: Mapping[str, Mapping[str, Any]],
     cells = [f'{server[d]:.2f}' if d in server else '–' for d in domains]
     cells.append(f'{statistics.fmean(server.values()):.2f}')
     lines.append('| ' + ' | '.join([
-        MODE_LABELS.get(spec['mode'], spec['mode']), str(spec['rounds']),
-        'ours', *cells, f'{pulled:,.0f}', f'{pushed:,.0f}', ratio]) + ' |')
-    if spec['mode'] in PAPER_SERVER and spec['rounds'] == 5:
+        mode_label(spec), str(spec['rounds']), 'ours', *cells, f'{pulled:,.0f}', f'{pushed:,.0f}', ratio]) + ' |')
+    if _paper_comparable(spec):
       paper = _paper_row(PAPER_SERVER[spec['mode']], domains)
       theirs = [f'{paper[d]:.2f}' if d in paper else '–' for d in domains]
       theirs.append(f'{paper["avg"]:.2f}')
@@ -139,7 +151,7 @@ def modes_table(results: Mapping[str, Mapping[str, Any]],
       paper_ratio = (f'{pulled_paper / PAPER_PULLED["default"]:.3f}×'
                      if pulled_paper else '–')
       lines.append('| ' + ' | '.join([
-          MODE_LABELS.get(spec['mode'], spec['mode']), '5', 'paper',
+          mode_label(spec), '5', 'paper',
           *theirs, f'{pulled_paper:,}' if pulled_paper else '–', '–',
           paper_ratio]) + ' |')
   return '\n'.join(lines)
