@@ -311,6 +311,20 @@ class SubwordTokenizerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(graph_round_trip(tf.constant(texts)),
                         [t.encode() for t in texts])
 
+  def test_load_or_train_trains_once_then_loads(self):
+    directory = self.create_tempdir().full_path
+    calls = []
+
+    def texts():
+      calls.append(1)
+      return ['SELECT a FROM b', 'select count ( * ) from t'] * 20
+
+    first = subword_tokenizer.load_or_train(directory, texts, 300)
+    second = subword_tokenizer.load_or_train(directory, texts, 300)
+    self.assertLen(calls, 1)  # The second call read the saved model.
+    self.assertEqual(first.tokenize(['SELECT a']).to_list(),
+                     second.tokenize(['SELECT a']).to_list())
+
 
 if __name__ == '__main__':
   tf.test.main()

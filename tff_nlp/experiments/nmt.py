@@ -289,17 +289,12 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
       folder, config.domains,
       max_train=config.max_train_examples or None,
       max_eval=config.max_eval_examples or None, seed=seed)
-  vocabulary_file = os.path.join(tokenizer_dir,
-                                 subword_tokenizer.PROTO_FILENAME)
-  if os.path.exists(vocabulary_file):
-    tokenizer = subword_tokenizer.SubwordTokenizer.load(vocabulary_file)
-  else:
-    texts = [t for d in config.domains
-             for side in (corpora[d]['train'].sources,
-                          corpora[d]['train'].targets) for t in side]
-    tokenizer = subword_tokenizer.SubwordTokenizer.train(
-        texts, config.vocabulary_size)
-    tokenizer.save(tokenizer_dir)
+  tokenizer = subword_tokenizer.load_or_train(
+      tokenizer_dir,
+      lambda: [t for d in config.domains
+               for side in (corpora[d]['train'].sources,
+                            corpora[d]['train'].targets) for t in side],
+      config.vocabulary_size)
   splits = {
       d: {s: EncodedCorpus(c, seq2seq_examples.encode_pairs(
           tokenizer, c.sources, c.targets, source_length=config.max_length,

@@ -340,16 +340,11 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
            for e in examples],
           [e.sql for e in examples])
 
-  vocabulary_file = os.path.join(tokenizer_dir,
-                                 subword_tokenizer.PROTO_FILENAME)
-  if os.path.exists(vocabulary_file):
-    tokenizer = subword_tokenizer.SubwordTokenizer.load(vocabulary_file)
-  else:
-    training_text = [t for name in config.clients
-                     for part in texts[name]['train'] for t in part]
-    tokenizer = subword_tokenizer.SubwordTokenizer.train(
-        training_text, config.vocabulary_size)
-    tokenizer.save(tokenizer_dir)
+  tokenizer = subword_tokenizer.load_or_train(
+      tokenizer_dir,
+      lambda: [t for name in config.clients
+               for part in texts[name]['train'] for t in part],
+      config.vocabulary_size)
   splits = {
       name: {split: _encode(tokenizer, *texts[name][split], config)
              for split in text2sql.SPLITS}

@@ -30,7 +30,7 @@ Ids: 0 padding, 1 unknown (never produced by `tokenize`), 2 start, 3 end,
 then 256 byte pieces and the learned pieces.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 import contextlib
 import hashlib
 import io
@@ -314,3 +314,27 @@ class SubwordTokenizer(keras_nlp.tokenizers.SentencePieceTokenizer):
     if os.path.isdir(path):
       path = os.path.join(path, PROTO_FILENAME)
     return cls(proto=path, **kwargs)
+
+
+def load_or_train(directory: str, texts_fn: Callable[[], Iterable[str]],
+                  vocabulary_size: int, **kwargs) -> SubwordTokenizer:
+  """The tokenizer kept in `directory`, or one trained and saved there.
+
+  A run keeps its tokenizer with its checkpoints, so a resumed run (and every
+  engine of one experiment) maps text to the same ids.
+
+  Args:
+    directory: Holds `PROTO_FILENAME` if a tokenizer was saved before.
+    texts_fn: Returns the training texts; called only when training.
+    vocabulary_size: As in `SubwordTokenizer.train`.
+    **kwargs: Forwarded to `SubwordTokenizer.train`.
+
+  Returns:
+    The `SubwordTokenizer`.
+  """
+  path = os.path.join(directory, PROTO_FILENAME)
+  if os.path.exists(path):
+    return SubwordTokenizer.load(path)
+  tokenizer = SubwordTokenizer.train(texts_fn(), vocabulary_size, **kwargs)
+  tokenizer.save(directory)
+  return tokenizer
