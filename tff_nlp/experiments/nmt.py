@@ -37,7 +37,6 @@ computation.
 import collections
 from collections.abc import Mapping, Sequence
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -618,10 +617,8 @@ def engine_dir(output_dir: str, spec: EngineSpec, *, data: DataConfig,
                model: seq2seq.Seq2SeqConfig, training: TrainingConfig,
                seed: int) -> str:
   """`output_dir/engines/<name>-<hash of engine_key>`."""
-  key = training_lib.to_json_value(engine_key(
+  digest = training_lib.config_digest(engine_key(
       spec, data=data, model=model, training=training, seed=seed))
-  digest = hashlib.sha256(
-      json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
   return os.path.join(output_dir, 'engines', f'{spec.name}-{digest}')
 
 

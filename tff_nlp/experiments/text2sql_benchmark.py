@@ -23,7 +23,6 @@ starts new runs instead of mixing results. It then writes, next to the runs:
 import collections
 from collections.abc import Mapping, Sequence
 import dataclasses
-import hashlib
 import json
 import os
 from typing import Any, Optional
@@ -96,9 +95,7 @@ def run_dir_for(output_dir: str, method, *, data, model, training,
   if variant:
     experiment.update(variant)
     slug += ''.join(f'-{k}{v}' for k, v in variant.items())
-  digest = hashlib.sha256(json.dumps(
-      training_lib.to_json_value(experiment),
-      sort_keys=True).encode()).hexdigest()[:10]
+  digest = training_lib.config_digest(experiment)
   return os.path.join(output_dir, RUNS_DIR, f'{slug}-{digest}')
 
 

@@ -7,6 +7,7 @@ from tff_nlp.training.loop import run_training
 from tff_nlp.training.loop import sample_clients
 from tff_nlp.training.loop import TENSORBOARD_DIR
 from tff_nlp.training.loop import TrainingRun
+from tff_nlp.training.release import config_digest
 from tff_nlp.training.release import JsonLinesReleaseManager
 from tff_nlp.training.release import KEY_FIELD
 from tff_nlp.training.release import read_json_lines

@@ -12,6 +12,7 @@ import collections
 from collections.abc import Mapping
 import dataclasses
 import enum
+import hashlib
 import json
 import os
 from typing import Any
@@ -47,6 +48,13 @@ def to_json_value(value: Any) -> Any:
   if isinstance(value, float) and not np.isfinite(value):
     return str(value)  # JSON has no NaN/Inf; keep them visible as strings.
   return value
+
+
+def config_digest(value: Any) -> str:
+  """10 hex digits of SHA-256 over `to_json_value(value)` (keys sorted): the
+  name of a run cached under its configuration."""
+  return hashlib.sha256(json.dumps(
+      to_json_value(value), sort_keys=True).encode()).hexdigest()[:10]
 
 
 def write_json(path: str, value: Any) -> None:
