@@ -8,6 +8,9 @@
 `build_dynamic_pulling_process` (module `dynamic_pulling`): dynamic pulling
 with stateful clients (Passban et al., NAACL 2022), a
 `tff.templates.IterativeProcess`.
+`sit`: Selective Inter-client Transfer for federated continual learning
+(Chaudhary et al., Findings of EMNLP 2022): task representations, overlap
+scores and top-K selection of foreign task-adaptive weights.
 """
 
 from tff_nlp import _lazy
@@ -23,6 +26,7 @@ from tff_nlp.algorithms.fl_process import build_fl_process
 from tff_nlp.algorithms.fl_process import default_server_optimizer
 from tff_nlp.algorithms.fl_process import FLProcess
 from tff_nlp.algorithms.optimizers import CLIENT_OPTIMIZERS
+from tff_nlp.algorithms import sit
 from tff_nlp.algorithms.sparse_tags import build_dense_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round

@@ -1,5 +1,6 @@
 """Readers of the datasets in `shared/data` and federated splits of them."""
 
+from tff_nlp.data import continual_tasks
 from tff_nlp.data import nmt
 from tff_nlp.data.nmt import find_nmt_dir
 from tff_nlp.data.nmt import list_domains

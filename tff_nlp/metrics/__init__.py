@@ -5,11 +5,15 @@ accuracy of predicted SQL, per client with MacroAvg and MicroAvg.
 `text2sql_report`: the paper's Table 2 layout and its headline numbers.
 `bleu`: SacreBLEU corpus BLEU of translations (with its signature) and a
 per-domain BLEU table beside a paper's numbers.
+`continual`: continual-learning evaluation (macro-F1, average accuracy,
+forgetting and backward transfer of an accuracy matrix, heatmaps, and the
+FedSeIT methods x datasets table with the average gain over baselines).
 """
 
 from tff_nlp.metrics.bleu import BleuResult
 from tff_nlp.metrics.bleu import bleu_table_markdown
 from tff_nlp.metrics.bleu import corpus_bleu
+from tff_nlp.metrics import continual
 from tff_nlp.metrics.text2sql import ClientAccuracies
 from tff_nlp.metrics.text2sql import connect_read_only
 from tff_nlp.metrics.text2sql import evaluate
