@@ -908,35 +908,49 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
       next=build_round(train_embedding=False))
 
 
-def predict(spec: fcl_cnn.FclCnnSpec, weights, task: int,
-            token_ids: np.ndarray, *, adaptive_threshold: float,
-            batch_size: int = 256) -> np.ndarray:
-  """Predicted labels of a client's model for task `task` (inference: A
-  pruned at |a| > `adaptive_threshold`, spec §3).
+class Predictor:
+  """A client model's predictions for any task, from a weight dict.
+
+  Inference as in FedWeIT: task-adaptive weights pruned at |a| > λ1 (spec
+  §3). One Keras model and one traced function serve every call.
 
   Args:
     spec: The model.
-    weights: A client's `ClientState.weights` (numpy).
-    task: The task whose head is used.
-    token_ids: int32 `[N, L]`.
-    adaptive_threshold: λ1.
+    adaptive_threshold: λ1 (the config's `sparsity`).
     batch_size: Examples per forward pass.
-
-  Returns:
-    int32 `[N]`.
   """
-  model = fcl_cnn.FclTextCnn(spec)
-  model.adaptive_threshold = adaptive_threshold
-  for key, variable in model.weight_dict().items():
-    variable.assign(weights[key])
-  task = tf.constant(task, tf.int32)
 
-  @tf.function
-  def forward(x):
-    return tf.argmax(model((x, task), training=False), axis=-1,
-                     output_type=tf.int32)
+  def __init__(self, spec: fcl_cnn.FclCnnSpec, *, adaptive_threshold: float,
+               batch_size: int = 256):
+    self._model = fcl_cnn.FclTextCnn(spec)
+    self._model.adaptive_threshold = adaptive_threshold
+    self._variables = self._model.weight_dict()
+    self._batch_size = batch_size
+    self._forward = tf.function(
+        self._logits,
+        input_signature=[tf.TensorSpec([None, spec.max_length], tf.int32),
+                         tf.TensorSpec([], tf.int32)])
 
-  outputs = [forward(tf.constant(token_ids[i:i + batch_size]))
-             for i in range(0, len(token_ids), batch_size)]
-  return (np.concatenate([o.numpy() for o in outputs]) if outputs
-          else np.zeros([0], np.int32))
+  def _logits(self, token_ids, task):
+    return self._model((token_ids, task), training=False)
+
+  def logits(self, weights, task: int, token_ids: np.ndarray) -> np.ndarray:
+    """Logits `[N, num_classes]` of task `task`'s head.
+
+    Args:
+      weights: A client's `ClientState.weights` (key -> numpy value).
+      task: The task whose head (and task-specific weights) are used.
+      token_ids: int32 `[N, L]`.
+    """
+    for key, variable in self._variables.items():
+      variable.assign(weights[key])
+    task = tf.constant(task, tf.int32)
+    outputs = [self._forward(token_ids[i:i + self._batch_size], task).numpy()
+               for i in range(0, len(token_ids), self._batch_size)]
+    if not outputs:
+      return np.zeros([0, self._model.spec.num_classes], np.float32)
+    return np.concatenate(outputs)
+
+  def predict(self, weights, task: int, token_ids: np.ndarray) -> np.ndarray:
+    """Predicted labels, int `[N]` (argmax of `logits`)."""
+    return np.argmax(self.logits(weights, task, token_ids), axis=-1)

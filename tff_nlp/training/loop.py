@@ -158,6 +158,10 @@ def _run_on_private_loop(coroutine):
     loop.close()
 
 
+# Public name for other run loops (e.g. `experiments.fcl`'s task loop).
+run_sync = _run_sync
+
+
 async def _gather(*coroutines):
   return await asyncio.gather(*coroutines)
 

@@ -1,0 +1,439 @@
+"""Federated continual text classification experiments (FedWeIT / FedSeIT /
+SIT and their baselines), spec ../shared/docs/fedseit_spec.md.
+
+For each dataset: the task sequences of C clients × T tasks
+(`tff_nlp.data.continual_tasks`), a word vocabulary built from the dataset's
+training split (a stand-in for GloVe's public vocabulary), and for each
+method one run of `tff_nlp.algorithms.fcl`: at every task a `start_task`,
+`rounds_per_task` rounds, then every client's model is scored on the test
+set of every task it has learned so far (each with its own head): the
+accuracy and macro-F1 matrices of spec §8.
+
+Each run is cached under its configuration (`run_dir`): a run checkpoints the
+server's and the clients' states after every task and resumes from the last
+finished task, so a benchmark can be completed across sittings.
+
+Methods (`METHODS`) are `fcl.METHODS` plus 'fedseit_no_foreign', FedSeIT
+with its foreign-knowledge branch turned off (the ablation that shows how
+much of FedSeIT's result is transfer).
+"""
+
+import collections
+from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import errors
+from tff_nlp.algorithms import fcl
+from tff_nlp.algorithms import sit as sit_lib
+from tff_nlp.data import continual_tasks
+from tff_nlp.data import text_classification
+from tff_nlp.metrics import continual as continual_metrics
+from tff_nlp.models import vocabulary as vocabulary_lib
+from tff_nlp import training as training_lib
+
+NO_FOREIGN = 'fedseit_no_foreign'
+METHODS = fcl.METHODS + (NO_FOREIGN,)
+RESULTS_FILE = 'results.json'
+PROGRESS_FILE = 'progress.json'
+CHECKPOINT_DIR = 'checkpoints'
+ROUNDS_FILE = 'rounds.jsonl'
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """How the task sequences are built and encoded.
+
+  Attributes:
+    num_clients: C.
+    tasks_per_client: T.
+    max_train_per_task: Cap on a task's training (+ validation) documents,
+      stratified and seeded (None: no cap).
+    max_test_per_task: Cap on a task's test documents (None: no cap).
+    vocabulary_size: Word ids including padding and OOV.
+    max_length: Tokens kept per document (longer ones are cut and counted).
+    seed: Seed of the task generation (spec: 42).
+  """
+
+  num_clients: int = 3
+  tasks_per_client: int = 5
+  max_train_per_task: Optional[int] = None
+  max_test_per_task: Optional[int] = None
+  vocabulary_size: int = 20000
+  max_length: int = 64
+  seed: int = 42
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+  """Model and training hyperparameters shared by every method.
+
+  Attributes:
+    rounds_per_task: R.
+    local_epochs: Epochs per round.
+    batch_size: Batch size.
+    learning_rate: Adam's learning rate.
+    embedding_dim: D.
+    num_filters: Filters per width.
+    dropout: Dropout on the pooled features.
+    sparsity: λ1.
+    drift: λ2.
+    weight_decay: wd.
+    proximal_strength: FedProx's μ.
+    sit_top_k: SIT's K.
+    sit_threshold: SIT's τ.
+    sit_clusters: Clusters of a task representation.
+    kb_include_own: Own A's in the knowledge base (the authors' code).
+    seed: Seed of the models' initial weights and of the batch order.
+  """
+
+  rounds_per_task: int = 3
+  local_epochs: int = 1
+  batch_size: int = 64
+  learning_rate: float = 1e-3
+  embedding_dim: int = 100
+  num_filters: int = 128
+  dropout: float = 0.3
+  sparsity: float = 1e-3
+  drift: float = 1.0
+  weight_decay: float = 1e-4
+  proximal_strength: float = 0.01
+  sit_top_k: int = 3
+  sit_threshold: float = 0.7
+  sit_clusters: int = 200
+  kb_include_own: bool = False
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedTask:
+  """One task of one client, encoded."""
+
+  name: str
+  label_names: tuple[str, ...]
+  x_train: np.ndarray
+  y_train: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.label_names)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedDataset:
+  """A dataset's task sequences, encoded with its vocabulary."""
+
+  name: str
+  clients: tuple[tuple[EncodedTask, ...], ...]
+  vocab_size: int
+  max_length: int
+  num_classes: int
+  truncated_documents: int
+  summary_markdown: str
+
+
+def check_methods(methods: Sequence[str]) -> None:
+  unknown = [m for m in methods if m not in METHODS]
+  if unknown or not methods:
+    raise errors.InputError(
+        f'Unknown FCL method(s) {unknown} (or none given); expected a '
+        f'comma-separated list of {list(METHODS)}.')
+
+
+def encode_dataset(name: str, data: DataConfig,
+                   data_dir: Optional[str] = None) -> EncodedDataset:
+  """Builds and encodes `name`'s task sequences.
+
+  Args:
+    name: A folder of `<data_dir>/text_classification/`.
+    data: The task and encoding settings.
+    data_dir: The `shared/data` folder (see
+      `text_classification.find_data_dir`).
+
+  Returns:
+    An `EncodedDataset`; a task's validation split is not used (training
+    runs a fixed number of rounds; the authors' code used it for early
+    stopping).
+  """
+  dataset = text_classification.load_dataset(name, data_dir)
+  sequences = continual_tasks.build_task_sequences(
+      dataset, num_clients=data.num_clients,
+      tasks_per_client=data.tasks_per_client,
+      max_train_per_task=data.max_train_per_task,
+      max_test_per_task=data.max_test_per_task, seed=data.seed)
+  vocabulary = vocabulary_lib.Vocabulary.build(dataset.train.texts,
+                                               data.vocabulary_size)
+  truncated = 0
+
+  def encode(texts):
+    nonlocal truncated
+    truncated += sum(len(vocabulary_lib.tokenize(t)) > data.max_length
+                     for t in texts)
+    return vocabulary.encode(texts, data.max_length)
+
+  clients = tuple(
+      tuple(EncodedTask(
+          name=task.name, label_names=task.label_names,
+          x_train=encode(task.train.texts),
+          y_train=task.train.labels.astype(np.int32),
+          x_test=encode(task.test.texts),
+          y_test=task.test.labels.astype(np.int32))
+            for task in tasks)
+      for tasks in sequences.clients)
+  num_classes = max(t.num_classes for tasks in clients for t in tasks)
+  return EncodedDataset(
+      name=name, clients=clients, vocab_size=vocabulary.size,
+      max_length=data.max_length, num_classes=num_classes,
+      truncated_documents=truncated,
+      summary_markdown=continual_tasks.summary_markdown(sequences))
+
+
+def fcl_config(method: str, data: DataConfig,
+               training: TrainingConfig) -> fcl.FclConfig:
+  """The `fcl.FclConfig` of an experiment method."""
+  check_methods([method])
+  return fcl.FclConfig(
+      method='fedseit' if method == NO_FOREIGN else method,
+      num_clients=data.num_clients, tasks_per_client=data.tasks_per_client,
+      learning_rate=training.learning_rate,
+      local_epochs=training.local_epochs, sparsity=training.sparsity,
+      drift=training.drift, weight_decay=training.weight_decay,
+      proximal_strength=training.proximal_strength,
+      foreign_branch=method != NO_FOREIGN,
+      kb_include_own=training.kb_include_own, sit_top_k=training.sit_top_k,
+      sit_threshold=training.sit_threshold,
+      sit_max_vectors=training.sit_clusters)
+
+
+def run_key(dataset: str, method: str, data: DataConfig,
+            training: TrainingConfig) -> dict[str, Any]:
+  """What defines a run (its cache key)."""
+  return {'dataset': dataset, 'method': method,
+          'data': dataclasses.asdict(data),
+          'training': dataclasses.asdict(training)}
+
+
+def run_dir(output_dir: str, dataset: str, method: str, data: DataConfig,
+            training: TrainingConfig) -> str:
+  """`output_dir/runs/<dataset>-<method>-<hash of run_key>`."""
+  digest = training_lib.config_digest(run_key(dataset, method, data,
+                                              training))
+  return os.path.join(output_dir, 'runs', f'{dataset}-{method}-{digest}')
+
+
+def _read_json(path: str) -> Optional[Any]:
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding='utf-8') as f:
+    return json.load(f)
+
+
+def _client_dataset(task: EncodedTask, *, batch_size: int, epochs: int,
+                    seed: int) -> tf.data.Dataset:
+  examples = tf.data.Dataset.from_tensor_slices((task.x_train, task.y_train))
+  return examples.shuffle(len(task.y_train), seed=seed).repeat(epochs).batch(
+      batch_size)
+
+
+def _representation(task: EncodedTask, embedding: np.ndarray,
+                    training: TrainingConfig) -> np.ndarray:
+  vectors = sit_lib.document_vectors(task.x_train, np.asarray(embedding))
+  return sit_lib.task_representation(vectors,
+                                     num_clusters=training.sit_clusters,
+                                     seed=training.seed)
+
+
+def _task_inputs(process: fcl.FclProcess, encoded: EncodedDataset,
+                 clients, task: int, training: TrainingConfig):
+  """Each client's `start_task` input; SIT clients send representations."""
+  inputs = []
+  for c, client in enumerate(clients):
+    if not process.config.uses_sit or task == 0:
+      inputs.append(process.task_start_input(task))
+      continue
+    # The embedding is frozen from task 1 on: task 0's representation is
+    # computed (and sent) at the start of task 1.
+    tasks = [task - 1, task] if task == 1 else [task]
+    embedding = client.weights['embedding']
+    inputs.append(process.task_start_input(
+        task, [_representation(encoded.clients[c][t], embedding, training)
+               for t in tasks], tasks))
+  return inputs
+
+
+def _evaluate(predictor: fcl.Predictor, encoded: EncodedDataset, clients,
+              task: int):
+  """Accuracy and macro-F1 of every client on its tasks 0..task."""
+  accuracy, f1 = [], []
+  for c, client in enumerate(clients):
+    acc_row, f1_row = [], []
+    for j in range(task + 1):
+      test = encoded.clients[c][j]
+      predictions = predictor.predict(client.weights, j, test.x_test)
+      acc_row.append(float(np.mean(predictions == test.y_test)))
+      f1_row.append(continual_metrics.macro_f1(test.y_test, predictions,
+                                               test.num_classes))
+    accuracy.append(acc_row)
+    f1.append(f1_row)
+  return accuracy, f1
+
+
+def _matrix(rows_by_task: Sequence[Sequence[Sequence[float]]],
+            num_clients: int, num_tasks: int) -> np.ndarray:
+  """[C, T, T] with NaN above the diagonal from per-task client rows."""
+  matrix = np.full([num_clients, num_tasks, num_tasks], np.nan)
+  for i, rows in enumerate(rows_by_task):
+    for c, row in enumerate(rows):
+      matrix[c, i, :len(row)] = row
+  return matrix
+
+
+def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
+               training: TrainingConfig, output_dir: str,
+               log: Callable[[str], None] = logging.info) -> dict[str, Any]:
+  """Trains and evaluates one method on one dataset, resuming if cached.
+
+  Args:
+    encoded: The dataset's encoded tasks.
+    method: One of `METHODS`.
+    data: The data settings `encoded` was built with (part of the cache key).
+    training: The training settings.
+    output_dir: The benchmark's folder; the run lives in `run_dir(...)`.
+    log: Progress messages.
+
+  Returns:
+    The run's results (also in `<run dir>/results.json`): accuracy and
+    macro-F1 matrices per client `[C, T, T]`, their summaries (ACC,
+    forgetting, BWT; final macro-F1), bytes per client, seconds.
+  """
+  directory = run_dir(output_dir, encoded.name, method, data, training)
+  done = _read_json(os.path.join(directory, RESULTS_FILE))
+  if done is not None:
+    log(f'{encoded.name} {method}: done before, read from {directory}')
+    return done
+  os.makedirs(directory, exist_ok=True)
+  training_lib.write_json(os.path.join(directory, 'config.json'),
+                          run_key(encoded.name, method, data, training))
+  config = fcl_config(method, data, training)
+  spec = fcl.model_spec(
+      config, vocab_size=encoded.vocab_size, max_length=encoded.max_length,
+      num_classes=encoded.num_classes, embedding_dim=training.embedding_dim,
+      num_filters=training.num_filters, dropout=training.dropout,
+      seed=training.seed)
+  process = fcl.build_fcl_process(config, spec)
+  predictor = fcl.Predictor(spec, adaptive_threshold=config.sparsity)
+  state = process.initialize()
+  clients = [process.initial_client_state(state, np.int32(c))
+             for c in range(config.num_clients)]
+  manager = tff.program.FileProgramStateManager(
+      os.path.join(directory, CHECKPOINT_DIR))
+  progress = _read_json(os.path.join(directory, PROGRESS_FILE)) or []
+  first_task = 0
+  if progress:
+    versions = training_lib.run_sync(manager.get_versions()) or []
+    version = max(versions, default=0)
+    saved = (training_lib.run_sync(manager.load(version, (state, clients)))
+             if version == len(progress) else None)
+    if saved is not None:
+      state, clients = saved[0], list(saved[1])
+      first_task = version
+      log(f'{encoded.name} {method}: resuming after task {version - 1}')
+    else:
+      progress = []
+  seconds = sum(p['seconds'] for p in progress)
+  rounds_path = os.path.join(directory, ROUNDS_FILE)
+  if not progress and os.path.exists(rounds_path):
+    os.remove(rounds_path)
+  for task in range(first_task, config.tasks_per_client):
+    start = time.perf_counter()
+    output = process.start_task(
+        state, _task_inputs(process, encoded, clients, task, training),
+        clients)
+    state, clients = output.state, list(output.client_states)
+    task_record = {'task': task,
+                   'start': training_lib.to_json_value(output.metrics),
+                   'rounds': []}
+    round_fn = process.round_computation(task)
+    for r in range(training.rounds_per_task):
+      client_data = [
+          _client_dataset(encoded.clients[c][task],
+                          batch_size=training.batch_size,
+                          epochs=training.local_epochs,
+                          seed=training.seed * 1_000_003 + task * 1000
+                          + r * 10 + c)
+          for c in range(config.num_clients)]
+      output = round_fn(state, client_data, clients)
+      state, clients = output.state, list(output.client_states)
+      metrics = training_lib.to_json_value(output.metrics)
+      task_record['rounds'].append(metrics)
+    accuracy, f1 = _evaluate(predictor, encoded, clients, task)
+    task_record.update(accuracy=accuracy, macro_f1=f1,
+                       seconds=time.perf_counter() - start)
+    mean_acc = np.mean([row[-1] for row in accuracy])
+    log(f'{encoded.name} {method}: task {task} done in '
+        f'{task_record["seconds"]:.0f} s, loss '
+        f'{task_record["rounds"][-1]["train_loss"]:.3f}, accuracy on it '
+        f'{100 * mean_acc:.1f}')
+    progress.append(task_record)
+    training_lib.run_sync(manager.save((state, clients), version=task + 1))
+    training_lib.write_json(os.path.join(directory, PROGRESS_FILE), progress)
+    seconds += task_record['seconds']
+  results = summarize(progress, config, seconds=seconds)
+  results.update(dataset=encoded.name, method=method,
+                 truncated_documents=encoded.truncated_documents)
+  training_lib.write_json(os.path.join(directory, RESULTS_FILE), results)
+  return results
+
+
+def _json_matrix(matrix: np.ndarray) -> list[Any]:
+  """Nested lists with None for NaN (tasks not learned yet)."""
+  return np.where(np.isnan(matrix), None, matrix).tolist()
+
+
+def results_matrix(values: Sequence[Any]) -> np.ndarray:
+  """The float array of a matrix read from `results.json` (None -> NaN)."""
+  return np.array(values, dtype=np.float64)
+
+
+def summarize(progress: Sequence[Mapping[str, Any]], config: fcl.FclConfig,
+              *, seconds: float) -> dict[str, Any]:
+  """A run's results from its per-task records."""
+  c, t = config.num_clients, config.tasks_per_client
+  accuracy = _matrix([p['accuracy'] for p in progress], c, t)
+  f1 = _matrix([p['macro_f1'] for p in progress], c, t)
+  summary = continual_metrics.summary(accuracy)
+  rounds = [r for p in progress for r in p['rounds']]
+  starts = [p['start'] for p in progress]
+  down = (sum(r['bytes_down_per_client'] for r in rounds)
+          + sum(s['bytes_down_per_client'] for s in starts))
+  up = (sum(r['bytes_up_per_client'] for r in rounds)
+        + sum(s['bytes_up_per_client'] for s in starts))
+  return collections.OrderedDict(
+      accuracy=float(summary['average_accuracy']),
+      macro_f1=float(np.mean(f1[:, -1, :])),
+      forgetting=float(summary['forgetting']),
+      backward_transfer=float(summary['backward_transfer']),
+      accuracy_matrix=_json_matrix(accuracy),
+      macro_f1_matrix=_json_matrix(f1),
+      bytes_down_per_client=down, bytes_up_per_client=up,
+      bytes_down_per_client_round=down / max(len(rounds), 1),
+      bytes_up_per_client_round=up / max(len(rounds), 1),
+      bytes_up_round_last_task=(
+          progress[-1]['rounds'][-1]['bytes_up_per_client']
+          if rounds else 0.0),
+      adaptive_nonzero_per_client_round=float(np.mean(
+          [r['adaptive_nonzero_per_client'] for r in rounds]) if rounds
+          else 0.0),
+      kb_entries_per_client=[s['kb_entries_per_client'] for s in starts],
+      non_finite_clients=int(sum(r['non_finite_clients'] for r in rounds)),
+      seconds=seconds)
