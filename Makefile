@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bazel-test clean help
+.PHONY: venv test demo bench bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
+	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (hours; resumable)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
@@ -45,7 +46,7 @@ demo: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar
 
-bench: bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt
+bench: bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl
 
 bench-round-overhead: $(STAMP)
 	"$(PY)" bench/round_overhead.py
@@ -107,6 +108,19 @@ bench-nmt: $(STAMP)
 	mkdir -p docs/results/nmt_dynamic_pulling
 	cp $(NMT_BENCH_DIR)/results.md $(NMT_BENCH_DIR)/results.json \
 	  $(NMT_BENCH_DIR)/*.png docs/results/nmt_dynamic_pulling/
+
+# Federated continual text classification (issue 7): every run is cached
+# under its configuration in $(FCL_BENCH_DIR) and checkpointed after every
+# task, so an interrupted benchmark continues where it stopped.
+FCL_BENCH_DIR ?= runs/fcl_cpu
+bench-fcl: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.train_fcl \
+	  --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
+	  --output_dir=$(FCL_BENCH_DIR)
+	mkdir -p docs/results/fcl/heatmaps
+	cp $(FCL_BENCH_DIR)/results.md $(FCL_BENCH_DIR)/results.json \
+	  docs/results/fcl/
+	cp $(FCL_BENCH_DIR)/heatmaps/*.png docs/results/fcl/heatmaps/
 
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
 # so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's
