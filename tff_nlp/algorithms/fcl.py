@@ -59,8 +59,9 @@ Computations of an `FclProcess` (C client states `{C}@CLIENTS`):
     epochs of Adam on cross-entropy + the regularisers
     (`fcl_cnn.regularization`, FedProx's term) and sends its shared weights
     (weighted by its training-set size) and its pruned A_t with its slot; a
-    client whose loss or weights are not finite keeps its previous state and
-    sends weight 0, so it cannot poison the model. The server averages the
+    client whose loss or weights are not finite keeps its state from before
+    the round (its shared weights being the broadcast ones), sends weight 0
+    and zeros, so it cannot poison the model. The server averages the
     shared weights over the clients with weight > 0 (keeping them if none)
     and stores the A's.
 
@@ -792,6 +793,10 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
           num_examples=tf.cast(stats['num_examples'], tf.float64),
           loss_sum=tf.where(valid, tf.cast(stats['loss_sum'], tf.float64),
                             0.0),
+          # The examples behind loss_sum (a rejected client's loss is left
+          # out of both).
+          valid_examples=tf.where(
+              valid, tf.cast(stats['num_examples'], tf.float64), 0.0),
           non_finite_clients=tf.cast(tf.logical_not(finite), tf.int64),
           bytes_down=tf.constant(shared_bytes, tf.int64),
           bytes_up=sent * (shared_bytes + adaptive_bytes),
@@ -859,7 +864,7 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
       n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
       return collections.OrderedDict(
           train_loss=tf.math.divide_no_nan(stats['loss_sum'],
-                                           stats['num_examples']),
+                                           stats['valid_examples']),
           num_examples=stats['num_examples'],
           non_finite_clients=stats['non_finite_clients'],
           bytes_down_per_client=tf.cast(stats['bytes_down'], tf.float64) / n,
