@@ -173,9 +173,12 @@ def _reference_selection(reps, stored, client, task, k, include_own):
 
 class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.named_parameters((m, m) for m in fcl.METHODS)
-  def test_type_signatures(self, method):
-    process = _process(method)
+  @parameterized.named_parameters(
+      [(m, m, 2) for m in fcl.METHODS]
+      # K = 1: the KB's batch of one must keep the state's static shape.
+      + [('fedseit_sit_k1', 'fedseit_sit', 1)])
+  def test_type_signatures(self, method, top_k):
+    process = _process(method, sit_top_k=top_k)
     spec = process.spec
     uses_sit = method == 'fedseit_sit'
     server_type = process.initialize.type_signature.result

@@ -248,6 +248,8 @@ REPRESENTATION_TASKS = 'representation_tasks'
 # its new task's and, at task 1, task 0's (the embedding they are computed
 # with is learned on task 0).
 MAX_NEW_REPRESENTATIONS = 2
+# A client's knowledge-base selection: slots, initial α, whether filled.
+_SELECTION_KEYS = ('keys', 'alphas', 'valid')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -558,10 +560,23 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
                                representation_counts=counts),
           selection=selection)
 
-    @tff.tensorflow.computation(
-        sit_selection.type_signature.result['selection'], client_type)
-    def own_selection(selections, client):
-      return tf.nest.map_structure(lambda v: v[client.client_id], selections)
+    selections_type = sit_selection.type_signature.result['selection']
+
+    @tff.tensorflow.computation(selections_type, np.int32)
+    def selection_row(selections, client_id):
+      # A tuple: a sequence of OrderedDicts would reach the client with its
+      # components in another (sorted) order.
+      return tuple(selections[k][client_id] for k in _SELECTION_KEYS)
+
+    @tff.tensorflow.computation(client_type)
+    def own_key(client):
+      return tf.reshape(client.client_id, [1])
+
+    @tff.tensorflow.computation(tff.SequenceType(
+        selection_row.type_signature.result))
+    def only_row(rows):
+      return collections.OrderedDict(
+          zip(_SELECTION_KEYS, rows.get_single_element()))
 
   @tff.tensorflow.computation(selection_type)
   def keys_of(selection):
@@ -597,7 +612,9 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
       values = kb_values.batch(kb_size).get_single_element()
       valid = tf.cast(selection['valid'], tf.float32)
       for key, value in zip(kb, values):
-        weights[key] = value * valid[:, None, None, None]
+        # `batch` leaves the KB's first dimension unknown; the state's is K.
+        weights[key] = tf.ensure_shape(value * valid[:, None, None, None],
+                                       client.weights[key].shape)
       if config.uses_sit:
         for key in attention:
           weights[key] = _set_task_slice(
@@ -659,9 +676,11 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
           c() if i == 0 else c for i, c in enumerate(rep_aggregation)])
       result = tff.federated_map(sit_selection, (state, received))
       state = result.state
-      selection = tff.federated_map(
-          own_selection,
-          (tff.federated_broadcast(result.selection), client_states))
+      # Each client receives only its own row of the selection table.
+      selection = tff.federated_map(only_row, tff.federated_select(
+          tff.federated_map(own_key, client_states),
+          tff.federated_value(np.int32(num_clients - 1), tff.SERVER),
+          result.selection, selection_row))
     elif kb:
       selection = tff.federated_map(foreign_selection,
                                     (client_states, inputs))

@@ -45,7 +45,6 @@ METHODS = fcl.METHODS + (NO_FOREIGN,)
 RESULTS_FILE = 'results.json'
 PROGRESS_FILE = 'progress.json'
 CHECKPOINT_DIR = 'checkpoints'
-ROUNDS_FILE = 'rounds.jsonl'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,9 +350,6 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
     else:
       progress = []
   seconds = sum(p['seconds'] for p in progress)
-  rounds_path = os.path.join(directory, ROUNDS_FILE)
-  if not progress and os.path.exists(rounds_path):
-    os.remove(rounds_path)
   for task in range(first_task, config.tasks_per_client):
     start = time.perf_counter()
     output = process.start_task(
@@ -572,8 +568,8 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
             'representations). A\'s are counted dense; "A non-zeros" is how '
             'many of a client\'s uploaded A entries survive pruning at λ1.',
             '',
-            '| Dataset | Model | KB down / round | KB up / round | A non-zeros '
-            '/ round | KB entries / task | seconds |',
+            '| Dataset | Model | KiB down / round | KiB up / round | A non-zeros '
+            '/ round | knowledge-base entries / task | seconds |',
             '|---|---|---:|---:|---:|---:|---:|']
   for d in datasets:
     for m in methods:
