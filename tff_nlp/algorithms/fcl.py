@@ -841,22 +841,6 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
                                               num_slots)
                             if adaptive else None)
 
-    @tff.tensorflow.computation(result_type)
-    def aggregand_of(result):
-      return result['aggregand']
-
-    @tff.tensorflow.computation(result_type)
-    def upload_of(result):
-      return result['upload']
-
-    @tff.tensorflow.computation(result_type)
-    def stats_of(result):
-      return result['stats']
-
-    @tff.tensorflow.computation(result_type)
-    def client_of(result):
-      return result['client']
-
     store_type = (adaptive_aggregation[0].type_signature.result
                   if adaptive else tff.StructType([]))
 
@@ -907,20 +891,20 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
         start_shared = tff.federated_map(own_part, client_states)
       results = tff.federated_map(
           client_train, (client_states, start_shared, client_data))
-      sums = tff.federated_sum(tff.federated_map(aggregand_of, results))
+      sums = tff.federated_sum(results.aggregand)
       if adaptive:
         zero, accumulate, merge, report = adaptive_aggregation
         received = tff.federated_aggregate(
-            tff.federated_map(upload_of, results), zero(), accumulate, merge,
+            results.upload, zero(), accumulate, merge,
             report)
       else:
         received = tff.federated_eval(no_store, tff.SERVER)
       new_state = tff.federated_map(server_update, (state, sums, received))
       metrics = tff.federated_map(
           round_metrics,
-          tff.federated_sum(tff.federated_map(stats_of, results)))
+          tff.federated_sum(results.stats))
       return RoundOutput(state=new_state,
-                         client_states=tff.federated_map(client_of, results),
+                         client_states=results.client,
                          metrics=metrics)
 
     return next_fn
