@@ -42,14 +42,16 @@ gives SIT a fixed embedding space for its document vectors.
 
 Computations of an `FclProcess` (C client states `{C}@CLIENTS`):
 
-*   `initialize: ( -> S@SERVER)`, and `initial_client_state: (S -> C)` (a
-    TF computation: every client starts from the server's initial model).
+*   `initialize: ( -> S@SERVER)`, and `initial_client_state: (<S, int32> ->
+    C)` (a TF computation of the server state and the client's id c: every
+    client starts from the server's initial model).
 *   `start_task: <S@SERVER, {TaskStart}@CLIENTS, {C}@CLIENTS> ->
     <state=S@SERVER, client_states={C}@CLIENTS, metrics=M@SERVER>`, once at
     the start of every task: the server broadcasts the word embedding and
     sends each client its knowledge base with `tff.federated_select` (SIT:
     after ranking the stored A's by the representations the clients just
-    sent); each client snapshots θ*_j = B ⊙ σ(m_j) + A_j of its past tasks
+    sent, each client receiving only its own row of the selection, again by
+    `tff.federated_select`); each client snapshots θ*_j = B ⊙ σ(m_j) + A_j of its past tasks
     (the drift term's targets), sets A_t = B/5, writes the KB (and SIT's
     initial α) and resets its optimizer.
 *   `next_first_task` (the rounds of task 0, sharing the embedding) and
