@@ -459,16 +459,17 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
     results[dataset][method], each `run_method`'s results.
   """
   check_methods(methods)
+  # Every dataset is read and checked before any training.
+  encoded = [encode_dataset(name, data, data_dir) for name in datasets]
   results = collections.OrderedDict()
   summaries = collections.OrderedDict()
-  for name in datasets:
-    encoded = encode_dataset(name, data, data_dir)
-    summaries[name] = encoded.summary_markdown
-    log(f'{name}: vocabulary {encoded.vocab_size} ids, '
-        f'{encoded.truncated_documents} documents cut at '
+  for dataset in encoded:
+    summaries[dataset.name] = dataset.summary_markdown
+    log(f'{dataset.name}: vocabulary {dataset.vocab_size} ids, '
+        f'{dataset.truncated_documents} documents cut at '
         f'{data.max_length} tokens')
-    results[name] = collections.OrderedDict(
-        (method, run_method(encoded, method, data=data, training=training,
+    results[dataset.name] = collections.OrderedDict(
+        (method, run_method(dataset, method, data=data, training=training,
                             output_dir=output_dir, log=log))
         for method in methods)
   write_report(results, output_dir, data=data, training=training,

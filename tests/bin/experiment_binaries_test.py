@@ -1,10 +1,10 @@
-"""The seq2seq experiment binaries as a user runs them: bad input exits 2.
+"""The experiment binaries as a user runs them: bad input exits 2.
 
-`python -m tff_nlp.bin.train_text2sql`, `tff_nlp.bin.text2sql_benchmark` and
-`tff_nlp.bin.train_nmt` in a subprocess with their smoke presets: every bad
-flag value or data location gives exit status 2 and one line naming the flag
-or path, before any training. (Training itself is covered by
-tests/experiments/text2sql_test.py and nmt_test.py.)
+`python -m tff_nlp.bin.train_text2sql`, `tff_nlp.bin.text2sql_benchmark`,
+`tff_nlp.bin.train_nmt` and `tff_nlp.bin.train_fcl` in a subprocess with
+their smoke presets: every bad flag value or data location gives exit status
+2 and one line naming the flag or path, before any training. (Training itself
+is covered by tests/experiments/.)
 """
 
 import os
@@ -17,7 +17,8 @@ import pytest
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _PRESETS = {'train_text2sql': 'train_text2sql', 'text2sql_benchmark':
-            'train_text2sql', 'train_nmt': 'train_nmt'}
+            'train_text2sql', 'train_nmt': 'train_nmt',
+            'train_fcl': 'train_fcl'}
 
 
 def _smoke_flags(binary: str) -> str:
@@ -42,6 +43,10 @@ def _smoke_flags(binary: str) -> str:
     ('train_nmt', ['--generic_domain=php_docs', '--domains=wmt_news'],
      r'generic_domain'),
     ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+    ('train_fcl', ['--methods=fedavg,fedx'], r"Unknown FCL method.*'fedx'"),
+    ('train_fcl', ['--rounds=3'], r'--rounds does not apply.*rounds_per_task'),
+    ('train_fcl', ['--datasets=trec6,nowhere'], r'nowhere'),
+    ('train_fcl', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
   result = subprocess.run(
@@ -59,3 +64,4 @@ def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
   # Nothing was trained.
   assert not os.path.exists(tmp_path / 'run' / 'federated' / 'checkpoints')
   assert not os.path.exists(tmp_path / 'run' / 'engines')
+  assert not os.path.exists(tmp_path / 'run' / 'runs')
