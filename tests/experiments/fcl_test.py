@@ -1,0 +1,169 @@
+"""Tests of the federated continual-learning experiment (runs, cache, report)."""
+
+import json
+import os
+import shutil
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_nlp.algorithms import fcl as fcl_lib
+from tff_nlp.experiments import fcl
+
+# Two clients × two tasks of TREC-6 at the smallest size that trains.
+_DATA = fcl.DataConfig(num_clients=2, tasks_per_client=2,
+                       max_train_per_task=24, max_test_per_task=16,
+                       vocabulary_size=500, max_length=16)
+_TRAINING = fcl.TrainingConfig(rounds_per_task=1, local_epochs=1,
+                               batch_size=8, embedding_dim=4, num_filters=2,
+                               sit_top_k=1, sit_clusters=4)
+
+
+class SummarizeTest(tf.test.TestCase):
+
+  def test_hand_derived_summary(self):
+    # Client 0: acc after task 0 on task 0 = 0.8; after task 1: 0.6 on
+    # task 0, 0.9 on task 1. Client 1: 0.5; then 0.5, 0.7.
+    # ACC = mean of last rows = (0.6 + 0.9 + 0.5 + 0.7) / 4 = 0.675.
+    # Forgetting = mean over clients of (best earlier − final) on task 0:
+    # ((0.8 − 0.6) + (0.5 − 0.5)) / 2 = 0.1; BWT = −0.1.
+    # Bytes per client: rounds 100 + 200 down, 10 + 20 up; task starts 1000
+    # + 2000 down, 0 + 5 up: 3300 down, 35 up over 2 rounds.
+    progress = [
+        {'accuracy': [[0.8], [0.5]], 'macro_f1': [[0.7], [0.4]],
+         'start': {'bytes_down_per_client': 1000.0,
+                   'bytes_up_per_client': 0.0, 'kb_entries_per_client': 0.0},
+         'rounds': [{'bytes_down_per_client': 100.0,
+                     'bytes_up_per_client': 10.0,
+                     'adaptive_nonzero_per_client': 4.0,
+                     'non_finite_clients': 0}]},
+        {'accuracy': [[0.6, 0.9], [0.5, 0.7]],
+         'macro_f1': [[0.5, 0.8], [0.4, 0.6]],
+         'start': {'bytes_down_per_client': 2000.0,
+                   'bytes_up_per_client': 5.0, 'kb_entries_per_client': 1.0},
+         'rounds': [{'bytes_down_per_client': 200.0,
+                     'bytes_up_per_client': 20.0,
+                     'adaptive_nonzero_per_client': 6.0,
+                     'non_finite_clients': 1}]},
+    ]
+    config = fcl_lib.FclConfig(method='fedweit', num_clients=2,
+                               tasks_per_client=2)
+    results = fcl.summarize(progress, config, seconds=12.0)
+    self.assertAllClose(results['accuracy'], 0.675)
+    self.assertAllClose(results['forgetting'], 0.1)
+    self.assertAllClose(results['backward_transfer'], -0.1)
+    # Final macro-F1: (0.5 + 0.8 + 0.4 + 0.6) / 4.
+    self.assertAllClose(results['macro_f1'], 0.575)
+    self.assertEqual(results['bytes_down_per_client'], 3300.0)
+    self.assertEqual(results['bytes_up_per_client'], 35.0)
+    self.assertEqual(results['bytes_down_per_client_round'], 1650.0)
+    self.assertEqual(results['adaptive_nonzero_per_client_round'], 5.0)
+    self.assertEqual(results['kb_entries_per_client'], [0.0, 1.0])
+    self.assertEqual(results['non_finite_clients'], 1)
+    self.assertEqual(results['accuracy_matrix'],
+                     [[[0.8, None], [0.6, 0.9]], [[0.5, None], [0.5, 0.7]]])
+    # The matrices survive JSON and come back with NaN above the diagonal.
+    matrix = fcl.results_matrix(
+        json.loads(json.dumps(results))['accuracy_matrix'])
+    self.assertTrue(np.isnan(matrix[0, 0, 1]))
+
+
+class EncodeTest(tf.test.TestCase):
+
+  def test_encoded_tasks(self):
+    encoded = fcl.encode_dataset('trec6', _DATA)
+    self.assertLen(encoded.clients, 2)
+    for tasks in encoded.clients:
+      self.assertLen(tasks, 2)
+      for task in tasks:
+        self.assertEqual(task.x_train.shape[1], 16)
+        self.assertEqual(task.x_train.dtype, np.int32)
+        self.assertLen(task.label_names, 4)
+        self.assertLess(task.y_train.max(), 4)
+        self.assertLessEqual(len(task.y_test), 16)
+    self.assertEqual(encoded.num_classes, 4)
+    self.assertLessEqual(encoded.vocab_size, 500)
+    again = fcl.encode_dataset('trec6', _DATA)
+    np.testing.assert_array_equal(again.clients[1][1].x_train,
+                                  encoded.clients[1][1].x_train)
+
+  def test_unknown_method(self):
+    with self.assertRaisesRegex(ValueError, "fedx"):
+      fcl.check_methods(['fedavg', 'fedx'])
+
+
+class RunTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.encoded = fcl.encode_dataset('trec6', _DATA)
+
+  @parameterized.named_parameters(('fedavg', 'fedavg'),
+                                  ('fedseit_sit', 'fedseit_sit'))
+  def test_run_is_cached_and_resumes_exactly(self, method):
+    output_dir = self.create_tempdir().full_path
+    messages = []
+    results = fcl.run_method(self.encoded, method, data=_DATA,
+                             training=_TRAINING, output_dir=output_dir,
+                             log=messages.append)
+    matrix = fcl.results_matrix(results['accuracy_matrix'])
+    self.assertEqual(matrix.shape, (2, 2, 2))
+    self.assertTrue(np.all((matrix[:, 1] >= 0.0) & (matrix[:, 1] <= 1.0)))
+    self.assertEqual(results['non_finite_clients'], 0)
+    if method == 'fedseit_sit':
+      # No KB at task 0; one foreign A (K=1) at task 1.
+      self.assertEqual(results['kb_entries_per_client'], [0.0, 1.0])
+
+    # A second call reads the cached results.
+    messages.clear()
+    cached = fcl.run_method(self.encoded, method, data=_DATA,
+                            training=_TRAINING, output_dir=output_dir,
+                            log=messages.append)
+    self.assertIn('done before', messages[0])
+    self.assertEqual(cached['accuracy_matrix'], results['accuracy_matrix'])
+
+    # Interrupted after task 0: only its checkpoint and record remain. The
+    # resumed run trains task 1 again and ends with the same numbers.
+    directory = fcl.run_dir(output_dir, 'trec6', method, _DATA, _TRAINING)
+    os.remove(os.path.join(directory, fcl.RESULTS_FILE))
+    shutil.rmtree(os.path.join(directory, fcl.CHECKPOINT_DIR,
+                               'program_state_2'))
+    progress_path = os.path.join(directory, fcl.PROGRESS_FILE)
+    with open(progress_path) as f:
+      progress = json.load(f)
+    with open(progress_path, 'w') as f:
+      json.dump(progress[:1], f)
+    messages.clear()
+    resumed = fcl.run_method(self.encoded, method, data=_DATA,
+                             training=_TRAINING, output_dir=output_dir,
+                             log=messages.append)
+    self.assertTrue(any('resuming after task 0' in m for m in messages))
+    self.assertEqual(resumed['accuracy_matrix'], results['accuracy_matrix'])
+    self.assertEqual(resumed['macro_f1_matrix'], results['macro_f1_matrix'])
+
+  def test_report(self):
+    output_dir = self.create_tempdir().full_path
+    results = fcl.run_fcl(datasets=['trec6'],
+                          methods=['local', 'fedseit', 'fedseit_no_foreign'],
+                          data=_DATA, training=_TRAINING,
+                          output_dir=output_dir, command='cmd')
+    with open(os.path.join(output_dir, 'results.md'), encoding='utf-8') as f:
+      report = f.read()
+    acc = 100 * results['trec6']['fedseit']['accuracy']
+    self.assertIn(f'| FedSeIT | {acc:.2f} | {acc:.2f} |', report)
+    self.assertIn('Paper (abstract): FedSeIT +12.4 %', report)
+    self.assertIn('FedSeIT, no foreign branch (ablation)', report)
+    for method in ('local', 'fedseit', 'fedseit_no_foreign'):
+      self.assertTrue(os.path.exists(os.path.join(
+          output_dir, 'heatmaps', f'trec6-{method}.png')))
+    with open(os.path.join(output_dir, fcl.RESULTS_FILE)) as f:
+      saved = json.load(f)
+    self.assertEqual(saved['command'], 'cmd')
+    self.assertEqual(saved['results']['trec6']['local']['bytes_up_per_client'],
+                     0.0)
+
+
+if __name__ == '__main__':
+  tf.test.main()
