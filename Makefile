@@ -22,7 +22,7 @@ help:
 	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
-	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (hours; resumable)"
+	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (about 30 minutes; resumable)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
