@@ -241,7 +241,11 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
         ('representation_tasks', tff.TensorType(_I32, [2]))])
     start_metrics = tff.StructType([
         ('bytes_down_per_client', _F64), ('bytes_up_per_client', _F64),
-        ('kb_entries_per_client', _F64)])
+        ('kb_entries_per_client', _F64),
+        ('bytes_down_by_part_per_client', tff.StructType([
+            ('embedding', _F64), ('knowledge_base', _F64)])),
+        ('bytes_up_by_part_per_client', tff.StructType([
+            ('representations', _F64)]))])
     tff.test.assert_types_equivalent(
         process.start_task.type_signature,
         signature('inputs', start_input, start_metrics))
@@ -250,7 +254,9 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
     round_metrics = tff.StructType([
         ('train_loss', _F64), ('num_examples', _F64),
         ('non_finite_clients', _I64), ('bytes_down_per_client', _F64),
-        ('bytes_up_per_client', _F64), ('adaptive_nonzero_per_client', _F64)])
+        ('bytes_up_per_client', _F64), ('adaptive_nonzero_per_client', _F64),
+        ('bytes_up_by_part_per_client', tff.StructType([
+            ('shared_weights', _F64), ('adaptive', _F64)]))])
     for computation in (process.next_first_task, process.next):
       tff.test.assert_types_equivalent(
           computation.type_signature,
@@ -303,12 +309,19 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(second_start.metrics['bytes_down_per_client'],
                      480.0 + 240.0 * kb_size if federated else 0.0)
     self.assertEqual(second_start.metrics['kb_entries_per_client'], kb_size)
+    self.assertEqual(
+        dict(second_start.metrics['bytes_down_by_part_per_client']),
+        {'embedding': 480.0 if federated else 0.0,
+         'knowledge_base': 240.0 * kb_size})
     second = _round(process, 1, second_start)
     # Later rounds: no embedding either way.
     self.assertEqual(second.metrics['bytes_down_per_client'],
                      4 * later_floats)
     self.assertEqual(second.metrics['bytes_up_per_client'],
                      4 * (later_floats + adaptive_floats))
+    self.assertEqual(dict(second.metrics['bytes_up_by_part_per_client']),
+                     {'shared_weights': 4.0 * later_floats,
+                      'adaptive': 4.0 * adaptive_floats})
     self.assertAllEqual(second.state.shared['embedding'],
                         second_start.state.shared['embedding'])
     self.assertEqual(second.state.task, 1)

@@ -112,9 +112,18 @@ class RunTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(matrix.shape, (2, 2, 2))
     self.assertTrue(np.all((matrix[:, 1] >= 0.0) & (matrix[:, 1] <= 1.0)))
     self.assertEqual(results['non_finite_clients'], 0)
+    # The split by what is sent adds up to the totals.
+    split = results['bytes_per_client_by_part']
+    for direction in ('down', 'up'):
+      self.assertAllClose(
+          sum(v for k, v in split.items() if k.startswith(direction + '/')),
+          results[f'bytes_{direction}_per_client'])
     if method == 'fedseit_sit':
       # No KB at task 0; one foreign A (K=1) at task 1.
       self.assertEqual(results['kb_entries_per_client'], [0.0, 1.0])
+      # Task 1 sends two representations of at most 4 vectors of 4 floats.
+      self.assertBetween(split['up/representations'], 4 * 4 * 2, 4 * 4 * 8)
+      self.assertGreater(split['down/knowledge_base'], 0.0)
 
     # A second call reads the cached results.
     messages.clear()
@@ -155,6 +164,7 @@ class RunTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn(f'| FedSeIT | {acc:.2f} | {acc:.2f} |', report)
     self.assertIn('Paper (abstract): FedSeIT +12.4 %', report)
     self.assertIn('FedSeIT, no foreign branch (ablation)', report)
+    self.assertIn('| down/shared_weights | down/embedding |', report)
     for method in ('local', 'fedseit', 'fedseit_no_foreign'):
       self.assertTrue(os.path.exists(os.path.join(
           output_dir, 'heatmaps', f'trec6-{method}.png')))

@@ -329,6 +329,13 @@ def _as_loop_state(optimizer_state):
       for k, v in optimizer_state.items())
 
 
+def _per_client(byte_counts, num_clients):
+  """Summed int64 byte counts -> float64 means per client."""
+  return collections.OrderedDict(
+      (k, tf.cast(v, tf.float64) / num_clients)
+      for k, v in byte_counts.items())
+
+
 def _set_task_slice(tensor, task, value):
   """`tensor[task] = value` for a tensor with a leading task axis."""
   return tf.tensor_scatter_nd_update(tensor, [[task]], value[None])
@@ -649,12 +656,18 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
     num_kb = tf.reduce_sum(tf.cast(selection['valid'], tf.int64))
     num_vectors = tf.reduce_sum(tf.cast(upload['values']['counts'],
                                         tf.int64))
+    down = collections.OrderedDict(
+        embedding=tf.constant(embedding_bytes if config.federated else 0,
+                              tf.int64),
+        knowledge_base=num_kb * adaptive_bytes)
+    up = collections.OrderedDict(
+        representations=(num_vectors * sit_dim * _BYTES_PER_FLOAT
+                         if config.uses_sit else tf.constant(0, tf.int64)))
     return collections.OrderedDict(
         num_clients=tf.constant(1, tf.int64),
-        bytes_down=(num_kb * adaptive_bytes
-                    + (embedding_bytes if config.federated else 0)),
-        bytes_up=(num_vectors * sit_dim * _BYTES_PER_FLOAT
-                  if config.uses_sit else tf.constant(0, tf.int64)),
+        bytes_down=tf.add_n(list(down.values())),
+        bytes_up=tf.add_n(list(up.values())),
+        bytes_down_by_part=down, bytes_up_by_part=up,
         kb_entries=num_kb)
 
   @tff.tensorflow.computation(start_stats.type_signature.result)
@@ -663,7 +676,11 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
     return collections.OrderedDict(
         bytes_down_per_client=tf.cast(stats['bytes_down'], tf.float64) / n,
         bytes_up_per_client=tf.cast(stats['bytes_up'], tf.float64) / n,
-        kb_entries_per_client=tf.cast(stats['kb_entries'], tf.float64) / n)
+        kb_entries_per_client=tf.cast(stats['kb_entries'], tf.float64) / n,
+        bytes_down_by_part_per_client=_per_client(
+            stats['bytes_down_by_part'], n),
+        bytes_up_by_part_per_client=_per_client(stats['bytes_up_by_part'],
+                                                n))
 
   @tff.federated_computation(
       tff.FederatedType(server_type, tff.SERVER),
@@ -821,6 +838,9 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
           non_finite_clients=tf.cast(tf.logical_not(finite), tf.int64),
           bytes_down=tf.constant(shared_bytes, tf.int64),
           bytes_up=sent * (shared_bytes + adaptive_bytes),
+          bytes_up_by_part=collections.OrderedDict(
+              shared_weights=sent * shared_bytes,
+              adaptive=sent * adaptive_bytes),
           adaptive_nonzero=sent * nonzero)
       new_client = ClientState(
           client_id=client.client_id, weights=weights,
@@ -875,7 +895,10 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
           bytes_down_per_client=tf.cast(stats['bytes_down'], tf.float64) / n,
           bytes_up_per_client=tf.cast(stats['bytes_up'], tf.float64) / n,
           adaptive_nonzero_per_client=tf.cast(stats['adaptive_nonzero'],
-                                              tf.float64) / n)
+                                              tf.float64) / n,
+          # Down, a round sends only the shared weights (bytes_down).
+          bytes_up_by_part_per_client=_per_client(
+              stats['bytes_up_by_part'], n))
 
     @tff.tensorflow.computation
     def no_store():

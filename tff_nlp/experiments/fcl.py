@@ -414,8 +414,22 @@ def summarize(progress: Sequence[Mapping[str, Any]], config: fcl.FclConfig,
           + sum(s['bytes_down_per_client'] for s in starts))
   up = (sum(r['bytes_up_per_client'] for r in rounds)
         + sum(s['bytes_up_per_client'] for s in starts))
+  # Bytes per client over the run by what is sent (runs recorded before the
+  # split was measured have only the totals).
+  by_part = collections.OrderedDict()
+  for record, direction in ([(s, 'down') for s in starts]
+                            + [(s, 'up') for s in starts]
+                            + [(r, 'up') for r in rounds]):
+    for part, value in record.get(f'bytes_{direction}_by_part_per_client',
+                                  {}).items():
+      key = f'{direction}/{part}'
+      by_part[key] = by_part.get(key, 0.0) + value
+  if by_part:
+    by_part['down/shared_weights'] = sum(r['bytes_down_per_client']
+                                         for r in rounds)
   return collections.OrderedDict(
       accuracy=float(summary['average_accuracy']),
+      bytes_per_client_by_part=by_part,
       macro_f1=float(np.mean(f1[:, -1, :])),
       forgetting=float(summary['forgetting']),
       backward_transfer=float(summary['backward_transfer']),
@@ -584,6 +598,21 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
           f'{r["bytes_up_per_client_round"] / 1024:,.0f} | '
           f'{r["adaptive_nonzero_per_client_round"]:,.0f} | '
           f'{entries:.1f} | {r["seconds"]:.0f} |')
+  parts = ('down/shared_weights', 'down/embedding', 'down/knowledge_base',
+           'up/shared_weights', 'up/adaptive', 'up/representations')
+  with_parts = [(d, m) for d in datasets for m in methods
+                if results[d].get(m, {}).get('bytes_per_client_by_part')]
+  if with_parts:
+    lines += ['', 'By what is sent, MiB per client over the whole run (down: '
+              'shared weights every round, the embedding and the knowledge '
+              'base at task starts; up: shared weights and A_t every round, '
+              'SIT\'s task representations at task starts):', '',
+              '| Dataset | Model | ' + ' | '.join(parts) + ' |',
+              '|---|---|' + '---:|' * len(parts)]
+    for d, m in with_parts:
+      split = results[d][m]['bytes_per_client_by_part']
+      lines.append(f'| {d} | {METHOD_LABELS[m]} | ' + ' | '.join(
+          f'{split.get(p, 0.0) / 2**20:,.2f}' for p in parts) + ' |')
   lines += ['', '## Accuracy matrices', '',
             'Mean over clients of acc[i, j], the accuracy on task j after '
             'learning task i:', '']
