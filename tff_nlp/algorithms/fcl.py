@@ -76,8 +76,7 @@ and data stay on the client.
 
 import collections
 import dataclasses
-import math
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
