@@ -373,6 +373,37 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(metrics['weight_sum'], 10.0)  # 3 + 2 + 5
     self.assertEqual(metrics['mean_loss_reduction'], 0.0)
 
+  def test_without_fallback_all_zero_round_keeps_the_model(self):
+    # The same one-batch clients: every Lorar weight is 0, the weighted mean
+    # is 0/0 and the finalizer must leave the initial model in place.
+    clients = [
+        linear_model.make_client(3, 3, seed=1),
+        linear_model.make_client(2, 4, seed=2),
+        linear_model.make_client(5, 8, seed=3),
+    ]
+    datasets = [linear_model.to_dataset(c) for c in clients]
+    process = _build('fedavg', 'lorar', num_examples_fallback=False)
+    state = process.initialize()
+    output = process.next(state, datasets)
+    metrics = _weighting_metrics(output)
+    self.assertEqual(metrics['fell_back_to_num_examples'], 0)
+    self.assertEqual(metrics['weight_sum'], 0.0)
+    self.assertEqual(output.metrics['finalizer']['update_non_finite'], 1)
+    kernel, bias = linear_model.global_weights(process, output.state)
+    self.assertAllEqual(kernel, linear_model.INITIAL_KERNEL)
+    self.assertAllEqual(bias, linear_model.INITIAL_BIAS)
+
+  def test_without_fallback_lorar_round_matches_the_reference(self):
+    clients = linear_model.three_clients()
+    datasets = [linear_model.to_dataset(c) for c in clients]
+    process = _build('fedavg', 'lorar', num_examples_fallback=False)
+    output = process.next(process.initialize(), datasets)
+    reference, _, info = lorar_reference.run_round(
+        linear_model.initial_state(), clients, weighting='lorar')
+    self.assertFalse(info['fell_back'])
+    kernel, _ = linear_model.global_weights(process, output.state)
+    self.assertAllClose(kernel, reference.w, atol=1e-5, rtol=0)
+
   def test_single_batch_client_gets_zero_lorar_weight(self):
     clients = linear_model.three_clients()[:2] + [
         linear_model.make_client(5, 8, seed=4)  # one batch: ΔL = 0

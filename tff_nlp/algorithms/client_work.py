@@ -255,6 +255,7 @@ def build_weighted_client_work(
     proximal_strength: float = 0.0,
     with_client_config: bool = False,
     metrics_aggregator: Optional[tff.learning.metrics.MetricsAggregatorType] = None,
+    num_examples_fallback: bool = True,
 ) -> WeightedClientWorkProcess:
   """Builds the client work of FedAvg / FedProx / FedOPT with a weighting.
 
@@ -280,6 +281,12 @@ def build_weighted_client_work(
       rate and epochs (see `client_data.with_client_config`).
     metrics_aggregator: Aggregates the model's unfinalized metrics;
       `tff.learning.metrics.sum_then_finalize` if None.
+    num_examples_fallback: With a loss-reduction weighting: whether a round
+      in which every client's ΔL is 0 uses `num_examples` weights instead.
+      Deciding that needs the sum of the weights before the weighted mean,
+      a second aggregation stage; without it (False) every weight of such a
+      round is 0 and the round has one aggregation stage, which
+      `tff_nlp.runtime.multi_worker` can split across workers.
 
   Returns:
     A `WeightedClientWorkProcess`.
@@ -415,7 +422,7 @@ def build_weighted_client_work(
         client_update, (hparams_at_clients, weights, data)
     )
     stats = outputs.stats
-    if weighting.uses_loss_reduction:
+    if weighting.uses_loss_reduction and num_examples_fallback:
       total = tff.federated_sum(tff.federated_map(candidate_weight, stats))
       fall_back = tff.federated_map(is_zero, total)
       weight = tff.federated_map(

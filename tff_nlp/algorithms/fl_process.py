@@ -84,6 +84,7 @@ def build_fl_process(
     model_aggregator: Optional[tff.aggregators.WeightedAggregationFactory] = None,
     with_client_config: bool = False,
     metrics_aggregator: Optional[tff.learning.metrics.MetricsAggregatorType] = None,
+    num_examples_fallback: bool = True,
 ) -> FLProcess:
   """Builds FedAvg / FedOPT / FedProx with a client weighting mechanism.
 
@@ -124,6 +125,13 @@ def build_fl_process(
       and number of epochs; see `client_data.with_client_config`.
     metrics_aggregator: Aggregator of the model's metrics;
       `tff.learning.metrics.sum_then_finalize` if None.
+    num_examples_fallback: With 'loss_reduction' or 'lorar' weighting:
+      whether a round in which every client's ΔL is 0 falls back to
+      `num_examples` weights (the default; this needs a sum of the weights
+      before the weighted mean, a second aggregation stage). If False, such
+      a round's weighted mean is 0/0, so the finalizer keeps the model, and
+      every round has a single aggregation stage: the form
+      `tff_nlp.runtime.multi_worker` splits across workers.
 
   Returns:
     An `FLProcess` (a `tff.learning.templates.LearningProcess`).
@@ -190,6 +198,7 @@ def build_fl_process(
       proximal_strength=proximal_strength,
       with_client_config=with_client_config,
       metrics_aggregator=metrics_aggregator,
+      num_examples_fallback=num_examples_fallback,
   )
   aggregator = model_aggregator.create(
       model_weights_type.trainable, tff.TensorType(np.float32)

@@ -37,9 +37,11 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Optional
+from collections.abc import Sequence
+from typing import Optional, Union
 import weakref
 
+from absl import logging
 import grpc
 import portpicker
 import tensorflow_federated as tff
@@ -96,6 +98,8 @@ class WorkerProcess:
     log_path: File receiving the worker's stdout and stderr.
     cuda_visible_devices: If not None, the `CUDA_VISIBLE_DEVICES` value of the
       worker, which is where client computations run.
+    gpu_memory_growth: Whether the worker's TensorFlow allocates GPU memory
+      as needed (`TF_FORCE_GPU_ALLOW_GROWTH=true`) instead of all at once.
   """
 
   def __init__(
@@ -105,6 +109,7 @@ class WorkerProcess:
       port: Optional[int] = None,
       log_path: Optional[str] = None,
       cuda_visible_devices: Optional[str] = None,
+      gpu_memory_growth: bool = False,
       start_timeout_seconds: float = 120.0,
   ):
     self.max_concurrent_computation_calls = max_concurrent_computation_calls
@@ -114,6 +119,7 @@ class WorkerProcess:
       log_path = os.path.join(log_dir, f'worker_{self.port}.log')
     self.log_path = log_path
     self.cuda_visible_devices = cuda_visible_devices
+    self.gpu_memory_growth = gpu_memory_growth
     self.start_timeout_seconds = start_timeout_seconds
     self._process: Optional[subprocess.Popen] = None
     self._channel: Optional[grpc.Channel] = None
@@ -148,6 +154,8 @@ class WorkerProcess:
     env[OWNER_ENV_VAR] = str(os.getpid())
     if self.cuda_visible_devices is not None:
       env['CUDA_VISIBLE_DEVICES'] = self.cuda_visible_devices
+    if self.gpu_memory_growth:
+      env['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'
     log_dir = os.path.dirname(self.log_path)
     if log_dir:
       os.makedirs(log_dir, exist_ok=True)
@@ -225,6 +233,90 @@ class WorkerProcess:
       _LIVE_WORKERS.discard(self)
 
 
+class RemoteWorker:
+  """A TFF `worker_binary` someone else started, reached at `host:port`.
+
+  Use it for workers on other machines (`python -m tff_nlp.bin.tff_worker
+  --port=P` on each). tff_nlp neither starts nor stops such a worker; `stop()`
+  only closes the connection.
+
+  A worker that cannot be reached raises `WorkerError` after
+  `connect_timeout_seconds` instead of letting TFF retry forever (TFF treats
+  gRPC UNAVAILABLE as retryable and would wait for a dead worker for good).
+
+  Attributes:
+    address: `host:port` of the worker.
+    connect_timeout_seconds: How long to wait for the worker to accept calls.
+  """
+
+  def __init__(self, address: str, *, connect_timeout_seconds: float = 60.0):
+    parse_address(address)
+    self.address = address
+    self.connect_timeout_seconds = connect_timeout_seconds
+    self._channel: Optional[grpc.Channel] = grpc.insecure_channel(
+        address, _GRPC_OPTIONS
+    )
+    self._stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
+
+  @property
+  def stub(self) -> tff.framework.RemoteExecutorGrpcStub:
+    if self._channel is None:
+      raise WorkerError(f'The connection to {self.address} was closed.')
+    return self._stub
+
+  def check_alive(self) -> None:
+    """Raises `WorkerError` if the worker does not answer within the timeout."""
+    if self._channel is None:
+      raise WorkerError(f'The connection to {self.address} was closed.')
+    try:
+      grpc.channel_ready_future(self._channel).result(
+          timeout=self.connect_timeout_seconds
+      )
+    except grpc.FutureTimeoutError:
+      raise WorkerError(
+          f'TFF worker at {self.address} did not answer within '
+          f'{self.connect_timeout_seconds:.0f}s; is it running (python -m '
+          'tff_nlp.bin.tff_worker --port=...) and reachable from here?'
+      ) from None
+
+  def stop(self) -> None:
+    """Closes the connection (the worker itself keeps running). Idempotent."""
+    if self._channel is not None:
+      self._channel.close()
+      self._channel = None
+
+
+def parse_address(address: str) -> tuple[str, int]:
+  """Splits `host:port`, raising `ValueError` naming the bad address."""
+  host, sep, port = address.rpartition(':')
+  if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise ValueError(
+        f'Worker address {address!r} is not host:port (e.g. '
+        '10.0.0.2:8000).'
+    )
+  return host, int(port)
+
+
+def executor_factory(
+    worker: Union[WorkerProcess, RemoteWorker], default_num_clients: int
+) -> tff.framework.ResourceManagingExecutorFactory:
+  """TFF executors served by `worker`, checked alive at each (re)creation.
+
+  TFF re-creates the executor after a retryable gRPC error; checking the
+  worker then turns a dead worker into a `WorkerError` instead of retries.
+  """
+
+  def executor_stack(cardinalities):
+    if cardinalities.get(tff.CLIENTS) is None:
+      cardinalities[tff.CLIENTS] = default_num_clients
+    worker.check_alive()
+    executor = tff.framework.RemoteExecutor(worker.stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  return tff.framework.ResourceManagingExecutorFactory(executor_stack)
+
+
 @atexit.register
 def _stop_live_workers() -> None:
   for worker in list(_LIVE_WORKERS):
@@ -250,73 +342,159 @@ def _drop_tff_import_time_context() -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ContextSettings:
-  """Settings of the local C++ execution context.
+  """Settings of a C++ execution context: its workers and their devices.
 
   Attributes:
     default_num_clients: Number of clients assumed when a computation's
       arguments do not determine it (e.g. a `tff.federated_value` at CLIENTS).
     max_concurrent_computation_calls: Maximum number of concurrent calls of one
-      computation (e.g. client updates trained in parallel) in the worker.
-      Non-positive: no limit. On GPUs, bound it to fit memory.
-    cuda_visible_devices: If set, `CUDA_VISIBLE_DEVICES` for the worker, i.e.
-      the GPUs client computations may use ('' hides all GPUs).
-    log_dir: Directory for the worker log; a fresh temporary one if None.
+      computation (e.g. client updates trained in parallel) in each worker
+      this process starts. Non-positive: no limit. On GPUs, bound it to fit
+      memory.
+    cuda_visible_devices: If set, `CUDA_VISIBLE_DEVICES` of the workers this
+      process starts, i.e. the GPUs client computations may use ('' hides all
+      GPUs). One value for every worker, or one per worker separated by ';'
+      ('0;1': worker 0 sees GPU 0, worker 1 sees GPU 1).
+    gpu_memory_growth: Let TensorFlow grow GPU memory as needed instead of
+      taking all of it up front, in the workers this process starts
+      (`TF_FORCE_GPU_ALLOW_GROWTH`) and in this process, so several workers
+      can share a GPU.
+    log_dir: Directory for the worker logs; a fresh temporary one if None.
+    num_workers: Workers to start on 127.0.0.1. With more than one, each
+      computation's clients are split across them (see
+      `tff_nlp.runtime.multi_worker`).
+    worker_addresses: `host:port` of workers started elsewhere (`python -m
+      tff_nlp.bin.tff_worker`); if given, no worker is started here and
+      `num_workers`, `max_concurrent_computation_calls` and the device
+      settings are the remote workers' business.
   """
 
   default_num_clients: int = 0
   max_concurrent_computation_calls: int = -1
   cuda_visible_devices: Optional[str] = None
+  gpu_memory_growth: bool = False
   log_dir: Optional[str] = None
+  num_workers: int = 1
+  worker_addresses: tuple[str, ...] = ()
+
+  def __post_init__(self):
+    if self.num_workers < 1:
+      raise ValueError(f'num_workers must be >= 1, got {self.num_workers}.')
+    if self.worker_addresses and self.num_workers != 1:
+      raise ValueError(
+          'Give either num_workers (workers started here) or '
+          'worker_addresses (workers started elsewhere), not both; got '
+          f'num_workers={self.num_workers} and worker_addresses='
+          f'{list(self.worker_addresses)}.'
+      )
+    for address in self.worker_addresses:
+      parse_address(address)
+    self.worker_cuda_visible_devices()  # Validates the per-worker form.
+
+  def worker_cuda_visible_devices(self) -> list[Optional[str]]:
+    """`CUDA_VISIBLE_DEVICES` of each worker started here (None: inherit)."""
+    value = self.cuda_visible_devices
+    if value is None or ';' not in value:
+      return [value] * self.num_workers
+    per_worker = value.split(';')
+    if len(per_worker) != self.num_workers:
+      raise ValueError(
+          f'cuda_visible_devices {value!r} names {len(per_worker)} workers\' '
+          f'devices, but num_workers is {self.num_workers}.'
+      )
+    return per_worker
 
 
-class LocalCppContext:
-  """TFF's synchronous C++ execution context on one worker this object owns.
+def _allow_gpu_memory_growth_here() -> None:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for gpu in tf.config.list_physical_devices('GPU'):
+    try:
+      tf.config.experimental.set_memory_growth(gpu, True)
+    except RuntimeError as e:  # TF already initialised this GPU.
+      logging.warning('Cannot enable memory growth on %s: %s', gpu.name, e)
+
+
+class CppContext:
+  """TFF's synchronous C++ execution context on workers this object manages.
+
+  With one worker, every computation runs in it. With several (local or
+  remote), computations are split across them by client
+  (`multi_worker.SplittingContext`).
 
   Use it as a context manager (installs it as the current TFF context and
-  stops the worker on exit, exception or not), or call `install_as_default()`
-  and `close()` yourself. `close()` also runs at interpreter exit.
+  stops the workers it started on exit, exception or not), or call
+  `install_as_default()` and `close()` yourself. Workers this process started
+  are also stopped at interpreter exit and when the process dies.
+
+  Attributes:
+    settings: The `ContextSettings`.
+    workers: The `WorkerProcess`es started here, or the `RemoteWorker`s.
+    tff_context: The TFF context computations run in.
   """
 
   def __init__(self, settings: ContextSettings = ContextSettings()):
     self.settings = settings
-    log_path = None
-    if settings.log_dir is not None:
-      log_path = os.path.join(settings.log_dir, f'tff_worker_{os.getpid()}.log')
-    self.worker = WorkerProcess(
-        max_concurrent_computation_calls=(
-            settings.max_concurrent_computation_calls
-        ),
-        log_path=log_path,
-        cuda_visible_devices=settings.cuda_visible_devices,
-    ).start()
-    self.tff_context = tff.framework.SyncExecutionContext(
-        executor_fn=tff.framework.ResourceManagingExecutorFactory(
-            self._executor_stack
-        ),
-        compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-        transform_args=tff.tensorflow.transform_args,
-        transform_result=tff.tensorflow.transform_result,
-    )
+    if settings.gpu_memory_growth:
+      _allow_gpu_memory_growth_here()
+    self.workers: list[Union[WorkerProcess, RemoteWorker]] = []
+    try:
+      if settings.worker_addresses:
+        self.workers = [RemoteWorker(a) for a in settings.worker_addresses]
+      else:
+        for i, devices in enumerate(settings.worker_cuda_visible_devices()):
+          log_path = None
+          if settings.log_dir is not None:
+            log_path = os.path.join(
+                settings.log_dir, f'tff_worker_{os.getpid()}_{i}.log'
+            )
+          self.workers.append(
+              WorkerProcess(
+                  max_concurrent_computation_calls=(
+                      settings.max_concurrent_computation_calls
+                  ),
+                  log_path=log_path,
+                  cuda_visible_devices=devices,
+                  gpu_memory_growth=settings.gpu_memory_growth,
+              ).start()
+          )
+    except BaseException:
+      self.close()
+      raise
+    if len(self.workers) == 1:
+      self.tff_context = tff.framework.SyncExecutionContext(
+          executor_fn=executor_factory(
+              self.workers[0], settings.default_num_clients
+          ),
+          compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+          transform_args=tff.tensorflow.transform_args,
+          transform_result=tff.tensorflow.transform_result,
+      )
+    else:
+      from tff_nlp.runtime import multi_worker  # pylint: disable=g-import-not-at-top
+      self.tff_context = multi_worker.SplittingContext(
+          self.workers, default_num_clients=settings.default_num_clients
+      )
     self._install: Optional[contextlib.AbstractContextManager] = None
 
-  def _executor_stack(self, cardinalities):
-    if cardinalities.get(tff.CLIENTS) is None:
-      cardinalities[tff.CLIENTS] = self.settings.default_num_clients
-    self.worker.check_alive()
-    executor = tff.framework.RemoteExecutor(self.worker.stub)
-    executor.set_cardinalities(cardinalities)
-    return executor
+  @property
+  def worker(self) -> Union[WorkerProcess, RemoteWorker]:
+    """The first (with one worker: the) worker."""
+    return self.workers[0]
 
-  def install_as_default(self) -> 'LocalCppContext':
+  def install_as_default(self) -> 'CppContext':
     """Makes this TFF's default context (until another one is set)."""
     tff.framework.set_default_context(self.tff_context)
     return self
 
   def close(self) -> None:
-    """Stops the worker. Later calls of computations fail with an error."""
-    self.worker.stop()
+    """Stops the workers started here (closes connections to remote ones).
 
-  def __enter__(self) -> 'LocalCppContext':
+    Later calls of computations fail with a `WorkerError`.
+    """
+    for worker in self.workers:
+      worker.stop()
+
+  def __enter__(self) -> 'CppContext':
     self._install = tff.framework.get_context_stack().install(self.tff_context)
     self._install.__enter__()
     return self
@@ -335,38 +513,79 @@ def local_cpp_context(
     default_num_clients: int = 0,
     max_concurrent_computation_calls: int = -1,
     cuda_visible_devices: Optional[str] = None,
+    gpu_memory_growth: bool = False,
     log_dir: Optional[str] = None,
-) -> LocalCppContext:
-  """Starts a worker and returns its context; use it in a `with` statement.
+) -> CppContext:
+  """Starts one worker and returns its context; use it in a `with` statement.
 
   Args:
     default_num_clients: See `ContextSettings`.
     max_concurrent_computation_calls: See `ContextSettings`.
     cuda_visible_devices: See `ContextSettings`.
+    gpu_memory_growth: See `ContextSettings`.
     log_dir: See `ContextSettings`.
 
   Returns:
-    A `LocalCppContext` whose worker is already running.
+    A `CppContext` whose worker is already running.
   """
-  return LocalCppContext(
+  return CppContext(
       ContextSettings(
           default_num_clients=default_num_clients,
           max_concurrent_computation_calls=max_concurrent_computation_calls,
           cuda_visible_devices=cuda_visible_devices,
+          gpu_memory_growth=gpu_memory_growth,
           log_dir=log_dir,
       )
   )
 
 
-def set_local_cpp_context(**kwargs) -> LocalCppContext:
+def multi_worker_context(
+    *,
+    num_workers: int = 2,
+    worker_addresses: Sequence[str] = (),
+    default_num_clients: int = 0,
+    max_concurrent_computation_calls: int = -1,
+    cuda_visible_devices: Optional[str] = None,
+    gpu_memory_growth: bool = False,
+    log_dir: Optional[str] = None,
+) -> CppContext:
+  """A context over several workers: started here, or at `worker_addresses`.
+
+  Args:
+    num_workers: Workers to start on 127.0.0.1 (ignored, and must be left at
+      its default, when `worker_addresses` is given).
+    worker_addresses: `host:port` of running workers; none are started then.
+    default_num_clients: See `ContextSettings`.
+    max_concurrent_computation_calls: See `ContextSettings`.
+    cuda_visible_devices: See `ContextSettings` (';' gives one per worker).
+    gpu_memory_growth: See `ContextSettings`.
+    log_dir: See `ContextSettings`.
+
+  Returns:
+    A `CppContext` whose workers are running (or reachable).
+  """
+  return CppContext(
+      ContextSettings(
+          default_num_clients=default_num_clients,
+          max_concurrent_computation_calls=max_concurrent_computation_calls,
+          cuda_visible_devices=cuda_visible_devices,
+          gpu_memory_growth=gpu_memory_growth,
+          log_dir=log_dir,
+          num_workers=1 if worker_addresses else num_workers,
+          worker_addresses=tuple(worker_addresses),
+      )
+  )
+
+
+def set_local_cpp_context(**kwargs) -> CppContext:
   """Starts a worker and installs its context as TFF's default (notebooks).
 
   Args:
     **kwargs: The arguments of `local_cpp_context`.
 
   Returns:
-    The installed `LocalCppContext`; its worker stops at interpreter exit or
-    on `close()`.
+    The installed `CppContext`; its worker stops at interpreter exit or on
+    `close()`.
   """
   return local_cpp_context(**kwargs).install_as_default()
 

@@ -1,0 +1,69 @@
+"""Serves a TFF C++ worker for training runs on other machines.
+
+On each worker machine (same tff_nlp and TFF versions as the driver):
+
+  python -m tff_nlp.bin.tff_worker --port=8000
+
+then on the driver, any tff_nlp binary with
+
+  --worker_addresses=worker-a:8000,worker-b:8000
+
+splits each round's clients across the workers
+(`tff_nlp.runtime.multi_worker`). This process *becomes* TFF's
+`worker_binary` (exec, same pid), so stopping it (Ctrl-C, SIGTERM, a process
+supervisor) stops the worker. The worker speaks unauthenticated, unencrypted
+gRPC: run it only on a trusted network (or behind an SSH tunnel).
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+_PORT = flags.DEFINE_integer(
+    'port', None, 'TCP port to serve on.', lower_bound=1, upper_bound=65535)
+_MAX_CONCURRENT_COMPUTATION_CALLS = flags.DEFINE_integer(
+    'max_concurrent_computation_calls', -1,
+    'Maximum client computations run at once (non-positive: no limit). Bound '
+    'it to fit client training into (GPU) memory.')
+_CUDA_VISIBLE_DEVICES = flags.DEFINE_string(
+    'cuda_visible_devices', None,
+    'CUDA_VISIBLE_DEVICES of the worker ("" hides all GPUs). Unset: inherit '
+    'the environment.')
+_GPU_MEMORY_GROWTH = flags.DEFINE_bool(
+    'gpu_memory_growth', False,
+    'Allocate GPU memory as needed instead of all of it at start.')
+
+flags.mark_flag_as_required('port')
+
+
+def worker_command() -> tuple[list[str], dict[str, str]]:
+  """The worker's argv and environment given by the flags."""
+  # Imported here: TFF's import is slow and --help should not wait for it.
+  from tff_nlp.runtime import contexts  # pylint: disable=g-import-not-at-top
+  argv = [
+      contexts.worker_binary_path(),
+      f'--port={_PORT.value}',
+      '--max_concurrent_computation_calls='
+      f'{_MAX_CONCURRENT_COMPUTATION_CALLS.value}',
+  ]
+  env = dict(os.environ)
+  if _CUDA_VISIBLE_DEVICES.value is not None:
+    env['CUDA_VISIBLE_DEVICES'] = _CUDA_VISIBLE_DEVICES.value
+  if _GPU_MEMORY_GROWTH.value:
+    env['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'
+  return argv, env
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  command, env = worker_command()
+  print(f'tff_worker: serving on port {_PORT.value} (pid {os.getpid()})',
+        file=sys.stderr, flush=True)
+  os.execve(command[0], command, env)
+
+
+if __name__ == '__main__':
+  app.run(main)
