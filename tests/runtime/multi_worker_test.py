@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
+from tests.algorithms import sparse_tags_test
 from tff_nlp import algorithms
 from tff_nlp import runtime
 from tff_nlp.runtime import flags as runtime_flags
@@ -108,6 +109,26 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
         metrics['client_work']['train']['loss'], rtol=1e-6)
     unsplit = self.context.tff_context.unsplit_computations[unsplit_before:]
     self.assertEqual(unsplit == [], splits, unsplit)
+
+  @parameterized.named_parameters(('clients', 'clients'),
+                                  ('touching_clients', 'touching_clients'))
+  def test_federated_select_round_is_split_and_matches_numpy(self, divisor):
+    # Partial models: each client selects its rows with federated_select;
+    # the split round must equal the numpy re-implementation of one round.
+    process = algorithms.build_sparse_tag_process(
+        num_words=sparse_tags_test._V, num_tags=sparse_tags_test._T,  # pylint: disable=protected-access
+        max_keys=3, client_learning_rate=sparse_tags_test._LR,  # pylint: disable=protected-access
+        divisor=divisor)
+    table = sparse_tags_test._start_table()  # pylint: disable=protected-access
+    unsplit_before = len(self.context.tff_context.unsplit_computations)
+    with self._installed():
+      new_table, _ = sparse_tags_test._run_round(  # pylint: disable=protected-access
+          process, table, sparse_tags_test._datasets())  # pylint: disable=protected-access
+    expected = sparse_tags_test._reference_round(  # pylint: disable=protected-access
+        table, sparse_tags_test._CLIENTS, max_keys=3, divisor=divisor)  # pylint: disable=protected-access
+    np.testing.assert_allclose(new_table, expected, rtol=1e-5, atol=1e-6)
+    self.assertLen(
+        self.context.tff_context.unsplit_computations, unsplit_before)
 
   def test_initialize_runs_on_one_worker_without_being_listed(self):
     process = _process('fedavg', 'num_examples', True)

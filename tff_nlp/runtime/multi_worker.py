@@ -12,19 +12,21 @@ worker with its slice of the clients, merges as slices finish, and runs
 `after_merge` once.
 
 `SplittingContext` uses that for every computation that has client-placed
-inputs and compiles to the form: FedAvg, FedProx and FedOPT rounds of
-`tff_nlp.algorithms.build_fl_process` (with `num_examples` or `uniform`
-weighting, or Lorar with `all_zero_weights='keep_model'`), the dense tag
-process, evaluation. The rest runs whole on the first worker:
+inputs and compiles to the form, which is nearly every round in tff_nlp:
+FedAvg, FedOPT and FedProx of `tff_nlp.algorithms.build_fl_process` with
+`num_examples` or `uniform` weighting, partial-model rounds
+(`tff.federated_select` is lowered to per-client work), dynamic pulling,
+every FCL round and task start. The rest runs whole on the first worker:
 
 *   computations without client-placed inputs (`initialize`, getters),
     where there is nothing to split;
 *   computations with two dependent aggregation stages, which the form cannot
-    express: Lorar's default fallback to `num_examples` weights when every
-    client's loss reduction is 0 (a sum of weights, then the weighted mean),
-    `tff.federated_select` rounds (partial models, FedSeIT's knowledge
-    base), FedSeIT+SIT's task start. Each such computation is logged once
-    and listed in `SplittingContext.unsplit_computations`.
+    express: Lorar and `loss_reduction` rounds with their default fallback
+    to `num_examples` weights when every client's ΔL is 0 (a sum of the
+    weights, then the weighted mean; `num_examples_fallback=False` removes
+    the first stage), and FedSeIT+SIT's task start (selection by the
+    aggregated task representations). Each is logged once and listed in
+    `SplittingContext.unsplit_computations`.
 
 A worker that dies mid-round raises `tff_nlp.runtime.WorkerError` naming it
 (with the tail of its log when it was started here) instead of TFF's
