@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bazel-test clean help
+.PHONY: venv test demo bench bench-scaling bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -23,6 +23,8 @@ help:
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
 	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (about 30 minutes; resumable)"
+	@echo "make bench-scaling - round time and memory vs clients per round, memory over 200 rounds, 1 vs 2 workers (about 15 minutes)"
+	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 12 minutes)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
@@ -46,10 +48,29 @@ demo: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar
 
-bench: bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl
+bench: bench-scaling bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl
 
+# A TFF round against the same local training in pure TensorFlow (and TFF
+# with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
+# model; docs/results/round_overhead.md discusses the JSON it writes.
 bench-round-overhead: $(STAMP)
-	"$(PY)" bench/round_overhead.py
+	"$(PY)" bench/round_overhead.py --model=r8_classifier --repeats=7 \
+	  --output_json=docs/results/round_overhead_r8.json
+	"$(PY)" bench/round_overhead.py --model=text2sql_seq2seq --repeats=15 \
+	  --output_json=docs/results/round_overhead_text2sql.json
+
+# Issue-8 scaling measurements (docs/results/scaling.md): round time and
+# peak memory for 10, 100 and 1,000 clients per round (one child process
+# per setting), on one worker and on two; resident memory over 200 rounds.
+SCALING_DIR ?= runs/scaling
+bench-scaling: $(STAMP)
+	"$(PY)" bench/client_scaling.py --output_dir=$(SCALING_DIR)/clients_1worker
+	"$(PY)" bench/client_scaling.py --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
+	"$(PY)" bench/memory_growth.py --output_dir=$(SCALING_DIR)/memory_growth
+	mkdir -p docs/results/scaling
+	for d in clients_1worker clients_2workers memory_growth; do \
+	  mkdir -p docs/results/scaling/$$d && cp $(SCALING_DIR)/$$d/*.json $(SCALING_DIR)/$$d/*.md \
+	    $(SCALING_DIR)/$$d/*.png docs/results/scaling/$$d/; done
 
 # Every method of the Lorar paper's Table 2 with the cpu preset. Each run is
 # cached under its configuration in $(TEXT2SQL_BENCH_DIR), so an interrupted
