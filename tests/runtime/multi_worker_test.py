@@ -234,10 +234,11 @@ class RemoteWorkerTest(tf.test.TestCase):
 
 class WorkerSettingsTest(tf.test.TestCase, parameterized.TestCase):
 
-  def test_per_worker_devices_and_memory_growth_reach_the_workers(self):
-    with runtime.multi_worker_context(
-        num_workers=2, cuda_visible_devices='0;1',
-        gpu_memory_growth=True) as context:
+  def test_per_worker_devices_memory_and_malloc_settings_reach_workers(self):
+    with runtime.CppContext(runtime.ContextSettings(
+        num_workers=2, cuda_visible_devices='0;1', gpu_memory_growth=True,
+        worker_malloc_arena_max=2,
+        worker_malloc_mmap_threshold=131072)) as context:
       pids = [w.pid for w in context.workers]
       self.assertCountEqual(
           [p for p in runtime.owned_worker_pids() if p in pids], pids)
@@ -246,6 +247,8 @@ class WorkerSettingsTest(tf.test.TestCase, parameterized.TestCase):
           environ = f.read().split(b'\0')
         self.assertIn(f'CUDA_VISIBLE_DEVICES={devices}'.encode(), environ)
         self.assertIn(b'TF_FORCE_GPU_ALLOW_GROWTH=true', environ)
+        self.assertIn(b'MALLOC_ARENA_MAX=2', environ)
+        self.assertIn(b'MALLOC_MMAP_THRESHOLD_=131072', environ)
     for pid in pids:
       self.assertFalse(_pid_alive(pid))
 
@@ -263,6 +266,8 @@ class WorkerSettingsTest(tf.test.TestCase, parameterized.TestCase):
        dict(num_workers=3, cuda_visible_devices='0;1'), 'names 2 workers'),
       ('no_port', dict(worker_addresses=('host',)), 'not host:port'),
       ('zero_workers', dict(num_workers=0), 'num_workers must be >= 1'),
+      ('negative_arenas', dict(worker_malloc_arena_max=-1),
+       'worker_malloc_arena_max must be >= 0'),
   )
   def test_inconsistent_settings_are_rejected(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):

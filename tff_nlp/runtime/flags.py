@@ -41,6 +41,21 @@ _GPU_MEMORY_GROWTH = flags.DEFINE_bool(
     'here and in this process) instead of all of it at start, so that '
     'several workers can share a GPU.',
 )
+WORKER_MALLOC_ARENA_MAX = flags.DEFINE_integer(
+    'worker_malloc_arena_max',
+    0,
+    'glibc MALLOC_ARENA_MAX of the TFF workers started here; 0: glibc\'s '
+    'default. 2 (with --worker_malloc_mmap_threshold=131072) keeps a '
+    'worker\'s memory flat over hundreds of rounds.',
+    lower_bound=0,
+)
+WORKER_MALLOC_MMAP_THRESHOLD = flags.DEFINE_integer(
+    'worker_malloc_mmap_threshold',
+    0,
+    'glibc MALLOC_MMAP_THRESHOLD_ (bytes) of the TFF workers started here; '
+    '0: glibc\'s default, which rises as large blocks are freed.',
+    lower_bound=0,
+)
 _WORKER_LOG_DIR = flags.DEFINE_string(
     'worker_log_dir',
     None,
@@ -92,6 +107,8 @@ def settings_from_flags() -> contexts.ContextSettings:
         ),
         cuda_visible_devices=_CUDA_VISIBLE_DEVICES.value,
         gpu_memory_growth=_GPU_MEMORY_GROWTH.value,
+        worker_malloc_arena_max=WORKER_MALLOC_ARENA_MAX.value,
+        worker_malloc_mmap_threshold=WORKER_MALLOC_MMAP_THRESHOLD.value,
         log_dir=_WORKER_LOG_DIR.value,
         num_workers=_NUM_WORKERS.value,
         worker_addresses=tuple(_WORKER_ADDRESSES.value),

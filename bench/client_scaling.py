@@ -1,0 +1,176 @@
+"""Benchmark: round time and peak memory against clients per round.
+
+On the tag task of `experiments.sparse_tags` with every TREC-50 training
+question a client (5,452 clients), for each `--clients_per_round_values`
+setting (10, 100, 1,000 by default) and method: `--warmup_rounds` untimed
+rounds, then `--rounds` timed rounds of seeded client sampling; the median
+round time, the time per client, and the peak resident memory of the Python
+process and of the TFF worker(s). Each setting runs in a fresh child process
+(this script again, with the hidden `--child_*` flags and a context of its
+own from the runtime flags), so each peak is that setting's alone. The
+parent prints one Markdown table and the linearity check (time ratio of the
+largest to the smallest setting against their clients ratio, and the
+log-log slope), and writes `client_scaling.{json,md,png}` to `--output_dir`
+(`experiments.scaling`).
+
+  python bench/client_scaling.py                        # ~5 minutes, 2 cores
+  python bench/client_scaling.py --methods=sparse,dense
+  python bench/client_scaling.py --clients_per_round_values=10,100 --rounds=2
+
+Runtime flags (`--max_concurrent_computation_calls`, the worker flags) go
+to every child. This is a benchmark, not a test: its numbers depend on the
+machine.
+"""
+
+import collections
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from tff_nlp.experiments import scaling
+from tff_nlp.experiments import sparse_tags
+from tff_nlp.runtime import flags as runtime_flags
+
+_OUTPUT_DIR = flags.DEFINE_string(
+    'output_dir', 'runs/client_scaling', 'Where the report goes.')
+_METHODS = flags.DEFINE_list(
+    'methods', [sparse_tags.SPARSE],
+    f'Methods to measure, from {list(sparse_tags.METHODS)}. Sparse (each '
+    'client selects M rows) is the cross-device method; dense sends every '
+    'client the whole [V, T] model, so its worker memory grows with the '
+    'clients per round.')
+_CLIENTS_PER_ROUND_VALUES = flags.DEFINE_list(
+    'clients_per_round_values', ['10', '100', '1000'],
+    'Clients per round of each setting.')
+_ROUNDS = flags.DEFINE_integer(
+    'rounds', 3, 'Timed rounds per setting (median reported).', lower_bound=1)
+_WARMUP_ROUNDS = flags.DEFINE_integer(
+    'warmup_rounds', 1, 'Untimed first rounds per setting.', lower_bound=0)
+_SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
+_TIMEOUT = flags.DEFINE_float(
+    'timeout_seconds', None, 'Kill a setting\'s child after this long.')
+
+_DATA_DIR = flags.DEFINE_string(
+    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
+_DATASET = flags.DEFINE_string(
+    'dataset', 'trec50', 'A folder of shared/data/text_classification.')
+_PARTITION = flags.DEFINE_enum(
+    'partition', sparse_tags.DOCUMENT, list(sparse_tags.PARTITIONS),
+    'document: every training document is a client; label_skew: '
+    '--num_clients Dirichlet shards.')
+_NUM_CLIENTS = flags.DEFINE_integer(
+    'num_clients', 50, 'Clients of the label-skew split.', lower_bound=1)
+_MAX_WORDS = flags.DEFINE_integer(
+    'max_words', 10000, 'In-vocabulary words.', lower_bound=1)
+_MAX_TAGS = flags.DEFINE_integer(
+    'max_tags', 100, 'In-vocabulary tags.', lower_bound=1)
+_MAX_KEYS = flags.DEFINE_integer(
+    'max_keys', 32, 'M: rows a sparse client selects.', lower_bound=1)
+_CLIENT_LEARNING_RATE = flags.DEFINE_float(
+    'client_learning_rate', 20.0, 'Client SGD step size.', lower_bound=0.0)
+_BATCH_SIZE = flags.DEFINE_integer(
+    'batch_size', 1, 'Client batch size.', lower_bound=1)
+
+# Internal: set by the parent when it runs one setting in a child.
+_CHILD_METHOD = flags.DEFINE_string(
+    'child_method', None, 'Internal: measure only this method ...')
+_CHILD_CLIENTS_PER_ROUND = flags.DEFINE_integer(
+    'child_clients_per_round', None, '... with this many clients per round '
+    '...')
+_CHILD_OUTPUT_JSON = flags.DEFINE_string(
+    'child_output_json', None, '... and write the record here.')
+_CHILD_FLAGS = ('child_method', 'child_clients_per_round',
+                'child_output_json')
+
+
+@flags.validator('methods', f'--methods must name distinct methods from '
+                 f'{list(sparse_tags.METHODS)}.')
+def _check_methods(value):
+  return (bool(value) and len(set(value)) == len(value)
+          and set(value) <= set(sparse_tags.METHODS))
+
+
+@flags.validator('clients_per_round_values',
+                 '--clients_per_round_values must be positive integers.')
+def _check_clients(value):
+  return bool(value) and all(v.isdigit() and int(v) > 0 for v in value)
+
+
+def _data_config():
+  return sparse_tags.TagDataConfig(
+      dataset=_DATASET.value, partition=_PARTITION.value,
+      num_clients=_NUM_CLIENTS.value, max_words=_MAX_WORDS.value,
+      max_tags=_MAX_TAGS.value)
+
+
+def _training_config():
+  return sparse_tags.TagTrainingConfig(
+      max_keys=_MAX_KEYS.value,
+      client_learning_rate=_CLIENT_LEARNING_RATE.value,
+      batch_size=_BATCH_SIZE.value)
+
+
+def _child_main():
+  """Measures one setting in a context of this process and writes JSON."""
+  with runtime_flags.context_from_flags():
+    record = scaling.measure_clients_per_round(
+        data_dir=_DATA_DIR.value,
+        data=_data_config(),
+        training=_training_config(),
+        method=_CHILD_METHOD.value,
+        clients_per_round=_CHILD_CLIENTS_PER_ROUND.value,
+        rounds=_ROUNDS.value,
+        warmup_rounds=_WARMUP_ROUNDS.value,
+        seed=_SEED.value,
+    )
+  with open(_CHILD_OUTPUT_JSON.value, 'w', encoding='utf-8') as f:
+    json.dump(record, f, indent=1)
+
+
+def _child_command(method, clients_per_round, json_path):
+  # This script again with the parent's own arguments (flag files
+  # included), so the child sees the same data, training and runtime flags.
+  own_args = [a for a in sys.argv[1:]
+              if a.lstrip('-').split('=')[0] not in _CHILD_FLAGS]
+  return [sys.executable, os.path.abspath(__file__), *own_args,
+          f'--child_method={method}',
+          f'--child_clients_per_round={clients_per_round}',
+          f'--child_output_json={os.path.abspath(json_path)}']
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if _CHILD_METHOD.value is not None:
+    _child_main()
+    return
+  config = collections.OrderedDict(
+      dataset=_DATASET.value, partition=_PARTITION.value,
+      max_words=_MAX_WORDS.value, max_keys=_MAX_KEYS.value,
+      batch_size=_BATCH_SIZE.value,
+      client_learning_rate=_CLIENT_LEARNING_RATE.value,
+      rounds=_ROUNDS.value, warmup_rounds=_WARMUP_ROUNDS.value,
+      seed=_SEED.value,
+      worker_malloc_arena_max=(
+          runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
+      worker_malloc_mmap_threshold=(
+          runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD.value or 'default'))
+  result = scaling.run_client_scaling(
+      measure=scaling.subprocess_measure(
+          _child_command, _OUTPUT_DIR.value,
+          timeout_seconds=_TIMEOUT.value),
+      methods=_METHODS.value,
+      clients_per_round_values=[int(v) for v in
+                                _CLIENTS_PER_ROUND_VALUES.value],
+      output_dir=_OUTPUT_DIR.value,
+      config=config,
+  )
+  print(result['markdown'])
+  print(f'\nWritten to {_OUTPUT_DIR.value}/')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,120 @@
+"""Benchmark: resident memory over many rounds must stay flat.
+
+Runs `--rounds` rounds (200) of a small process, the dense tag process of
+`experiments.sparse_tags` with `--clients_per_round` (20) of the 5,452
+TREC-50 question clients, and samples the resident memory (VmRSS) of the
+Python process and of each TFF worker it started every `--sample_every`
+(10) rounds. The growth from round `--baseline_round` (20) to the last
+sample must stay under `--target_percent` (5%) for every process. Writes
+`memory_growth.{json,md,png}` to `--output_dir` and prints the table
+(`experiments.scaling`).
+
+  python bench/memory_growth.py                    # ~2.5 minutes, 2 cores
+  # Before the workarounds: datasets built eagerly per round, and glibc's
+  # default malloc in the worker:
+  python bench/memory_growth.py --datasets=eager \
+      --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
+
+This is a benchmark, not a test: its numbers depend on the machine.
+"""
+
+import collections
+
+from absl import app
+from absl import flags
+
+from tff_nlp.experiments import scaling
+from tff_nlp.experiments import sparse_tags
+from tff_nlp.runtime import flags as runtime_flags
+
+# glibc's defaults let the worker fragment over hundreds of rounds; these
+# keep it flat (tff_nlp.runtime.ContextSettings). Pass 0 for the defaults.
+flags.set_default(runtime_flags.WORKER_MALLOC_ARENA_MAX, 2)
+flags.set_default(runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD, 128 * 1024)
+
+_OUTPUT_DIR = flags.DEFINE_string(
+    'output_dir', 'runs/memory_growth', 'Where the report goes.')
+_METHOD = flags.DEFINE_enum(
+    'method', sparse_tags.DENSE, list(sparse_tags.METHODS),
+    'The process to run.')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer(
+    'clients_per_round', 20, 'Clients sampled per round.', lower_bound=1)
+_ROUNDS = flags.DEFINE_integer('rounds', 200, 'Rounds.', lower_bound=1)
+_SAMPLE_EVERY = flags.DEFINE_integer(
+    'sample_every', 10, 'Sample memory every this many rounds.',
+    lower_bound=1)
+_BASELINE_ROUND = flags.DEFINE_integer(
+    'baseline_round', 20, 'Growth is measured from this round on.',
+    lower_bound=0)
+_TARGET_PERCENT = flags.DEFINE_float(
+    'target_percent', 5.0, 'Growth allowed after the baseline round (%).')
+_SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
+_DATASETS = flags.DEFINE_enum(
+    'datasets', 'traced', ['traced', 'eager'],
+    'traced: client datasets from one traced tf.function '
+    '(sparse_tags.ClientDatasets); eager: tags.to_dataset per client and '
+    'round, which grows the Python process (the behaviour before).')
+
+_DATA_DIR = flags.DEFINE_string(
+    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
+_DATASET = flags.DEFINE_string(
+    'dataset', 'trec50', 'A folder of shared/data/text_classification.')
+_PARTITION = flags.DEFINE_enum(
+    'partition', sparse_tags.DOCUMENT, list(sparse_tags.PARTITIONS),
+    'document: every training document is a client; label_skew: '
+    '--num_clients Dirichlet shards.')
+_NUM_CLIENTS = flags.DEFINE_integer(
+    'num_clients', 50, 'Clients of the label-skew split.', lower_bound=1)
+_MAX_WORDS = flags.DEFINE_integer(
+    'max_words', 10000, 'In-vocabulary words.', lower_bound=1)
+_MAX_TAGS = flags.DEFINE_integer(
+    'max_tags', 100, 'In-vocabulary tags.', lower_bound=1)
+_MAX_KEYS = flags.DEFINE_integer(
+    'max_keys', 32, 'M: rows a sparse client selects.', lower_bound=1)
+_CLIENT_LEARNING_RATE = flags.DEFINE_float(
+    'client_learning_rate', 20.0, 'Client SGD step size.', lower_bound=0.0)
+_BATCH_SIZE = flags.DEFINE_integer(
+    'batch_size', 1, 'Client batch size.', lower_bound=1)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  config = collections.OrderedDict(
+      method=_METHOD.value, clients_per_round=_CLIENTS_PER_ROUND.value,
+      dataset=_DATASET.value, partition=_PARTITION.value,
+      max_words=_MAX_WORDS.value, batch_size=_BATCH_SIZE.value,
+      datasets=_DATASETS.value,
+      worker_malloc_arena_max=(
+          runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
+      worker_malloc_mmap_threshold=(
+          runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD.value or 'default'),
+      seed=_SEED.value)
+  with runtime_flags.context_from_flags():
+    result = scaling.run_memory_growth(
+        data_dir=_DATA_DIR.value,
+        data=sparse_tags.TagDataConfig(
+            dataset=_DATASET.value, partition=_PARTITION.value,
+            num_clients=_NUM_CLIENTS.value, max_words=_MAX_WORDS.value,
+            max_tags=_MAX_TAGS.value),
+        training=sparse_tags.TagTrainingConfig(
+            max_keys=_MAX_KEYS.value,
+            client_learning_rate=_CLIENT_LEARNING_RATE.value,
+            batch_size=_BATCH_SIZE.value),
+        method=_METHOD.value,
+        clients_per_round=_CLIENTS_PER_ROUND.value,
+        rounds=_ROUNDS.value,
+        sample_every=_SAMPLE_EVERY.value,
+        baseline_round=_BASELINE_ROUND.value,
+        seed=_SEED.value,
+        output_dir=_OUTPUT_DIR.value,
+        traced_datasets=_DATASETS.value == 'traced',
+        target_percent=_TARGET_PERCENT.value,
+        config=config,
+    )
+  print(result['markdown'])
+  print(f'\nWritten to {_OUTPUT_DIR.value}/')
+
+
+if __name__ == '__main__':
+  app.run(main)
