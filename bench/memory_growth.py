@@ -10,9 +10,8 @@ sample must stay under `--target_percent` (5%) for every process. Writes
 (`experiments.scaling`).
 
   python bench/memory_growth.py                    # ~2.5 minutes, 2 cores
-  # Before the workarounds: datasets built eagerly per round, and glibc's
-  # default malloc in the worker:
-  python bench/memory_growth.py --datasets=eager \
+  # With glibc's default malloc in the worker (it grows ~17% by round 100):
+  python bench/memory_growth.py \
       --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
 
 This is a benchmark, not a test: its numbers depend on the machine.
@@ -49,11 +48,6 @@ _BASELINE_ROUND = flags.DEFINE_integer(
 _TARGET_PERCENT = flags.DEFINE_float(
     'target_percent', 5.0, 'Growth allowed after the baseline round (%).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
-_DATASETS = flags.DEFINE_enum(
-    'datasets', 'traced', ['traced', 'eager'],
-    'traced: client datasets from one traced tf.function '
-    '(sparse_tags.ClientDatasets); eager: tags.to_dataset per client and '
-    'round, which grows the Python process (the behaviour before).')
 
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', None, 'The shared/data folder (default: ../shared/data).')
@@ -84,7 +78,6 @@ def main(argv):
       method=_METHOD.value, clients_per_round=_CLIENTS_PER_ROUND.value,
       dataset=_DATASET.value, partition=_PARTITION.value,
       max_words=_MAX_WORDS.value, batch_size=_BATCH_SIZE.value,
-      datasets=_DATASETS.value,
       worker_malloc_arena_max=(
           runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
       worker_malloc_mmap_threshold=(
@@ -108,7 +101,6 @@ def main(argv):
         baseline_round=_BASELINE_ROUND.value,
         seed=_SEED.value,
         output_dir=_OUTPUT_DIR.value,
-        traced_datasets=_DATASETS.value == 'traced',
         target_percent=_TARGET_PERCENT.value,
         config=config,
     )

@@ -103,3 +103,52 @@ def test_to_dataset_shuffles_reproducibly():
   # A permutation of the examples, not the file order.
   assert sorted(order(1)) == sorted(order(None))
   assert order(1) != order(None)
+
+
+def _reference_batches(encoded, num_words, batch_size, shuffle_seed):
+  """numpy: the dense bags and tags of each batch, in the seeded order."""
+  order = np.arange(len(encoded))
+  if shuffle_seed is not None:
+    order = np.random.default_rng(shuffle_seed).permutation(len(encoded))
+  batches = []
+  for start in range(0, len(order), batch_size):
+    rows = order[start:start + batch_size]
+    bags = np.zeros([len(rows), num_words], np.int32)
+    for r, i in enumerate(rows):
+      bags[r, encoded.word_ids[i]] += encoded.word_counts[i]
+    batches.append((bags, encoded.tags[rows]))
+  return batches
+
+
+@pytest.mark.parametrize('batch_size', [1, 2, 5])
+@pytest.mark.parametrize('shuffle_seed', [None, (4, 3, 1)])
+def test_to_dataset_matches_numpy_reference(batch_size, shuffle_seed):
+  vocab = tags.TagVocabularies(words=('a', 'b', 'c'), tags=('y', 'x'))
+  encoded = tags.encode(_examples() * 3, vocab)
+  got = list(tags.to_dataset(encoded, num_words=vocab.num_word_rows,
+                             batch_size=batch_size, shuffle_seed=shuffle_seed))
+  want = _reference_batches(encoded, vocab.num_word_rows, batch_size,
+                            shuffle_seed)
+  assert len(got) == len(want)
+  for batch, (bags, tag_rows) in zip(got, want):
+    np.testing.assert_array_equal(
+        tf.sparse.to_dense(tf.SparseTensor(**batch['tokens'])), bags)
+    np.testing.assert_array_equal(batch['tags'], tag_rows)
+
+
+def test_to_dataset_of_no_examples_is_empty():
+  vocab = tags.TagVocabularies(words=('a',), tags=('y',))
+  encoded = tags.encode([], vocab)
+  dataset = tags.to_dataset(encoded, num_words=vocab.num_word_rows,
+                            batch_size=2)
+  assert dataset.element_spec == tags.element_type_spec(
+      vocab.num_tag_columns)
+  assert not list(dataset)
+
+
+def test_batch_builder_rejects_other_tag_widths():
+  vocab = tags.TagVocabularies(words=('a', 'b'), tags=('y', 'x'))
+  builder = tags.BatchBuilder(num_words=3, num_tags=5, batch_size=2)
+  with pytest.raises(ValueError, match='3 tag columns; this builder was '
+                     'made for 5'):
+    builder(tags.encode(_examples(), vocab))

@@ -208,32 +208,25 @@ def test_failed_child_is_reported_and_the_rest_still_written(tmp_path):
   assert 'failed: child exited with status 3' in table
 
 
-@pytest.mark.parametrize('method', ['dense', 'sparse'])
-def test_traced_client_datasets_equal_eager_ones(method):
-  # The workaround must not change what clients train on: same batches, in
-  # the same seeded order, as `tags.to_dataset`.
-  data = sparse_tags.TagDataConfig(dataset='trec6', num_clients=3,
-                                   max_words=50, min_train_examples=20)
-  task = sparse_tags.prepare_task(None, data, seed=0)
-  training = sparse_tags.TagTrainingConfig(batch_size=5)
-  traced = sparse_tags.client_data_fn(method, task, training, seed=4)
-  eager = sparse_tags.client_data_fn(method, task, training, seed=4,
-                                     traced=False)
-  for got, want in zip(traced(3, [0, 2]), eager(3, [0, 2])):
-    assert got.element_spec == want.element_spec
-    got, want = list(got), list(want)
-    assert len(got) == len(want) > 1
-    for a, b in zip(got, want):
-      tf.nest.map_structure(np.testing.assert_array_equal, a, b)
-
-
-def test_traced_client_datasets_leave_no_memory_behind():
+def test_dense_client_data_is_the_sparse_batches_as_keras_pairs():
   task = sparse_tags.prepare_task(None, _DATA, seed=0)
-  datasets = sparse_tags.ClientDatasets(task, method='dense', batch_size=1,
-                                        seed=0)
-  datasets(0, range(50))  # Trace, and let the allocator settle.
+  training = sparse_tags.TagTrainingConfig(batch_size=2)
+  dense = sparse_tags.client_data_fn('dense', task, training, seed=4)
+  sparse = sparse_tags.client_data_fn('sparse', task, training, seed=4)
+  for got, want in zip(dense(3, [0, 2]), sparse(3, [0, 2])):
+    for (x, y), batch in zip(got, want):
+      tf.nest.map_structure(np.testing.assert_array_equal,
+                            (x, y), (batch['tokens'], batch['tags']))
+
+
+def test_client_data_leaves_no_memory_behind():
+  task = sparse_tags.prepare_task(None, _DATA, seed=0)
+  training = sparse_tags.TagTrainingConfig(batch_size=1)
+  client_data = sparse_tags.client_data_fn('dense', task, training, seed=0)
+  client_data(0, range(50))  # Trace, and let the allocator settle.
   before = memory.process_memory().rss_bytes
   for round_num in range(1, 11):
-    datasets(round_num, range(50))
-  # Built eagerly, 500 datasets left ~200 MB (0.4 MB each) behind.
+    client_data(round_num, range(50))
+  # Built eagerly (before tags.BatchBuilder), 500 datasets left ~200 MB
+  # (0.4 MB each) behind.
   assert memory.process_memory().rss_bytes - before < 20 * 2 ** 20

@@ -34,7 +34,7 @@ memory from round 20 to the last round, on 2 cores):
     `tags.to_dataset`: every eager `Dataset.map` (also the one inside
     `ragged_batch`) leaves ~0.4 MB behind that garbage collection never
     returns (TensorFlow issue 43969); passing the same dataset objects
-    every round kept it flat. `sparse_tags.ClientDatasets` builds them
+    every round kept it flat. `tags.BatchBuilder` builds them
     through one traced `tf.function` (the same batches): Python then stays
     flat (-0.2% over 200 rounds), and a round's datasets take 10 ms
     instead of 580 ms.
@@ -141,11 +141,10 @@ def run_rounds(
   return state, records
 
 
-def _prepare(data_dir, data, training, method, seed, traced_datasets=True):
+def _prepare(data_dir, data, training, method, seed):
   task = sparse_tags.prepare_task(data_dir, data, seed=seed)
   process = sparse_tags.build_process(method, task.vocabularies, training)
-  data_fn = sparse_tags.client_data_fn(method, task, training, seed,
-                                       traced=traced_datasets)
+  data_fn = sparse_tags.client_data_fn(method, task, training, seed)
   return task, process, data_fn
 
 
@@ -572,7 +571,6 @@ def run_memory_growth(
     baseline_round: int,
     seed: int,
     output_dir: str,
-    traced_datasets: bool = True,
     target_percent: float = 5.0,
     config: Optional[Mapping[str, Any]] = None,
 ) -> collections.OrderedDict:
@@ -591,9 +589,6 @@ def run_memory_growth(
       this round.
     seed: Seed of the sampling and the example order.
     output_dir: Gets `memory_growth.{json,md,png}`.
-    traced_datasets: Build client datasets with
-      `sparse_tags.ClientDatasets` (True) or eagerly per round (False, the
-      behaviour before the workaround).
     target_percent: The growth allowed (each process).
     config: What defines the run (recorded in the JSON and the report).
 
@@ -606,8 +601,7 @@ def run_memory_growth(
     raise ValueError(f'Need sample_every >= 1 and 0 <= baseline_round <= '
                      f'rounds, got {sample_every}, {baseline_round}, '
                      f'{rounds}.')
-  task, process, data_fn = _prepare(data_dir, data, training, method, seed,
-                                    traced_datasets=traced_datasets)
+  task, process, data_fn = _prepare(data_dir, data, training, method, seed)
   state = process.initialize()
   samples = [memory_sample(0)]
 

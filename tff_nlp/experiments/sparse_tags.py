@@ -230,129 +230,32 @@ def evaluate(weights: np.ndarray, task: TagTask,
   return metrics
 
 
-class ClientDatasets:
-  """Clients' batches for a round, built by one traced `tf.function`.
-
-  The batches of `tags.to_dataset` (then `as_keras_batches` for the dense
-  method) in the same `(seed, round, client)` order. Why traced: in eager
-  mode every `tf.data.Dataset.map` (also the one inside `ragged_batch`)
-  leaves about 0.4 MB in the Python process that no garbage collection
-  returns (TensorFlow issue 43969), so building each sampled client's
-  dataset anew every round grew the process by ~9 MB a round at 20
-  clients per round (`bench/memory_growth.py`). Traced once, a call only
-  instantiates the traced pipeline: nothing is left behind, and a
-  one-example client's dataset takes ~0.5 ms instead of ~30 ms.
-  """
-
-  def __init__(self, task: TagTask, *, method: str, batch_size: int,
-               seed: int):
-    """Builds the pipeline.
-
-    Args:
-      task: The clients (and vocabularies) to serve.
-      method: One of `METHODS`; the dense method takes Keras `(x, y)`
-        batches.
-      batch_size: Client batch size.
-      seed: The run's seed; a round's order is seeded by `(seed, round,
-        client)`.
-    """
-    if method not in METHODS:
-      raise ValueError(f'Unknown method {method!r}; expected one of '
-                       f'{list(METHODS)}.')
-    self._clients = task.clients
-    self._seed = seed
-    num_words = task.vocabularies.num_word_rows
-    num_tags = task.vocabularies.num_tag_columns
-    self._num_tags = num_tags
-
-    @tf.function(input_signature=(
-        tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.int32),
-        tf.TensorSpec([None], tf.int64),
-        tf.TensorSpec([None, num_tags], tf.float32)))
-    def build(word_ids, word_counts, row_splits, tags):
-      # The batches of `tags.to_dataset`, sliced from the flat arrays per
-      # batch. Not with ragged tensors as there: in a graph, TF's type
-      # inference rejects their `from_tensor_slices` and logs a long
-      # "Type inference failed" warning.
-      num_examples = tf.shape(tags, out_type=tf.int64)[0]
-
-      def to_bag(start):
-        end = tf.minimum(start + batch_size, num_examples)
-        first, last = row_splits[start], row_splits[end]
-        lengths = row_splits[start + 1:end + 1] - row_splits[start:end]
-        rows = tf.repeat(tf.range(end - start), lengths)
-        return collections.OrderedDict(
-            tokens=collections.OrderedDict(
-                indices=tf.stack([rows, word_ids[first:last]], axis=1),
-                values=word_counts[first:last],
-                dense_shape=tf.stack([end - start,
-                                      tf.constant(num_words, tf.int64)])),
-            tags=tags[start:end])
-
-      dataset = tf.data.Dataset.range(0, num_examples, batch_size).map(
-          to_bag)
-      if method == DENSE:
-        dataset = tag_regression.as_keras_batches(dataset)
-      return dataset
-
-    self._build = build
-
-  def client_dataset(self, client_id: int,
-                     shuffle_seed: Any = None) -> tf.data.Dataset:
-    """One client's batches, shuffled as `tags.to_dataset` shuffles."""
-    encoded = self._clients[client_id]
-    order = np.arange(len(encoded))
-    if shuffle_seed is not None:
-      order = np.random.default_rng(shuffle_seed).permutation(len(encoded))
-    ids = [encoded.word_ids[i] for i in order]
-    return self._build(
-        np.concatenate(ids or [np.zeros([0], np.int64)]).astype(np.int64),
-        np.concatenate([encoded.word_counts[i] for i in order]
-                       or [np.zeros([0], np.int32)]).astype(np.int32),
-        np.cumsum([0] + [len(i) for i in ids], dtype=np.int64),
-        encoded.tags[order].reshape(-1, self._num_tags))
-
-  def __call__(self, round_num: int,
-               client_ids: Sequence[int]) -> list[tf.data.Dataset]:
-    """A `training.ClientDataFn`: the clients' datasets for `round_num`."""
-    return [self.client_dataset(c, (self._seed, round_num, c))
-            for c in client_ids]
-
-
 def client_data_fn(method: str, task: TagTask, training: TagTrainingConfig,
-                   seed: int, *, traced: bool = True
-                   ) -> training_lib.ClientDataFn:
+                   seed: int) -> training_lib.ClientDataFn:
   """The clients' datasets of a round for `run_training`.
 
   Args:
-    method: One of `METHODS`.
+    method: One of `METHODS`; the dense method takes Keras `(x, y)` batches.
     task: The clients.
     training: Its `batch_size` is used.
     seed: The run's seed (example order per `(seed, round, client)`).
-    traced: Build through `ClientDatasets` (the default). False builds each
-      dataset eagerly with `tags.to_dataset`, as before the workaround; the
-      batches are the same, but the Python process grows every round (see
-      `ClientDatasets`). Kept to measure that growth.
 
   Returns:
-    `(round_num, client_ids) -> [tf.data.Dataset]`.
+    `(round_num, client_ids) -> [tf.data.Dataset]`, built by one traced
+    `tags_lib.BatchBuilder`, so that hundreds of rounds leave nothing behind.
   """
-  if traced:
-    return ClientDatasets(task, method=method, batch_size=training.batch_size,
-                          seed=seed)
-  num_words = task.vocabularies.num_word_rows
+  if method not in METHODS:
+    raise ValueError(f'Unknown method {method!r}; expected one of '
+                     f'{list(METHODS)}.')
+  build = tags_lib.BatchBuilder(
+      num_words=task.vocabularies.num_word_rows,
+      num_tags=task.vocabularies.num_tag_columns,
+      batch_size=training.batch_size,
+      transform=tag_regression.as_keras_batches if method == DENSE else None)
 
   def client_data(round_num, client_ids):
-    datasets = []
-    for client_id in client_ids:
-      dataset = tags_lib.to_dataset(
-          task.clients[client_id], num_words=num_words,
-          batch_size=training.batch_size,
-          shuffle_seed=(seed, round_num, client_id))
-      if method == DENSE:
-        dataset = tag_regression.as_keras_batches(dataset)
-      datasets.append(dataset)
-    return datasets
+    return [build(task.clients[c], shuffle_seed=(seed, round_num, c))
+            for c in client_ids]
 
   return client_data
 
