@@ -23,7 +23,7 @@ help:
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
 	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (about 30 minutes; resumable)"
-	@echo "make bench-scaling - round time and memory vs clients per round, memory over 200 rounds, 1 vs 2 workers (about 15 minutes)"
+	@echo "make bench-scaling - round time and memory vs clients per round, memory over 200 rounds, 1 vs 2 workers (about 12 minutes)"
 	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 12 minutes)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
@@ -67,8 +67,10 @@ bench-scaling: $(STAMP)
 	"$(PY)" bench/client_scaling.py --output_dir=$(SCALING_DIR)/clients_1worker
 	"$(PY)" bench/client_scaling.py --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
 	"$(PY)" bench/memory_growth.py --output_dir=$(SCALING_DIR)/memory_growth
+	"$(PY)" bench/memory_growth.py --output_dir=$(SCALING_DIR)/memory_growth_glibc_default \
+	  --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
 	mkdir -p docs/results/scaling
-	for d in clients_1worker clients_2workers memory_growth; do \
+	for d in clients_1worker clients_2workers memory_growth memory_growth_glibc_default; do \
 	  mkdir -p docs/results/scaling/$$d && cp $(SCALING_DIR)/$$d/*.json $(SCALING_DIR)/$$d/*.md \
 	    $(SCALING_DIR)/$$d/*.png docs/results/scaling/$$d/; done
 
