@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import metrics
+from tff_nlp import runtime
 from tff_nlp import training
 from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.experiments import text2sql as experiment
@@ -289,6 +290,24 @@ def test_vocab_sliced_run_moves_fewer_bytes(tmp_path):
   # beta_1, beta_2, epsilon: 16 bytes).
   assert down == model_bytes - embedding_bytes + 4 * 60 * 16 + 16
   assert results['config']['experiment']['vocab_slice_keys'] == 60
+
+
+def test_lorar_without_fallback_is_split_across_two_workers(tmp_path):
+  context = runtime.multi_worker_context(num_workers=2)
+  with context:
+    results = experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
+        training=experiment.TrainingConfig(
+            paradigm='federated', algorithm='fedavg', weighting='lorar',
+            local_epochs=experiment.PerClient(1),
+            batch_sizes=experiment.PerClient(4)),
+        loop=_LOOP, num_examples_fallback=False)
+  # Every round ran split (none fell back to one worker) and was recorded.
+  assert context.tff_context.unsplit_computations == []
+  assert results['config']['experiment']['num_examples_fallback'] is False
+  records = training.read_json_lines(
+      os.path.join(tmp_path, 'federated', 'metrics.jsonl'))
+  assert [r['round'] for r in records if 'train' in r] == [1, 2]
 
 
 def test_vocab_slicing_needs_fedavg_uniform(tmp_path):

@@ -53,6 +53,14 @@ _VOCAB_SLICE_KEYS = flags.DEFINE_integer(
     '--paradigm=federated --algorithm=fedavg --weighting=uniform); 0: the '
     'whole model.', lower_bound=0)
 
+_NUM_EXAMPLES_FALLBACK = flags.DEFINE_bool(
+    'num_examples_fallback', True,
+    'With loss_reduction or lorar weighting: a round in which every '
+    'client\'s loss reduction is 0 uses num_examples weights. --no'
+    'num_examples_fallback keeps the model in such a round instead, which '
+    'lets --num_workers/--worker_addresses split Lorar rounds across '
+    'workers.')
+
 
 @flags.multi_flags_validator(
     ['vocab_slice_keys', 'paradigm', 'algorithm', 'weighting'],
@@ -80,6 +88,7 @@ def main(argv):
         loop=common.loop_config_from_flags(),
         init_from=_INIT_FROM.value,
         vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
+        num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
     )
 
 

@@ -448,7 +448,8 @@ class _DevEvaluator:
 
 
 def _build_process(training: TrainingConfig, model_config, unit,
-                   vocab_slice_keys: int = 0):
+                   vocab_slice_keys: int = 0,
+                   num_examples_fallback: bool = True):
   optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
   learning_rate = (training.learning_rates[unit.train_clients[0]]
                    if training.paradigm == 'finetune'
@@ -468,6 +469,7 @@ def _build_process(training: TrainingConfig, model_config, unit,
                          if federated and training.algorithm == 'fedprox'
                          else 0.0),
       with_client_config=True,
+      num_examples_fallback=num_examples_fallback,
   )
 
 
@@ -517,6 +519,7 @@ def run_text2sql(
     loop: training_lib.LoopConfig,
     init_from: Optional[str] = None,
     vocab_slice_keys: int = 0,
+    num_examples_fallback: bool = True,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -544,6 +547,9 @@ def run_text2sql(
       (`algorithms.vocab_sliced`): each client downloads and uploads only
       the token-embedding rows of its `vocab_slice_keys` most frequent ids.
       Needs the federated paradigm, 'fedavg' and 'uniform' weighting.
+    num_examples_fallback: See `algorithms.build_fl_process`. False gives
+      Lorar rounds a single aggregation stage, so that they are split across
+      several TFF workers (`tff_nlp.runtime.multi_worker`).
 
   Returns:
     The content of `results.json`.
@@ -566,6 +572,8 @@ def run_text2sql(
     # Only when set, so that the configurations of dense runs (and the
     # benchmark's cache keys) stay as they were.
     experiment['vocab_slice_keys'] = vocab_slice_keys
+  if not num_examples_fallback:
+    experiment['num_examples_fallback'] = False
   config = collections.OrderedDict(
       experiment=experiment,
       loop=loop,
@@ -614,7 +622,8 @@ def run_text2sql(
                else os.path.join(output_dir, unit.name))
     os.makedirs(run_dir, exist_ok=True)
     evaluator = _DevEvaluator(task, unit, model, training, run_dir)
-    process = _build_process(training, model, unit, vocab_slice_keys)
+    process = _build_process(training, model, unit, vocab_slice_keys,
+                             num_examples_fallback)
     num_clients = (1 if training.paradigm == 'centralized'
                    else len(unit.train_clients))
     run = training_lib.run_training(
