@@ -30,6 +30,7 @@ import sys
 from absl import app
 from absl import flags
 
+import _tag_task_flags  # pylint: disable=g-bad-import-order
 from tff_nlp.experiments import scaling
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
@@ -52,27 +53,6 @@ _WARMUP_ROUNDS = flags.DEFINE_integer(
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
 _TIMEOUT = flags.DEFINE_float(
     'timeout_seconds', None, 'Kill a setting\'s child after this long.')
-
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
-_DATASET = flags.DEFINE_string(
-    'dataset', 'trec50', 'A folder of shared/data/text_classification.')
-_PARTITION = flags.DEFINE_enum(
-    'partition', sparse_tags.DOCUMENT, list(sparse_tags.PARTITIONS),
-    'document: every training document is a client; label_skew: '
-    '--num_clients Dirichlet shards.')
-_NUM_CLIENTS = flags.DEFINE_integer(
-    'num_clients', 50, 'Clients of the label-skew split.', lower_bound=1)
-_MAX_WORDS = flags.DEFINE_integer(
-    'max_words', 10000, 'In-vocabulary words.', lower_bound=1)
-_MAX_TAGS = flags.DEFINE_integer(
-    'max_tags', 100, 'In-vocabulary tags.', lower_bound=1)
-_MAX_KEYS = flags.DEFINE_integer(
-    'max_keys', 32, 'M: rows a sparse client selects.', lower_bound=1)
-_CLIENT_LEARNING_RATE = flags.DEFINE_float(
-    'client_learning_rate', 20.0, 'Client SGD step size.', lower_bound=0.0)
-_BATCH_SIZE = flags.DEFINE_integer(
-    'batch_size', 1, 'Client batch size.', lower_bound=1)
 
 # Internal: set by the parent when it runs one setting in a child.
 _CHILD_METHOD = flags.DEFINE_string(
@@ -99,27 +79,13 @@ def _check_clients(value):
   return bool(value) and all(v.isdigit() and int(v) > 0 for v in value)
 
 
-def _data_config():
-  return sparse_tags.TagDataConfig(
-      dataset=_DATASET.value, partition=_PARTITION.value,
-      num_clients=_NUM_CLIENTS.value, max_words=_MAX_WORDS.value,
-      max_tags=_MAX_TAGS.value)
-
-
-def _training_config():
-  return sparse_tags.TagTrainingConfig(
-      max_keys=_MAX_KEYS.value,
-      client_learning_rate=_CLIENT_LEARNING_RATE.value,
-      batch_size=_BATCH_SIZE.value)
-
-
 def _child_main():
   """Measures one setting in a context of this process and writes JSON."""
   with runtime_flags.context_from_flags():
     record = scaling.measure_clients_per_round(
-        data_dir=_DATA_DIR.value,
-        data=_data_config(),
-        training=_training_config(),
+        data_dir=_tag_task_flags.DATA_DIR.value,
+        data=_tag_task_flags.data_config(),
+        training=_tag_task_flags.training_config(),
         method=_CHILD_METHOD.value,
         clients_per_round=_CHILD_CLIENTS_PER_ROUND.value,
         rounds=_ROUNDS.value,
@@ -148,10 +114,7 @@ def main(argv):
     _child_main()
     return
   config = collections.OrderedDict(
-      dataset=_DATASET.value, partition=_PARTITION.value,
-      max_words=_MAX_WORDS.value, max_keys=_MAX_KEYS.value,
-      batch_size=_BATCH_SIZE.value,
-      client_learning_rate=_CLIENT_LEARNING_RATE.value,
+      **_tag_task_flags.config_record(),
       rounds=_ROUNDS.value, warmup_rounds=_WARMUP_ROUNDS.value,
       seed=_SEED.value,
       worker_malloc_arena_max=(

@@ -22,6 +22,7 @@ import collections
 from absl import app
 from absl import flags
 
+import _tag_task_flags  # pylint: disable=g-bad-import-order
 from tff_nlp.experiments import scaling
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
@@ -49,35 +50,13 @@ _TARGET_PERCENT = flags.DEFINE_float(
     'target_percent', 5.0, 'Growth allowed after the baseline round (%).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
 
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
-_DATASET = flags.DEFINE_string(
-    'dataset', 'trec50', 'A folder of shared/data/text_classification.')
-_PARTITION = flags.DEFINE_enum(
-    'partition', sparse_tags.DOCUMENT, list(sparse_tags.PARTITIONS),
-    'document: every training document is a client; label_skew: '
-    '--num_clients Dirichlet shards.')
-_NUM_CLIENTS = flags.DEFINE_integer(
-    'num_clients', 50, 'Clients of the label-skew split.', lower_bound=1)
-_MAX_WORDS = flags.DEFINE_integer(
-    'max_words', 10000, 'In-vocabulary words.', lower_bound=1)
-_MAX_TAGS = flags.DEFINE_integer(
-    'max_tags', 100, 'In-vocabulary tags.', lower_bound=1)
-_MAX_KEYS = flags.DEFINE_integer(
-    'max_keys', 32, 'M: rows a sparse client selects.', lower_bound=1)
-_CLIENT_LEARNING_RATE = flags.DEFINE_float(
-    'client_learning_rate', 20.0, 'Client SGD step size.', lower_bound=0.0)
-_BATCH_SIZE = flags.DEFINE_integer(
-    'batch_size', 1, 'Client batch size.', lower_bound=1)
-
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   config = collections.OrderedDict(
       method=_METHOD.value, clients_per_round=_CLIENTS_PER_ROUND.value,
-      dataset=_DATASET.value, partition=_PARTITION.value,
-      max_words=_MAX_WORDS.value, batch_size=_BATCH_SIZE.value,
+      **_tag_task_flags.config_record(),
       worker_malloc_arena_max=(
           runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
       worker_malloc_mmap_threshold=(
@@ -85,15 +64,9 @@ def main(argv):
       seed=_SEED.value)
   with runtime_flags.context_from_flags():
     result = scaling.run_memory_growth(
-        data_dir=_DATA_DIR.value,
-        data=sparse_tags.TagDataConfig(
-            dataset=_DATASET.value, partition=_PARTITION.value,
-            num_clients=_NUM_CLIENTS.value, max_words=_MAX_WORDS.value,
-            max_tags=_MAX_TAGS.value),
-        training=sparse_tags.TagTrainingConfig(
-            max_keys=_MAX_KEYS.value,
-            client_learning_rate=_CLIENT_LEARNING_RATE.value,
-            batch_size=_BATCH_SIZE.value),
+        data_dir=_tag_task_flags.DATA_DIR.value,
+        data=_tag_task_flags.data_config(),
+        training=_tag_task_flags.training_config(),
         method=_METHOD.value,
         clients_per_round=_CLIENTS_PER_ROUND.value,
         rounds=_ROUNDS.value,
