@@ -197,7 +197,7 @@ class RemoteWorkerTest(tf.test.TestCase):
   def _start_tff_worker_binary(self, port):
     worker = subprocess.Popen(
         [sys.executable, '-m', 'tff_nlp.bin.tff_worker', f'--port={port}',
-         '--max_concurrent_computation_calls=2'],
+         '--max_concurrent_computation_calls=2', '--malloc_arena_max=2'],
         cwd=_REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     self.addCleanup(lambda: (worker.kill(), worker.wait()))
     return worker
@@ -216,6 +216,11 @@ class RemoteWorkerTest(tf.test.TestCase):
     # The context did not stop workers it did not start ...
     for server in servers:
       self.assertIsNone(server.poll())
+      # ... which became TFF's worker (same pid) with the asked settings.
+      with open(f'/proc/{server.pid}/cmdline', 'rb') as f:
+        self.assertIn(b'--max_concurrent_computation_calls=2', f.read())
+      with open(f'/proc/{server.pid}/environ', 'rb') as f:
+        self.assertIn(b'MALLOC_ARENA_MAX=2', f.read().split(b'\0'))
     # ... and an unreachable one is an error naming it, not endless retries.
     servers[1].kill()
     servers[1].wait()

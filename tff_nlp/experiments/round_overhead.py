@@ -55,7 +55,6 @@ from collections.abc import Callable, Mapping, Sequence
 import contextlib
 import dataclasses
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -68,6 +67,7 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp import models
 from tff_nlp import runtime
+from tff_nlp import training as training_lib
 from tff_nlp.algorithms import client_data as client_data_lib
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.experiments import federated_text
@@ -816,9 +816,7 @@ def run_round_overhead(
       serialization=serialized,
       serialization_seconds=serialization_seconds,
       breakdown=breakdown,
-      machine=collections.OrderedDict(
-          cpus=os.cpu_count(), python=platform.python_version(),
-          tensorflow=tf.__version__, tff=tff.__version__),
+      machine=training_lib.machine_info(),
   )
 
 

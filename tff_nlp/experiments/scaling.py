@@ -53,7 +53,6 @@ from collections.abc import Callable, Mapping, Sequence
 import gc
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -63,7 +62,6 @@ from matplotlib import figure
 from matplotlib import ticker
 from matplotlib.backends import backend_agg
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import training as training_lib
@@ -84,12 +82,6 @@ _MB = 1024 ** 2
 MeasureFn = Callable[[str, int], Mapping[str, Any]]
 # Called after each round with (round_num, round record).
 AfterRoundFn = Callable[[int, Mapping[str, Any]], None]
-
-
-def machine_info() -> collections.OrderedDict:
-  return collections.OrderedDict(
-      cpus=os.cpu_count(), python=platform.python_version(),
-      tensorflow=tf.__version__, tff=tff.__version__)
 
 
 def run_rounds(
@@ -221,7 +213,7 @@ def measure_clients_per_round(
       python_peak_bytes=after.python.peak_bytes,
       workers_peak_bytes=after.workers_peak_bytes,
       num_workers=len(after.workers),
-      machine=machine_info())
+      machine=training_lib.machine_info())
 
 
 def subprocess_measure(
@@ -442,7 +434,7 @@ def run_client_scaling(
           [s['round_seconds_median'] for s in done])
   summary = collections.OrderedDict(
       config=dict(config or {}), settings=settings, fits=fits,
-      machine=machine_info())
+      machine=training_lib.machine_info())
   training_lib.write_json(os.path.join(output_dir, CLIENT_SCALING_JSON),
                           summary)
   table = client_scaling_table(settings)
@@ -624,7 +616,7 @@ def run_memory_growth(
       samples=samples,
       round_seconds=[r['round_seconds'] for r in records],
       data_seconds=[r['data_seconds'] for r in records],
-      machine=machine_info())
+      machine=training_lib.machine_info())
   os.makedirs(output_dir, exist_ok=True)
   training_lib.write_json(os.path.join(output_dir, MEMORY_GROWTH_JSON),
                           summary)

@@ -76,6 +76,33 @@ def worker_binary_path() -> str:
   return path
 
 
+def worker_command(
+    port: int,
+    *,
+    max_concurrent_computation_calls: int = -1,
+    cuda_visible_devices: Optional[str] = None,
+    gpu_memory_growth: bool = False,
+    malloc_arena_max: int = 0,
+    malloc_mmap_threshold: int = 0,
+) -> tuple[list[str], dict[str, str]]:
+  """The argv and environment of a TFF worker (see `WorkerProcess`)."""
+  argv = [
+      worker_binary_path(),
+      f'--port={port}',
+      f'--max_concurrent_computation_calls={max_concurrent_computation_calls}',
+  ]
+  env = dict(os.environ)
+  if cuda_visible_devices is not None:
+    env['CUDA_VISIBLE_DEVICES'] = cuda_visible_devices
+  if gpu_memory_growth:
+    env['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'
+  if malloc_arena_max:
+    env['MALLOC_ARENA_MAX'] = str(malloc_arena_max)
+  if malloc_mmap_threshold:
+    env['MALLOC_MMAP_THRESHOLD_'] = str(malloc_mmap_threshold)
+  return argv, env
+
+
 def _die_with_parent(parent_pid: int) -> None:
   """Runs in the child between fork and exec: tie its life to the parent's."""
   try:
@@ -152,22 +179,15 @@ class WorkerProcess:
     """Starts the worker and blocks until it accepts gRPC calls."""
     if self._process is not None:
       raise WorkerError(f'Worker on port {self.port} was already started.')
-    args = [
-        worker_binary_path(),
-        f'--port={self.port}',
-        '--max_concurrent_computation_calls='
-        f'{self.max_concurrent_computation_calls}',
-    ]
-    env = dict(os.environ)
+    args, env = worker_command(
+        self.port,
+        max_concurrent_computation_calls=self.max_concurrent_computation_calls,
+        cuda_visible_devices=self.cuda_visible_devices,
+        gpu_memory_growth=self.gpu_memory_growth,
+        malloc_arena_max=self.malloc_arena_max,
+        malloc_mmap_threshold=self.malloc_mmap_threshold,
+    )
     env[OWNER_ENV_VAR] = str(os.getpid())
-    if self.cuda_visible_devices is not None:
-      env['CUDA_VISIBLE_DEVICES'] = self.cuda_visible_devices
-    if self.gpu_memory_growth:
-      env['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'
-    if self.malloc_arena_max:
-      env['MALLOC_ARENA_MAX'] = str(self.malloc_arena_max)
-    if self.malloc_mmap_threshold:
-      env['MALLOC_MMAP_THRESHOLD_'] = str(self.malloc_mmap_threshold)
     log_dir = os.path.dirname(self.log_path)
     if log_dir:
       os.makedirs(log_dir, exist_ok=True)
@@ -327,6 +347,18 @@ def executor_factory(
     return executor
 
   return tff.framework.ResourceManagingExecutorFactory(executor_stack)
+
+
+def context_kwargs(
+    worker: Union[WorkerProcess, RemoteWorker], default_num_clients: int
+) -> dict:
+  """Arguments of a TFF (Sync|Async)ExecutionContext running on `worker`."""
+  return dict(
+      executor_fn=executor_factory(worker, default_num_clients),
+      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+      transform_args=tff.tensorflow.transform_args,
+      transform_result=tff.tensorflow.transform_result,
+  )
 
 
 @atexit.register
@@ -491,12 +523,7 @@ class CppContext:
       raise
     if len(self.workers) == 1:
       self.tff_context = tff.framework.SyncExecutionContext(
-          executor_fn=executor_factory(
-              self.workers[0], settings.default_num_clients
-          ),
-          compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-          transform_args=tff.tensorflow.transform_args,
-          transform_result=tff.tensorflow.transform_result,
+          **context_kwargs(self.workers[0], settings.default_num_clients)
       )
     else:
       from tff_nlp.runtime import multi_worker  # pylint: disable=g-import-not-at-top
@@ -557,14 +584,13 @@ def local_cpp_context(
   Returns:
     A `CppContext` whose worker is already running.
   """
-  return CppContext(
-      ContextSettings(
-          default_num_clients=default_num_clients,
-          max_concurrent_computation_calls=max_concurrent_computation_calls,
-          cuda_visible_devices=cuda_visible_devices,
-          gpu_memory_growth=gpu_memory_growth,
-          log_dir=log_dir,
-      )
+  return multi_worker_context(
+      num_workers=1,
+      default_num_clients=default_num_clients,
+      max_concurrent_computation_calls=max_concurrent_computation_calls,
+      cuda_visible_devices=cuda_visible_devices,
+      gpu_memory_growth=gpu_memory_growth,
+      log_dir=log_dir,
   )
 
 
@@ -578,7 +604,7 @@ def multi_worker_context(
     gpu_memory_growth: bool = False,
     log_dir: Optional[str] = None,
 ) -> CppContext:
-  """A context over several workers: started here, or at `worker_addresses`.
+  """A context over workers started here, or at `worker_addresses`.
 
   Args:
     num_workers: Workers to start on 127.0.0.1 (ignored, and must be left at

@@ -57,15 +57,6 @@ def _has_clients_placed_part(type_spec: Optional[tff.types.Type]) -> bool:
   return False
 
 
-def _context_kwargs(worker: Worker, default_num_clients: int) -> dict:
-  return dict(
-      executor_fn=contexts.executor_factory(worker, default_num_clients),
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-      transform_args=tff.tensorflow.transform_args,
-      transform_result=tff.tensorflow.transform_result,
-  )
-
-
 class SplittingContext(tff.framework.SyncContext):
   """A synchronous TFF context that splits each round's clients over workers.
 
@@ -88,12 +79,12 @@ class SplittingContext(tff.framework.SyncContext):
     self.workers = list(workers)
     self.unsplit_computations: list[str] = []
     self._first_worker = tff.framework.SyncExecutionContext(
-        **_context_kwargs(self.workers[0], default_num_clients)
+        **contexts.context_kwargs(self.workers[0], default_num_clients)
     )
     self._mergeable = tff.framework.MergeableCompExecutionContext(
         async_contexts=[
             tff.framework.AsyncExecutionContext(
-                **_context_kwargs(w, default_num_clients)
+                **contexts.context_kwargs(w, default_num_clients)
             )
             for w in self.workers
         ],

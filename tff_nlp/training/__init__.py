@@ -11,6 +11,7 @@ from tff_nlp.training.loop import TrainingRun
 from tff_nlp.training.release import config_digest
 from tff_nlp.training.release import JsonLinesReleaseManager
 from tff_nlp.training.release import KEY_FIELD
+from tff_nlp.training.release import machine_info
 from tff_nlp.training.release import read_json_lines
 from tff_nlp.training.release import to_json_value
 from tff_nlp.training.release import write_json

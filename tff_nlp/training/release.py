@@ -15,10 +15,12 @@ import enum
 import hashlib
 import json
 import os
+import platform
 from typing import Any
 
 import attrs
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import errors
@@ -55,6 +57,13 @@ def config_digest(value: Any) -> str:
   name of a run cached under its configuration."""
   return hashlib.sha256(json.dumps(
       to_json_value(value), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def machine_info() -> collections.OrderedDict:
+  """What a measurement ran on: cores and library versions, for its JSON."""
+  return collections.OrderedDict(
+      cpus=os.cpu_count(), python=platform.python_version(),
+      tensorflow=tf.__version__, tff=tff.__version__)
 
 
 def write_json(path: str, value: Any) -> None:
