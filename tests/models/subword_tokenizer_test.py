@@ -13,7 +13,6 @@ import time
 
 from absl.testing import parameterized
 import numpy as np
-import sentencepiece
 import tensorflow as tf
 
 from tff_nlp import errors
@@ -273,12 +272,12 @@ class SubwordTokenizerTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_rejects_a_model_with_other_special_ids(self):
     # SentencePiece's defaults: <unk> 0, <s> 1, </s> 2, no padding.
-    model = sentencepiece.SentencePieceTrainer
-    path = os.path.join(self.get_temp_dir(), 'default_ids')
-    model.train(sentence_iterator=iter(self.imdb_texts),
-                model_prefix=path, vocab_size=300, minloglevel=2)
+    path = os.path.join(self.get_temp_dir(), 'default_ids.model')
+    with open(path, 'wb') as f:
+      f.write(subword_tokenizer.train_sentencepiece_model(
+          list(self.imdb_texts), dict(vocab_size=300, minloglevel=2)))
     with self.assertRaisesRegex(errors.InputError, r"'<unk>', '<s>'"):
-      subword_tokenizer.SubwordTokenizer.load(path + '.model')
+      subword_tokenizer.SubwordTokenizer.load(path)
 
   def test_train_errors(self):
     with self.assertRaisesRegex(ValueError, 'Vocabulary size is smaller'):

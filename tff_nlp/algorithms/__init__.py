@@ -1,5 +1,6 @@
 """Federated learning algorithms as `tff.learning.templates.LearningProcess`es.
 
+`for_each_batch` (module `batch_loop`): the clients' local training loop.
 `build_fl_process`: FedAvg / FedOPT / FedProx with Lorar-family weighting.
 `build_sparse_tag_process`: partial models with `tff.federated_select`
 (`build_dense_tag_process` is its dense FedAvg baseline).
@@ -15,6 +16,8 @@ scores and top-K selection of foreign task-adaptive weights.
 
 from tff_nlp import _lazy
 
+from tff_nlp.algorithms import batch_loop
+from tff_nlp.algorithms.batch_loop import for_each_batch
 from tff_nlp.algorithms.client_data import with_client_config
 from tff_nlp.algorithms.client_work import build_weighted_client_work
 from tff_nlp.algorithms.client_work import CLIENT_STAT_KEYS

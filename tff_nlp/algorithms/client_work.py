@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_nlp.algorithms import batch_loop
 from tff_nlp.algorithms import client_data as client_data_lib
 from tff_nlp.algorithms import optimizers as optimizers_lib
 from tff_nlp.algorithms import weighting as weighting_lib
@@ -164,7 +165,9 @@ def _build_client_update(
       )
       return stats, optimizer_state
 
-    loop_stats, _ = dataset.reduce(initial_loop_state, train_on_batch)
+    loop_stats, _ = batch_loop.for_each_batch(
+        dataset, initial_loop_state, train_on_batch
+    )
 
     delta = tf.nest.map_structure(
         tf.subtract, initial_weights.trainable, model_weights.trainable

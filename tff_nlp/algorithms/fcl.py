@@ -82,6 +82,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_nlp.algorithms import batch_loop
 from tff_nlp.algorithms import optimizers as optimizers_lib
 from tff_nlp.algorithms import sit as sit_lib
 from tff_nlp.models import fcl_cnn
@@ -797,7 +798,8 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
       initial = (collections.OrderedDict(
           num_examples=tf.constant(0.0), loss_sum=tf.constant(0.0),
           finite=tf.constant(True)), _as_loop_state(client.optimizer))
-      stats, optimizer_state = dataset.reduce(initial, train_on_batch)
+      stats, optimizer_state = batch_loop.for_each_batch(
+          dataset, initial, train_on_batch)
       trained = collections.OrderedDict(
           (k, tf.identity(v)) for k, v in variables.items())
       finite = tf.logical_and(stats['finite'], tf.reduce_all(

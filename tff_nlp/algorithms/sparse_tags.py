@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import sparse
+from tff_nlp.algorithms import batch_loop
 from tff_nlp.algorithms import fl_process
 from tff_nlp.algorithms import weighting as weighting_lib
 from tff_nlp.data import tags as tags_data
@@ -97,7 +98,8 @@ class _SparseRound:
                 loss_sum + batch_loss * tf.cast(batch_size, tf.float32),
                 examples + batch_size, dropped + batch_dropped)
 
-      trained, loss_sum, examples, dropped = data.repeat(client_epochs).reduce(
+      trained, loss_sum, examples, dropped = batch_loop.for_each_batch(
+          data.repeat(client_epochs),
           (rows, tf.constant(0.0), tf.constant(0), tf.constant(0)),
           train_on_batch)
       update = (rows - trained)[:client.num_keys]

@@ -25,9 +25,10 @@ initial state in every round:
 *   `tff_c1`: TFF in a second context, with its own worker, with
     `max_concurrent_computation_calls=1`: one client at a time, the schedule
     of the pure-TF loops;
-*   `pure_tf_reduce` and `pure_tf_steps`: the two client loops of
-    `PureTfRound` (`Dataset.reduce` in a `tf.function` per client, as TFF's
-    client work; a Python loop of `tf.function` steps), then the weighted
+*   `pure_tf_while` and `pure_tf_steps`: the two client loops of
+    `PureTfRound` (a `tf.function` per client looping over its batches with
+    `algorithms.batch_loop.for_each_batch`, as TFF's client work; a Python
+    loop of `tf.function` steps), then the weighted
     mean and server step in eager TensorFlow. The faster is the reference
     of the ratios, so a slow hand-written loop cannot flatter TFF.
 
@@ -82,14 +83,14 @@ TARGET_RATIO = 1.15
 # Sides of the comparison, as keys of the result.
 TFF = 'tff'
 TFF_C1 = 'tff_c1'
-PURE_TF_REDUCE = 'pure_tf_reduce'
+PURE_TF_WHILE = 'pure_tf_while'
 PURE_TF_STEPS = 'pure_tf_steps'
-SIDES = (TFF, TFF_C1, PURE_TF_REDUCE, PURE_TF_STEPS)
+SIDES = (TFF, TFF_C1, PURE_TF_WHILE, PURE_TF_STEPS)
 # The two hand-written client loops (`PureTfRound`), and their sides.
-REDUCE = 'reduce'
+WHILE = 'while'
 STEPS = 'steps'
-PURE_TF_LOOPS = (REDUCE, STEPS)
-PURE_TF_SIDES = {PURE_TF_REDUCE: REDUCE, PURE_TF_STEPS: STEPS}
+PURE_TF_LOOPS = (WHILE, STEPS)
+PURE_TF_SIDES = {PURE_TF_WHILE: WHILE, PURE_TF_STEPS: STEPS}
 # Values serialized in a round, as keys of `result['serialization']`.
 SERIALIZED = ('state', 'client_data', 'computation', 'result')
 # The global models of the sides must agree to this fraction of the norm of
@@ -387,18 +388,12 @@ class PureTfRound:
 
   The client loops:
 
-  *   `REDUCE`: one `tf.function` per client running `Dataset.reduce` over
-      its batches, as TFF's client work does. An autograph `for` loop over
-      the dataset was about 1.6x slower on the r8 model.
+  *   `WHILE`: one `tf.function` per client looping over its batches with
+      `algorithms.batch_loop.for_each_batch` (a `tf.while_loop` over the
+      dataset's iterator), as TFF's client work does.
   *   `STEPS`: a Python loop over the batches calling one `tf.function`
       training step (shape-relaxed, traced once), the usual hand-written
-      loop.
-
-  Which is faster depends on the model: called from Python, a
-  `tf.function` with `Dataset.reduce` costs a fixed time per call that
-  grows with the model's graph (on 2 cores: about 0.5 s for a tiny
-  seq2seq model, about 1 s for the text-to-SQL cpu preset's, more than a
-  few of its training steps), the step loop a small time per batch.
+      loop: a small Python dispatch cost per batch.
   """
 
   def __init__(self, model_fn: Callable[[], tff.learning.models.VariableModel],
@@ -414,7 +409,7 @@ class PureTfRound:
     self._model = model_fn()
     self._trainable = tuple(self._model.trainable_variables)
     self._optimizer = optimizer
-    self._reduce_fn = tf.function(self._train_with_reduce)
+    self._while_fn = tf.function(self._train_with_while)
     self._step_fn = None  # Built on first use, from the batches' spec.
 
   def _initial_optimizer_state(self, learning_rate):
@@ -434,8 +429,8 @@ class PureTfRound:
     return (optimizer_state, tf.cast(output.num_examples, tf.float32),
             output.loss)
 
-  def _train_with_reduce(self, initial_trainable, dataset, learning_rate,
-                         num_epochs):
+  def _train_with_while(self, initial_trainable, dataset, learning_rate,
+                        num_epochs):
     for v, w in zip(self._trainable, initial_trainable):
       v.assign(w)
 
@@ -446,11 +441,11 @@ class PureTfRound:
       return (num_examples + batch_size, tf.maximum(max_loss, loss),
               tf.minimum(min_loss, loss), optimizer_state)
 
-    num_examples, max_loss, min_loss, _ = dataset.repeat(
-        tf.cast(num_epochs, tf.int64)).reduce(
-            (tf.constant(0.0), tf.constant(-np.inf), tf.constant(np.inf),
-             self._initial_optimizer_state(learning_rate)),
-            train_on_batch)
+    num_examples, max_loss, min_loss, _ = algorithms.batch_loop.for_each_batch(
+        dataset.repeat(tf.cast(num_epochs, tf.int64)),
+        (tf.constant(0.0), tf.constant(-np.inf), tf.constant(np.inf),
+         self._initial_optimizer_state(learning_rate)),
+        train_on_batch)
     delta = tuple(w0 - v for w0, v in zip(initial_trainable, self._trainable))
     return (delta, num_examples / tf.cast(num_epochs, tf.float32),
             max_loss - min_loss)
@@ -489,8 +484,8 @@ class PureTfRound:
     deltas, sizes, reductions, seconds = [], [], [], []
     for client in clients:
       start = time.perf_counter()
-      if loop == REDUCE:
-        delta, size, reduction = self._reduce_fn(
+      if loop == WHILE:
+        delta, size, reduction = self._while_fn(
             global_trainable, client.dataset,
             tf.constant(client.learning_rate, tf.float32),
             tf.constant(client.num_epochs, tf.int32))

@@ -22,8 +22,10 @@ The parsed model is a TF resource under a shared name, unlike in
 tensorflow-text, whose private resource `tf.random.set_seed` destroys.
 
 Training is deterministic: the texts are sorted and SentencePiece runs on one
-thread (its result depends on the number of threads). The `sentencepiece`
-package is needed only to train; tokenizing and detokenizing run as
+thread (its result depends on the number of threads). It runs in a separate
+Python process, because SentencePiece's trainer can crash one that has loaded
+TensorFlow (google/sentencepiece#813). The `sentencepiece` package is needed
+only to train; tokenizing and detokenizing run as
 TensorFlow ops (tensorflow-text) in eager code, `tf.function` and `tf.data`.
 
 Ids: 0 padding, 1 unknown (never produced by `tokenize`), 2 start, 3 end,
@@ -33,8 +35,13 @@ then 256 byte pieces and the learned pieces.
 from collections.abc import Callable, Iterable
 import contextlib
 import hashlib
+import importlib.util
 import io
+import json
 import os
+import subprocess
+import sys
+import tempfile
 from typing import Optional, Union
 
 import tensorflow as tf
@@ -248,8 +255,6 @@ class SubwordTokenizer(keras_nlp.tokenizers.SentencePieceTokenizer):
         or there are no texts.
       ImportError: If the `sentencepiece` package is not installed.
     """
-    import sentencepiece  # pylint: disable=g-import-not-at-top
-
     if model_type not in MODEL_TYPES:
       raise ValueError(
           f'model_type must be one of {MODEL_TYPES}, got {model_type!r}.'
@@ -257,31 +262,25 @@ class SubwordTokenizer(keras_nlp.tokenizers.SentencePieceTokenizer):
     sentences = sorted(_escape_text(text) for text in texts)
     if not any(sentences):
       raise ValueError('SubwordTokenizer.train needs non-empty texts.')
-    model = io.BytesIO()
-    try:
-      sentencepiece.SentencePieceTrainer.train(
-          sentence_iterator=iter(sentences),
-          model_writer=model,
-          vocab_size=vocabulary_size,
-          model_type=model_type,
-          character_coverage=character_coverage,
-          split_digits=split_digits,
-          normalization_rule_name='identity',
-          remove_extra_whitespaces=False,
-          add_dummy_prefix=False,
-          byte_fallback=True,
-          hard_vocab_limit=False,
-          max_sentence_length=_MAX_SENTENCE_BYTES,
-          pad_id=PAD_ID,
-          unk_id=UNK_ID,
-          bos_id=START_ID,
-          eos_id=END_ID,
-          num_threads=1,
-          minloglevel=2,
-      )
-    except RuntimeError as e:
-      raise ValueError(f'SentencePiece training failed: {e}') from e
-    return cls(proto=model.getvalue(), **kwargs)
+    options = dict(
+        vocab_size=vocabulary_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        split_digits=split_digits,
+        normalization_rule_name='identity',
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=False,
+        byte_fallback=True,
+        hard_vocab_limit=False,
+        max_sentence_length=_MAX_SENTENCE_BYTES,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=START_ID,
+        eos_id=END_ID,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return cls(proto=train_sentencepiece_model(sentences, options), **kwargs)
 
   def save(self, directory: str) -> str:
     """Writes the SentencePiece model to `directory`/vocabulary.spm.
@@ -338,3 +337,59 @@ def load_or_train(directory: str, texts_fn: Callable[[], Iterable[str]],
   tokenizer = SubwordTokenizer.train(texts_fn(), vocabulary_size, **kwargs)
   tokenizer.save(directory)
   return tokenizer
+
+
+# Run as a script by `train_sentencepiece_model`.
+_TRAIN_SCRIPT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '_sentencepiece_train.py'
+)
+
+
+def train_sentencepiece_model(sentences: list[str], options: dict) -> bytes:
+  """The model proto `SentencePieceTrainer.train` makes of `sentences`.
+
+  SentencePiece's trainer can crash a process that has loaded TensorFlow
+  (google/sentencepiece#813, see `_sentencepiece_train.py`), so it runs in a
+  fresh Python process that imports nothing else.
+
+  Args:
+    sentences: The training texts, as SentencePiece is to see them.
+    options: Keyword arguments of `SentencePieceTrainer.train` (JSON values),
+      other than the input and output.
+
+  Returns:
+    The serialized model proto.
+
+  Raises:
+    ImportError: If the `sentencepiece` package is not installed.
+    ValueError: If SentencePiece rejects the texts or options.
+    RuntimeError: If the training process fails otherwise.
+  """
+  if importlib.util.find_spec('sentencepiece') is None:
+    raise ImportError(
+        'SubwordTokenizer.train needs the sentencepiece package '
+        '(pip install -r requirements.txt).'
+    )
+  with tempfile.TemporaryDirectory(prefix='tff_nlp_spm_') as workdir:
+    spec_path = os.path.join(workdir, 'spec.json')
+    model_path = os.path.join(workdir, 'model.spm')
+    with open(spec_path, 'w', encoding='utf-8') as f:
+      json.dump({'sentences': sentences, 'options': options}, f)
+    done = subprocess.run(
+        [sys.executable, _TRAIN_SCRIPT, spec_path, model_path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode == 2:
+      raise ValueError(
+          f'SentencePiece training failed: {done.stderr.strip()}'
+      )
+    if done.returncode != 0:
+      raise RuntimeError(
+          f'SentencePiece training process ({sys.executable} '
+          f'{_TRAIN_SCRIPT}) exited with code {done.returncode}: '
+          f'{done.stderr.strip()[-2000:]}'
+      )
+    with open(model_path, 'rb') as f:
+      return f.read()
