@@ -7,8 +7,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tensorflow_federated.proto.v0 import computation_pb2
+
 from tff_nlp import algorithms
 from tff_nlp.algorithms import batch_loop
+from tests.algorithms import linear_model
 
 
 def _running_stats(state, batch):
@@ -95,3 +98,41 @@ def test_nested_state_in_a_tff_computation():
 
 def test_exported_from_algorithms():
   assert algorithms.for_each_batch is batch_loop.for_each_batch
+
+
+def _compiled_ops(computation):
+  """Op types in the TF graphs (and their functions) TFF's worker receives."""
+  proto = tff.framework.ConcreteComputation.get_proto(
+      tff.backends.native.desugar_and_transform_to_native(computation))
+  ops = set()
+
+  def visit(message):
+    if isinstance(message, computation_pb2.TensorFlow):
+      graph = tf.compat.v1.GraphDef()
+      message.graph_def.Unpack(graph)
+      ops.update(n.op for n in graph.node)
+      for function in graph.library.function:
+        ops.update(n.op for n in function.node_def)
+      return
+    for field, value in message.ListFields():
+      if field.type == field.TYPE_MESSAGE:
+        for item in (value if field.label == field.LABEL_REPEATED
+                     else [value]):
+          visit(item)
+
+  visit(proto)
+  return ops
+
+
+def test_client_training_compiles_to_a_while_loop_not_reduce_dataset():
+  # The reason for for_each_batch (see its module docstring): TFF's worker
+  # would instantiate a ReduceDataset op's training function on every call.
+  process = algorithms.build_fl_process(
+      linear_model.model_fn, algorithm='fedavg', weighting='lorar',
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))
+  ops = _compiled_ops(process.next)
+  assert 'ReduceDataset' not in ops
+  # TFF's Grappler pass lowers the tf.while_loop into the graph's own control
+  # flow (LoopCond, Enter, Exit, ...), which the worker builds once.
+  assert {'LoopCond', 'Enter', 'Exit', 'NextIteration'} <= ops
+  assert 'AnonymousIteratorV3' in ops
