@@ -24,7 +24,7 @@ help:
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
 	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (about 30 minutes; resumable)"
 	@echo "make bench-scaling - round time and memory vs clients per round, memory over 200 rounds, 1 vs 2 workers (about 12 minutes)"
-	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 12 minutes)"
+	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 6 minutes)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
