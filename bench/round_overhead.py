@@ -8,8 +8,9 @@ cpu preset with client Adam and `--max_train_examples` per client (the size
 knob). In one run, interleaved, `--repeats` times each after a warm-up
 round each: TFF in a context given by the runtime flags (default: unlimited
 concurrency), TFF with `max_concurrent_computation_calls=1` (a second
-worker), and two hand-written pure-TF loops (the client work's `tf.while_loop` per client,
-and a Python loop of `tf.function` steps); the faster loop is the reference.
+worker), and two hand-written pure-TF loops (a `tf.while_loop` per client,
+as in tff_nlp's client work, and a Python loop of `tf.function` steps); the
+faster loop is the reference.
 The benchmark first checks that all sides produce the same global model,
 then prints Markdown tables: the medians and ratios TFF / pure TF, where the
 time goes (tracing and compilation, serialization, compute, the rest), and

@@ -54,8 +54,9 @@ def restore_python_bools(template, state):
   """Puts back the Python `bool` leaves of `template` into `state`.
 
   Optimizer state carried through the client's batch loop
-  (`batch_loop.for_each_batch`) comes back with every leaf a tensor. Adafactor branches in Python on its `relative_step`
-  hparam, so that leaf must stay the Python value it was built with.
+  (`batch_loop.for_each_batch`) comes back with every leaf a tensor.
+  Adafactor branches in Python on its `relative_step` hparam, so that leaf
+  must stay the Python value it was built with.
 
   Args:
     template: The optimizer state before the loop.
