@@ -58,3 +58,35 @@ def test_directory_that_cannot_be_created_is_reported(tmp_path):
 def test_config_needs_an_experiment_entry(tmp_path):
   with pytest.raises(ValueError, match="'experiment'"):
     run_dir.prepare_run_dir(str(tmp_path), {'rounds': 1})
+
+
+def test_unwritable_directory_is_reported(tmp_path, monkeypatch):
+  # Tests run as root, whom permission bits do not stop: the write fails the
+  # way a read-only mount makes it fail.
+  def read_only_open(path, *args, **kwargs):
+    raise PermissionError(13, 'Permission denied', path)
+
+  monkeypatch.setattr(run_dir, 'open', read_only_open, raising=False)
+  with pytest.raises(errors.InputError,
+                     match=f"'{tmp_path}' is not writable: Permission denied"):
+    run_dir.prepare_run_dir(str(tmp_path), _config())
+
+
+@pytest.mark.parametrize('free_mib, fails', [(10, True), (255, True),
+                                             (256, False), (10_000, False)])
+def test_nearly_full_file_system_is_reported(tmp_path, monkeypatch, free_mib,
+                                             fails):
+  # The default threshold is 256 MiB (run_dir.MIN_FREE_BYTES).
+  usage = run_dir.shutil.disk_usage(tmp_path)
+  monkeypatch.setattr(
+      run_dir.shutil, 'disk_usage',
+      lambda path: usage._replace(free=free_mib * 2**20))
+  if fails:
+    with pytest.raises(errors.InputError,
+                       match=f'has {free_mib:.1f} MiB free, less than the '
+                       '256 MiB'):
+      run_dir.prepare_run_dir(str(tmp_path), _config())
+    assert not os.path.exists(tmp_path / 'config.json')
+  else:
+    run_dir.prepare_run_dir(str(tmp_path), _config())
+    assert os.path.exists(tmp_path / 'config.json')

@@ -473,6 +473,7 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
     results[dataset][method], each `run_method`'s results.
   """
   check_methods(methods)
+  training_lib.check_output_dir(output_dir)
   # Every dataset is read and checked before any training.
   encoded = [encode_dataset(name, data, data_dir) for name in datasets]
   results = collections.OrderedDict()

@@ -361,7 +361,7 @@ def run_sparse_tags(
   if unknown or not methods:
     raise ValueError(f'methods must be from {list(METHODS)}, got '
                      f'{list(methods)}.')
-  os.makedirs(output_dir, exist_ok=True)
+  training_lib.check_output_dir(output_dir)
   config = collections.OrderedDict(
       data=dataclasses.asdict(data), training=dataclasses.asdict(training),
       loop=dataclasses.asdict(loop), methods=list(methods))

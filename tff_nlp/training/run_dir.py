@@ -10,6 +10,7 @@ silently mixing two experiments' checkpoints and metrics.
 from collections.abc import Mapping
 import json
 import os
+import shutil
 from typing import Any
 
 from tff_nlp import errors
@@ -18,6 +19,9 @@ from tff_nlp.training import release
 CONFIG_FILE = 'config.json'
 # The key of `config.json` whose value must match for a run to be resumed.
 EXPERIMENT_KEY = 'experiment'
+# Free space `check_output_dir` requires by default: room for a few
+# checkpoints of our cpu presets' models (tens of MB each) and the results.
+MIN_FREE_BYTES = 256 * 2**20
 
 
 def _differences(old, new, prefix=''):
@@ -29,25 +33,22 @@ def _differences(old, new, prefix=''):
   return [] if old == new else [f'{prefix[:-1]}: {old!r} -> {new!r}']
 
 
-def prepare_run_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
-  """Creates or checks `output_dir` and writes `config.json`.
+def check_output_dir(output_dir: str,
+                     min_free_bytes: int = MIN_FREE_BYTES) -> None:
+  """Creates `output_dir` if needed; fails now if a run could not write it.
+
+  Called before any data is read or model built, so that a bad output
+  directory is reported at once, not after hours of training at the first
+  checkpoint.
 
   Args:
-    output_dir: The run directory.
-    config: The run's configuration; `config['experiment']` must match that
-      of an existing run in `output_dir`, the rest (e.g. the number of
-      rounds, runtime settings) may change between invocations.
-
-  Returns:
-    Whether `output_dir` already held this experiment (the run resumes).
+    output_dir: The run (or benchmark) directory.
+    min_free_bytes: Free space the file system must have.
 
   Raises:
-    InputError: If `output_dir` cannot be created or written, or holds a
-      different experiment or an unreadable `config.json`.
+    InputError: If `output_dir` cannot be created or written, or its file
+      system has less than `min_free_bytes` free.
   """
-  if EXPERIMENT_KEY not in config:
-    raise ValueError(f'config needs an {EXPERIMENT_KEY!r} entry.')
-  config = release.to_json_value(config)
   try:
     os.makedirs(output_dir, exist_ok=True)
   except OSError as e:
@@ -63,6 +64,38 @@ def prepare_run_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
     raise errors.InputError(
         f'Output directory {output_dir!r} is not writable: {e.strerror}.'
     ) from e
+  free = shutil.disk_usage(output_dir).free
+  if free < min_free_bytes:
+    raise errors.InputError(
+        f'Output directory {output_dir!r}: its file system has '
+        f'{free / 2**20:.1f} MiB free, less than the '
+        f'{min_free_bytes / 2**20:.0f} MiB a run needs for its checkpoints '
+        'and results. Free some space or use another output directory.'
+    )
+
+
+def prepare_run_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
+  """Creates or checks `output_dir` and writes `config.json`.
+
+  Args:
+    output_dir: The run directory.
+    config: The run's configuration; `config['experiment']` must match that
+      of an existing run in `output_dir`, the rest (e.g. the number of
+      rounds, runtime settings) may change between invocations.
+
+  Returns:
+    Whether `output_dir` already held this experiment (the run resumes).
+
+  Raises:
+    InputError: If `output_dir` cannot be created or written, or is on a
+      nearly full file system (`check_output_dir`).
+    CheckpointError: If it holds a different experiment or an unreadable
+      `config.json`.
+  """
+  if EXPERIMENT_KEY not in config:
+    raise ValueError(f'config needs an {EXPERIMENT_KEY!r} entry.')
+  config = release.to_json_value(config)
+  check_output_dir(output_dir)
 
   path = os.path.join(output_dir, CONFIG_FILE)
   resumed = os.path.exists(path)
