@@ -2,10 +2,16 @@
 
 In TFF a CLIENTS-placed value reaches the SERVER only through an aggregating
 intrinsic (federated_sum, federated_mean, federated_aggregate, min/max or a
-secure sum). Walking a computation's building block and listing those calls
-with the member type they aggregate tells a user exactly what a round of a
-learning process reveals beyond the clients, so they can judge the exposure
-(and, e.g., decide which values need secure aggregation or DP).
+secure sum) or as the keys of a `federated_select`: the server reads each
+client's keys to pick the values it sends back, so the keys leave the client
+too (`communication.round_communication` counts them as upload). Walking a
+computation's building block and listing those calls with the member type
+they move tells a user exactly what a round of a learning process reveals
+beyond the clients, so they can judge the exposure (and, e.g., decide which
+values need secure aggregation or DP).
+
+Values a computation returns placed @CLIENTS (e.g. client states) are not
+flows: they stay on the clients.
 """
 
 import dataclasses
@@ -25,10 +31,16 @@ CLIENTS_TO_SERVER_INTRINSICS = frozenset({
     'federated_weighted_mean',
 })
 
+# Intrinsics whose CLIENTS-placed keys reach the SERVER (it answers them).
+CLIENTS_KEYS_TO_SERVER_INTRINSICS = frozenset({'federated_select'})
+
 
 @dataclasses.dataclass(frozen=True)
 class ClientFlow:
-  """One aggregating call: `intrinsic` applied to a `{value_type}@CLIENTS`."""
+  """One call that moves a `{value_type}@CLIENTS` to the SERVER.
+
+  For `federated_select`, `value_type` is one client's keys.
+  """
 
   intrinsic: str
   value_type: tff.types.Type
@@ -59,23 +71,29 @@ def clients_value_type(intrinsic) -> tff.types.Type:
   return parameter.member
 
 
+def select_keys_type(intrinsic) -> tff.types.Type:
+  """One client's keys of a `federated_select` call (they reach the server)."""
+  return intrinsic.type_signature.parameter[0].member
+
+
 def client_to_server_flows(computation: tff.Computation) -> list[ClientFlow]:
-  """Lists every CLIENTS→SERVER aggregation in `computation`, in trace order.
+  """Lists every CLIENTS→SERVER flow in `computation`, in trace order.
 
   Args:
     computation: A federated `tff.Computation`, e.g. `process.next`.
 
   Returns:
-    One `ClientFlow` per aggregating intrinsic call.
+    One `ClientFlow` per aggregating intrinsic call and per
+    `federated_select` call (its keys).
   """
   flows = []
 
   def visit(block):
-    if (
-        isinstance(block, tff.framework.Intrinsic)
-        and block.uri in CLIENTS_TO_SERVER_INTRINSICS
-    ):
-      flows.append(ClientFlow(block.uri, clients_value_type(block)))
+    if isinstance(block, tff.framework.Intrinsic):
+      if block.uri in CLIENTS_TO_SERVER_INTRINSICS:
+        flows.append(ClientFlow(block.uri, clients_value_type(block)))
+      elif block.uri in CLIENTS_KEYS_TO_SERVER_INTRINSICS:
+        flows.append(ClientFlow(block.uri, select_keys_type(block)))
     for child in block.children():
       visit(child)
 

@@ -106,7 +106,7 @@ def _transfer(direction, intrinsic, value_type, count=1) -> Transfer:
 
 def _select_transfers(block) -> list[Transfer]:
   """The keys up and the M selected values down of a federated_select."""
-  keys_type = block.type_signature.parameter[0].member
+  keys_type = client_flows.select_keys_type(block)
   (num_keys,) = keys_type.shape
   value_type = block.type_signature.result.member.element
   return [_transfer(UP, block.uri, keys_type),
