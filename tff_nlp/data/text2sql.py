@@ -390,6 +390,10 @@ def read_queries(path: str, split_values: Collection[str]) -> tuple[Query, ...]:
         f'{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg}); expected a '
         'JSON list of queries.'
     ) from None
+  except (RecursionError, ValueError) as e:  # Too deep, or a huge integer.
+    raise errors.InputError(
+        f'{path}: unreadable JSON ({e}); expected a JSON list of queries.'
+    ) from None
   if not isinstance(records, list):
     raise errors.InputError(
         f'{path}: the top level is a {type(records).__name__}; expected a '
