@@ -318,3 +318,31 @@ def test_vocab_slicing_needs_fedavg_uniform(tmp_path):
                                            algorithm='fedavg',
                                            weighting='lorar'),
         loop=_LOOP, vocab_slice_keys=60)
+
+
+def test_same_config_and_seed_give_identical_weights_and_metrics(tmp_path):
+  # Dropout 0: Keras's dropout layers draw unseeded masks in TFF's worker,
+  # the one source of run-to-run differences (docs/results/reliability.md).
+  model = dataclasses.replace(_MODEL, dropout=0.0)
+  runs = []
+  for name in ('a', 'b'):
+    experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path / name), data=_DATA,
+        model=model, loop=_LOOP, training=experiment.TrainingConfig(
+            paradigm='federated', algorithm='fedavg', weighting='lorar',
+            local_epochs=experiment.PerClient(1),
+            batch_sizes=experiment.PerClient(4)))
+    with np.load(tmp_path / name / 'federated' / 'best_model.npz') as f:
+      weights = {k: f[k] for k in f.files}
+    with open(tmp_path / name / 'federated' / 'metrics.jsonl') as f:
+      rounds = [json.loads(line) for line in f]
+    # Everything but wall-clock times.
+    metrics = [{k: v for k, v in r.items() if not k.endswith('_seconds')}
+               for r in rounds]
+    runs.append((weights, metrics))
+  (weights_a, metrics_a), (weights_b, metrics_b) = runs
+  assert weights_a.keys() == weights_b.keys() and weights_a
+  for key in weights_a:
+    np.testing.assert_array_equal(weights_a[key], weights_b[key], err_msg=key)
+  assert metrics_a == metrics_b
+  assert len(metrics_a) == _LOOP.rounds + 1  # Round 0's evaluation, then 2.
