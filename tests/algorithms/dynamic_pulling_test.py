@@ -187,6 +187,16 @@ def _datasets(clients, round_num, config=False, data_sizes=None):
   return data
 
 
+def _poison(client, fault):
+  """The test hook: makes the client's training loss NaN or +Inf.
+
+  One label becomes NaN, or +Inf (its squared residual, so the batch's
+  MSE, is +Inf), in place; `_train` and the process both see a non-finite
+  loss and give the client weight 0.
+  """
+  client.y[1, 0] = {'nan': np.nan, 'inf': np.inf}[fault]
+
+
 def _trainable(weights):
   return [np.asarray(w) for w in weights.trainable]
 
@@ -575,13 +585,20 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
         _trainable(fedavg.get_model_weights(fedavg_state)), atol=1e-5, rtol=0)
     self.assertEqual(output.metrics['parameters_pulled'], 3 * sum(_SIZES))
 
-  @parameterized.named_parameters(('dp_l', 'dp_l'), ('default', 'default'))
-  def test_non_finite_client_contributes_nothing(self, mode):
+  @parameterized.named_parameters(
+      ('dp_l_nan', 'dp_l', 'nan'), ('dp_l_inf', 'dp_l', 'inf'),
+      ('default_nan', 'default', 'nan'), ('default_inf', 'default', 'inf'))
+  def test_non_finite_client_contributes_nothing(self, mode, fault):
     clients = linear_model.three_clients()
-    clients[1].y[1, 0] = np.nan
+    _poison(clients[1], fault)
     # The reference gives client 1 weight 0 and its start model back.
     output, _ = self._run(_process(mode), clients, num_rounds=2)
     self.assertEqual(output.metrics['non_finite_clients'], 1)
+    # num_examples weighting: clients 0 and 2 weigh 7 and 10, client 1 0.
+    weighting = output.metrics['weighting']
+    self.assertEqual(weighting['weight_sum'], 17.0)
+    self.assertEqual(weighting['weight_min'], 0.0)
+    self.assertEqual(weighting['weight_max'], 10.0)
     global_weights = _trainable(
         dynamic_pulling.get_model_weights(output.state))
     for weights in global_weights:
@@ -592,6 +609,38 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(
         _trainable(dynamic_pulling.get_model_weights(healthy.state)),
         global_weights, atol=1e-6, rtol=0)
+
+  @parameterized.named_parameters(('dp_l', 'dp_l'), ('default', 'default'))
+  def test_round_with_every_client_faulty_keeps_the_model(self, mode):
+    process = _process(mode)
+    clients = linear_model.three_clients()
+    state = process.initialize()
+    client_states = [dynamic_pulling.initial_client_state(process, state)] * 3
+    # A healthy first round, so the kept model is not the initial one.
+    first = process.next(state, _datasets(clients, 0), client_states)
+    for client, fault in zip(clients, ('nan', 'inf', 'nan')):
+      _poison(client, fault)
+    output = process.next(first.state, _datasets(clients, 1),
+                          first.client_states)
+    before = _trainable(dynamic_pulling.get_model_weights(first.state))
+    after = _trainable(dynamic_pulling.get_model_weights(output.state))
+    self.assertTrue(any(np.any(b != w) for b, w in zip(before, _INITIAL)))
+    for got, want in zip(after, before):
+      self.assertAllEqual(got, want)  # exactly: no tensor was received
+    self.assertEqual(output.state.round_num, 2)
+    self.assertEqual(output.metrics['non_finite_clients'], 3)
+    self.assertEqual(output.metrics['weighting']['weight_sum'], 0.0)
+    self.assertEqual(output.metrics['tensors_updated'], 0)
+    self.assertEqual(output.metrics['parameters_pulled'], 0)
+    self.assertEqual(output.metrics['tensors_sent'],
+                     collections.OrderedDict(encoder=0, decoder=0))
+    # Each client keeps its start model (update 0): the server's tensors,
+    # or with keep_private its own private ones.
+    for old, new in zip(first.client_states, output.client_states):
+      for t, (got, own) in enumerate(zip(_trainable(new.weights),
+                                         _trainable(old.weights))):
+        want = before[t] if old.shared[t] or mode == 'default' else own
+        self.assertAllEqual(got, want)
 
   def test_initial_client_state_and_model_weights(self):
     process = _process('dp_l')

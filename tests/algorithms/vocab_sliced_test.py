@@ -8,7 +8,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_nlp import algorithms
 from tff_nlp import analysis
+from tff_nlp.algorithms import client_data as client_data_lib
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.models import seq2seq
 
@@ -138,3 +140,110 @@ def test_two_clients_touch_the_union_of_their_keys(process):
   embedding = output.metrics['aggregator']['embedding']
   assert embedding == collections.OrderedDict(
       clients=2, rows_received=2 * _M, rows_touched=len(union))
+
+
+# Non-finite clients. The seq2seq inputs are token ids (int32), which cannot
+# carry a NaN or Inf; the fault enters through the per-client learning rate
+# of `with_client_config` instead.
+
+
+@pytest.fixture(scope='module')
+def config_process():
+  return vocab_sliced.build_vocab_sliced_process(
+      _CONFIG, max_keys=_M,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(
+          learning_rate=_LR),
+      with_client_config=True)
+
+
+def _config_data(vocabulary, batches, learning_rate=_LR):
+  return vocab_sliced.client_data(
+      vocabulary, algorithms.with_client_config(batches,
+                                                learning_rate=learning_rate))
+
+
+def _faulty_data(vocabulary, batches, fault):
+  """The test hook: client data whose training loss becomes non-finite.
+
+  Its learning rate is NaN or +Inf (built by hand: `with_client_config`
+  rejects both), so after its first batch every weight is NaN or ±Inf
+  (Inf·0 = NaN where a gradient is 0), and the second batch's loss is NaN:
+  the client work flags the client (non-finite loss and update).
+  """
+  learning_rate = {'nan': np.nan, 'inf': np.inf}[fault]
+  config = tf.data.Dataset.from_tensors(collections.OrderedDict([
+      (client_data_lib.LEARNING_RATE_KEY,
+       tf.constant(learning_rate, tf.float32)),
+      (client_data_lib.NUM_EPOCHS_KEY, tf.constant(1, tf.int32))]))
+  return vocab_sliced.client_data(vocabulary, collections.OrderedDict([
+      (client_data_lib.EXAMPLES_KEY, batches),
+      (client_data_lib.CONFIG_KEY, config)]))
+
+
+def _three_clients():
+  rng = np.random.default_rng(0)
+  return [_client(rng, 4, 12), _client(rng, 10, 30), _client(rng, 4, 20)]
+
+
+def _assert_weights_equal(got, want, atol):
+  for g, w in zip(got.trainable, want.trainable):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=atol,
+                               rtol=0)
+
+
+@pytest.mark.parametrize('fault', ['nan', 'inf'])
+def test_non_finite_client_gets_zero_weight(config_process, fault):
+  (v0, _, b0), (v1, _, b1), (v2, _, b2) = _three_clients()
+  state = config_process.initialize()
+  output = config_process.next(state, [
+      _config_data(v0, b0), _faulty_data(v1, b1, fault),
+      _config_data(v2, b2)])
+  weighting = output.metrics['client_work']['weighting']
+  assert weighting['num_non_finite_clients'] == 1
+  # Uniform weights: 1 for each healthy client, 0 for client 1.
+  assert (weighting['weight_sum'], weighting['weight_min'],
+          weighting['weight_max']) == (2.0, 0.0, 1.0)
+  assert output.metrics['finalizer']['update_non_finite'] == 0
+  # Client 1 sends no rows: only the M rows of clients 0 and 2 arrive.
+  embedding = output.metrics['aggregator']['embedding']
+  union = np.union1d(v0.keys, v2.keys)
+  assert embedding == collections.OrderedDict(
+      clients=2, rows_received=2 * _M, rows_touched=len(union))
+  new = config_process.get_model_weights(output.state)
+  for w in new.trainable:
+    assert np.isfinite(np.asarray(w)).all()
+  # The round is the round of clients 0 and 2 alone.
+  alone = config_process.next(state, [_config_data(v0, b0),
+                                      _config_data(v2, b2)])
+  assert alone.metrics['client_work']['weighting']['weight_sum'] == 2.0
+  _assert_weights_equal(new, config_process.get_model_weights(alone.state),
+                        atol=1e-6)
+  # And it did train: the embedding rows of the healthy clients moved.
+  before = np.asarray(config_process.get_model_weights(state).trainable[0])
+  after = np.asarray(new.trainable[0])
+  np.testing.assert_array_equal(
+      np.flatnonzero(np.any(before != after, axis=1)), union)
+
+
+def test_round_with_every_client_faulty_keeps_the_model(config_process):
+  clients = _three_clients()
+  # A healthy first round, so the kept model is not the initial one.
+  state = config_process.initialize()
+  first = config_process.next(state, [
+      _config_data(v, b) for v, _, b in clients])
+  assert np.any(
+      np.asarray(config_process.get_model_weights(first.state).trainable[0])
+      != np.asarray(config_process.get_model_weights(state).trainable[0]))
+  output = config_process.next(first.state, [
+      _faulty_data(v, b, fault)
+      for (v, _, b), fault in zip(clients, ('nan', 'inf', 'nan'))])
+  weighting = output.metrics['client_work']['weighting']
+  assert weighting['num_non_finite_clients'] == 3
+  assert weighting['weight_sum'] == 0.0
+  assert output.metrics['aggregator']['embedding'] == collections.OrderedDict(
+      clients=0, rows_received=0, rows_touched=0)
+  _assert_weights_equal(config_process.get_model_weights(output.state),
+                        config_process.get_model_weights(first.state),
+                        atol=0)  # exactly
+  tf.nest.map_structure(np.testing.assert_array_equal,
+                        output.state.finalizer, first.state.finalizer)
