@@ -1,0 +1,396 @@
+"""SIGKILL at a random round, rerun: the same final model as without the kill.
+
+For every experiment binary but the weighting demo (covered, with the same
+mechanics, by weighting_demo_binary_test.py): `python -m tff_nlp.bin.<binary>`
+in a subprocess with its smoke preset shrunk further, killed with SIGKILL
+(its whole session, so the TFF worker goes too, as with a killed terminal or
+a preempted job) once a round chosen by a seeded `random.Random` is
+recorded, then run again with the same command. An uninterrupted run with
+the same flags runs at the same time in another directory. The two output
+trees must hold
+
+*   the same final model: the variables of the last checkpoint of every
+    `checkpoints/` folder, every saved weights file (`*.npz`) and every
+    TensorFlow checkpoint outside `checkpoints/` (the selected model), equal
+    to 1e-6;
+*   the same metrics: every `metrics.jsonl` (each round once, none lost or
+    repeated), `progress.json`, `results.json` and `config.json`, equal to
+    1e-6 except wall-clock times and the output directory's name.
+
+No `worker_binary` started by a case may outlive it.
+"""
+
+import dataclasses
+import glob
+import json
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+import uuid
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_FLAGS_DIR = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags')
+_TIMEOUT = 600
+_ATOL = 1e-6
+# Keys of wall-clock measurements, which differ between any two runs.
+_VOLATILE_KEY = re.compile(r'seconds|^time|_time$|elapsed')
+_MARK_VAR = 'TFF_NLP_SIGKILL_TEST_MARK'
+
+
+def _flagfile(preset: str) -> str:
+  return f'--flagfile={os.path.join(_FLAGS_DIR, preset + ".smoke.flags")}'
+
+
+def _jsonl_rounds(pattern: str) -> Callable[[str], int]:
+  """Progress: the highest round in the metrics.jsonl matching `pattern`."""
+
+  def progress(output_dir: str) -> int:
+    best = -1
+    for path in glob.glob(os.path.join(output_dir, pattern)):
+      with open(path, 'rb') as f:
+        lines = f.read().split(b'\n')
+      for line in lines:
+        if line.strip() and line.endswith(b'}'):
+          best = max(best, json.loads(line)['round'])
+    return best
+
+  return progress
+
+
+def _tasks_done(output_dir: str) -> int:
+  """Progress of train_fcl: tasks recorded in a run's progress.json."""
+  best = -1
+  for path in glob.glob(os.path.join(output_dir, 'runs', '*',
+                                     'progress.json')):
+    try:
+      with open(path) as f:
+        best = max(best, len(json.load(f)))
+    except (OSError, ValueError):
+      continue
+  return best
+
+
+@dataclasses.dataclass(frozen=True)
+class _Case:
+  binary: str
+  args: tuple[str, ...]
+  rounds: int  # Units the progress counts: rounds, or tasks for train_fcl.
+  progress: Callable[[str], int]
+
+
+_ROUNDS = 6
+_T2S_ARGS = (
+    _flagfile('train_text2sql'),
+    '--clients=geography,restaurants',
+    '--max_train_examples=8',
+    '--max_eval_examples=4',
+    f'--rounds={_ROUNDS}',
+    '--checkpoint_every=2',  # So a kill usually lands between checkpoints.
+    '--eval_every=3',
+    '--progress=off',
+    # Dropout makes two uninterrupted runs differ (up to 2e-2 in a weight):
+    # its random ops are not seeded.
+    '--dropout=0',
+)
+_CASES = (
+    _Case('train_text2sql',
+          (*_T2S_ARGS, '--paradigm=federated', '--algorithm=fedopt',
+           '--weighting=lorar'),
+          _ROUNDS, _jsonl_rounds(os.path.join('federated', 'metrics.jsonl'))),
+    _Case('text2sql_benchmark',
+          (*_T2S_ARGS, '--methods=fedavg/num_examples'),
+          _ROUNDS, _jsonl_rounds(os.path.join('runs', '*', 'federated',
+                                              'metrics.jsonl'))),
+    _Case('train_nmt',
+          (_flagfile('train_nmt'), '--domains=wmt_news,php_docs',
+           '--max_train_examples=16', '--max_eval_examples=4',
+           '--engines=federated:dp_l', f'--rounds={_ROUNDS}', '--local_steps=1',
+           '--checkpoint_every=2', '--eval_every=3', '--progress=off',
+           '--dropout=0'),  # As for text-to-SQL.
+          _ROUNDS, _jsonl_rounds(os.path.join('engines', 'federated-*',
+                                              'metrics.jsonl'))),
+    _Case('train_sparse_tags',
+          (_flagfile('train_sparse_tags'), '--methods=dense,sparse',
+           f'--rounds={_ROUNDS}', '--clients_per_round=3',
+           '--checkpoint_every=2', '--eval_every=3', '--progress=off'),
+          _ROUNDS, _jsonl_rounds(os.path.join('dense', 'metrics.jsonl'))),
+    # No --rounds: a run is checkpointed after every task.
+    _Case('train_fcl',
+          (_flagfile('train_fcl'), '--methods=fedavg,fedweit',
+           '--tasks_per_client=5', '--max_train_per_task=16',
+           '--max_test_per_task=8'),
+          5, _tasks_done),
+)
+# The round (task for train_fcl) after which each case is killed: one of the
+# middle ones, drawn once with a fixed seed so every run of the file kills at
+# the same place.
+_RNG = random.Random(20240611)
+_KILL_AT = {case.binary: _RNG.randint(2, case.rounds - 2) for case in _CASES}
+
+
+def _command(case: _Case, output_dir: str) -> list[str]:
+  return [sys.executable, '-m', f'tff_nlp.bin.{case.binary}', *case.args,
+          f'--output_dir={output_dir}']
+
+
+def _start(case: _Case, output_dir: str, mark: str) -> subprocess.Popen:
+  # A session of its own, so killing its process group takes the TFF worker
+  # with it. stderr goes to a file: a pipe nobody reads could fill and stall.
+  log = open(f'{output_dir}.log', 'ab')  # pylint: disable=consider-using-with
+  try:
+    return subprocess.Popen(
+        _command(case, output_dir), cwd=_REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', **{_MARK_VAR: mark}),
+        stdout=log, stderr=log, start_new_session=True)
+  finally:
+    log.close()
+
+
+def _log_tail(output_dir: str) -> str:
+  with open(f'{output_dir}.log', 'rb') as f:
+    return f.read()[-3000:].decode(errors='replace')
+
+
+def _wait_ok(process: subprocess.Popen, output_dir: str) -> None:
+  assert process.wait(timeout=_TIMEOUT) == 0, _log_tail(output_dir)
+
+
+def _group_alive(pgid: int) -> bool:
+  try:
+    os.killpg(pgid, 0)
+  except ProcessLookupError:
+    return False
+  return True
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+  if process.poll() is None or _group_alive(process.pid):
+    try:
+      os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+  process.wait()
+
+
+def _marked_workers(mark: str) -> list[int]:
+  """Live `worker_binary` processes started by this case's binaries."""
+  result = subprocess.run(['pgrep', '-f', 'worker_binary'],
+                          capture_output=True, text=True, check=False)
+  pids = []
+  for pid in result.stdout.split():
+    try:
+      with open(f'/proc/{pid}/environ', 'rb') as f:
+        environ = f.read().split(b'\0')
+      with open(f'/proc/{pid}/stat', 'rb') as f:
+        state = f.read().rsplit(b')', 1)[-1].split()[0]
+    except OSError:  # Ended meanwhile, or not ours to inspect.
+      continue
+    if f'{_MARK_VAR}={mark}'.encode() in environ and state != b'Z':
+      pids.append(int(pid))
+  return pids
+
+
+# --- What an output tree holds. ---
+
+
+def _checkpoint_variables(prefix: str) -> dict[str, np.ndarray]:
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name != '_CHECKPOINTABLE_OBJECT_GRAPH'}
+
+
+def _final_weights(output_dir: str) -> dict[str, np.ndarray]:
+  """Every final weight tensor of a run, by '<relative file>:<name>'."""
+  weights = {}
+
+  def add(source: str, arrays: dict[str, np.ndarray]) -> None:
+    rel = os.path.relpath(source, output_dir)
+    for name, value in arrays.items():
+      weights[f'{rel}:{name}'] = value
+
+  for root, dirs, files in os.walk(output_dir):
+    if os.path.basename(root) == 'checkpoints':
+      # The last version: round_<n> (training loop), program_state_<n> (FCL).
+      # A SIGKILL during a save may leave a `round_<n>_temp<pid>` folder.
+      versions = [d for d in dirs if re.fullmatch(r'[a-z_]+_\d+', d)]
+      if versions:
+        last = max(versions, key=lambda d: int(d.rsplit('_', 1)[1]))
+        add(os.path.join(root, last),
+            _checkpoint_variables(os.path.join(root, last, 'variables',
+                                               'variables')))
+      dirs[:] = []  # Earlier versions are not the final model.
+      continue
+    for name in files:
+      path = os.path.join(root, name)
+      if name.endswith('.npz'):
+        with np.load(path) as npz:
+          add(path, {k: npz[k] for k in npz.files})
+      elif name.endswith('.index') and 'variables' not in name:
+        add(path, _checkpoint_variables(path[:-len('.index')]))
+  return weights
+
+
+def _weight_differences(resumed: dict[str, np.ndarray],
+                        reference: dict[str, np.ndarray]) -> dict[str, float]:
+  """The tensors that differ by more than 1e-6, with their largest gap."""
+  differences = {}
+  for name, value in reference.items():
+    other = resumed[name]
+    if other.shape != value.shape:
+      differences[name] = math.inf
+    elif np.issubdtype(value.dtype, np.number):
+      diff = np.max(np.abs(other.astype(np.float64) - value), initial=0.0)
+      if not diff <= _ATOL:
+        differences[name] = float(diff)
+    elif not np.array_equal(other, value):
+      differences[name] = math.inf
+  return differences
+
+
+def _metric_files(output_dir: str) -> list[str]:
+  names = ('metrics.jsonl', 'progress.json', 'results.json', 'config.json')
+  found = []
+  for root, _, files in os.walk(output_dir):
+    found += [os.path.relpath(os.path.join(root, f), output_dir)
+              for f in files if f in names]
+  return sorted(found)
+
+
+def _read_metrics(path: str, output_dir: str) -> Any:
+  with open(path, encoding='utf-8') as f:
+    text = f.read().replace(output_dir, '<output_dir>')
+  if path.endswith('.jsonl'):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+  return json.loads(text)
+
+
+def _assert_same(resumed: Any, reference: Any, where: str) -> None:
+  """Equal JSON values; floats to 1e-6; wall-clock times not compared."""
+  if isinstance(reference, dict):
+    assert isinstance(resumed, dict), where
+    assert sorted(resumed) == sorted(reference), where
+    for key, value in reference.items():
+      if not _VOLATILE_KEY.search(key):
+        _assert_same(resumed[key], value, f'{where}/{key}')
+  elif isinstance(reference, list):
+    assert isinstance(resumed, list), where
+    assert len(resumed) == len(reference), where
+    for i, (a, b) in enumerate(zip(resumed, reference)):
+      _assert_same(a, b, f'{where}[{i}]')
+  elif isinstance(reference, float) and not isinstance(resumed, bool):
+    assert isinstance(resumed, (int, float)), where
+    assert (math.isnan(resumed) and math.isnan(reference)) or (
+        abs(resumed - reference) <= _ATOL), (
+            f'{where}: resumed {resumed!r}, uninterrupted {reference!r}')
+  else:
+    assert resumed == reference, (
+        f'{where}: resumed {resumed!r}, uninterrupted {reference!r}')
+
+
+# Evidence (2 runs of this file): the final FCL checkpoint of the resumed
+# run differs from the uninterrupted one in 42 of 226 tensors (up to 4e-3,
+# e.g. fedavg's server conv3.Sbase), while two uninterrupted runs are equal.
+_NOT_EXACT = {
+    'train_fcl': 'train_fcl resumes after the last finished task but not to '
+                 'the same model: 42 of 226 final tensors differ by up to '
+                 '4e-3 (two uninterrupted runs are identical).',
+}
+
+
+@pytest.mark.parametrize('case', [
+    pytest.param(
+        c, id=f'{c.binary}-kill_after_{_KILL_AT[c.binary]}_of_{c.rounds}',
+        marks=([pytest.mark.xfail(strict=True, reason=_NOT_EXACT[c.binary])]
+               if c.binary in _NOT_EXACT else []))
+    for c in _CASES])
+def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(tmp_path,
+                                                               case):
+  kill_at = _KILL_AT[case.binary]
+  unit = 'task' if case.binary == 'train_fcl' else 'round'
+  about = f'{case.binary} killed after {unit} {kill_at} of {case.rounds}'
+  mark = uuid.uuid4().hex
+  reference_dir = str(tmp_path / 'uninterrupted')
+  output_dir = str(tmp_path / 'killed')
+  processes = []
+  try:
+    # The uninterrupted run goes along with the killed one: 2 cores.
+    reference = _start(case, reference_dir, mark)
+    processes.append(reference)
+    killed = _start(case, output_dir, mark)
+    processes.append(killed)
+    deadline = time.monotonic() + _TIMEOUT
+    try:
+      while case.progress(output_dir) < kill_at:
+        assert killed.poll() is None, (
+            f'{about}: the run ended before it was killed\n'
+            f'{_log_tail(output_dir)}')
+        assert time.monotonic() < deadline, f'{about}: no progress'
+        time.sleep(0.02)
+    finally:
+      _kill_group(killed)
+    killed_at = case.progress(output_dir)
+    assert kill_at <= killed_at < case.rounds, (about, killed_at)
+    for _ in range(100):  # The worker is reaped by init, not by us.
+      if not _group_alive(killed.pid):
+        break
+      time.sleep(0.1)
+    assert not _group_alive(killed.pid), about
+
+    rerun = _start(case, output_dir, mark)
+    processes.append(rerun)
+    _wait_ok(rerun, output_dir)
+    assert 'Traceback' not in _log_tail(output_dir)
+    _wait_ok(reference, reference_dir)
+  finally:
+    for process in processes:
+      _kill_group(process)
+
+  # No worker of the case is left.
+  leftover = []
+  for _ in range(50):
+    leftover = _marked_workers(mark)
+    if not leftover:
+      break
+    time.sleep(0.1)
+  for pid in leftover:  # Ours (marked): stop them, then fail.
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+  assert not leftover, f'{about}: worker_binary left running: {leftover}'
+
+  # The same final model.
+  resumed_weights = _final_weights(output_dir)
+  reference_weights = _final_weights(reference_dir)
+  assert reference_weights, f'{case.binary}: no weights found'
+  assert sorted(resumed_weights) == sorted(reference_weights), about
+  differences = _weight_differences(resumed_weights, reference_weights)
+  assert not differences, (
+      f'{about}: {len(differences)} of {len(reference_weights)} tensors '
+      f'differ (max |resumed - uninterrupted|): ' + ', '.join(
+          f'{name}: {diff:.3g}' for name, diff in sorted(differences.items())))
+
+  # The same metrics: every round once, equal values.
+  files = _metric_files(reference_dir)
+  assert any(f.endswith('results.json') for f in files), files
+  assert _metric_files(output_dir) == files, about
+  for rel in files:
+    resumed = _read_metrics(os.path.join(output_dir, rel), output_dir)
+    expected = _read_metrics(os.path.join(reference_dir, rel), reference_dir)
+    if rel.endswith('.jsonl'):
+      assert [r['round'] for r in resumed] == [r['round'] for r in expected], (
+          f'{about}: {rel}')
+    _assert_same(resumed, expected, f'{about}: {rel}')
+
