@@ -39,6 +39,7 @@ from tff_nlp.algorithms import batch_loop
 from tff_nlp.algorithms import client_data as client_data_lib
 from tff_nlp.algorithms import optimizers as optimizers_lib
 from tff_nlp.algorithms import weighting as weighting_lib
+from tff_nlp.models import dropout_seeds
 
 # Per-client statistics of one round, in the order they are reported.
 CLIENT_STAT_KEYS = (
@@ -82,6 +83,9 @@ def _build_client_update(
         lambda v, t: v.assign(t), model_weights, initial_weights
     )
     initial_trainable = tuple(tf.nest.flatten(initial_weights.trainable))
+    # Keys the dropout masks of models built with seeded dropout (see
+    # `dropout_seeds`): same global model, batch and step, same masks.
+    round_key = dropout_seeds.fingerprint(initial_trainable)
     hparams = collections.OrderedDict(optimizer_hparams)
     if with_client_config:
       config = data[client_data_lib.CONFIG_KEY].get_single_element()
@@ -122,7 +126,9 @@ def _build_client_update(
       optimizer_state = optimizers_lib.restore_python_bools(
           initial_loop_state[1], carried_optimizer_state
       )
-      with tf.GradientTape() as tape:
+      step_key = dropout_seeds.fingerprint(
+          (round_key, batch, stats['num_batches']))
+      with tf.GradientTape() as tape, dropout_seeds.step_seed(step_key):
         output = model.forward_pass(batch, training=True)
       gradients = tape.gradient(output.loss, trainable)
       if proximal_strength > 0.0:

@@ -85,6 +85,7 @@ import tensorflow_federated as tff
 from tff_nlp.algorithms import batch_loop
 from tff_nlp.algorithms import optimizers as optimizers_lib
 from tff_nlp.algorithms import sit as sit_lib
+from tff_nlp.models import dropout_seeds
 from tff_nlp.models import fcl_cnn
 
 METHODS = ('local', 'fedavg', 'fedprox', 'fedweit', 'fedseit', 'fedseit_sit')
@@ -761,10 +762,17 @@ def build_fcl_process(config: FclConfig, spec: fcl_cnn.FclCnnSpec
       task = client.task
       frozen = () if train_embedding else ('embedding',)
 
+      # Keys the dropout masks (see `dropout_seeds`): a resumed or repeated
+      # run draws the same masks for the same start, task, batch and step.
+      round_key = dropout_seeds.fingerprint((start, client.client_id, task))
+
       def train_on_batch(loop_state, batch):
         stats, carried = loop_state
         token_ids, labels = batch
-        with tf.GradientTape() as tape:
+        # Examples seen so far number the step: batches are never empty.
+        step_key = dropout_seeds.fingerprint(
+            (round_key, batch, stats['num_examples']))
+        with tf.GradientTape() as tape, dropout_seeds.step_seed(step_key):
           logits = model((token_ids, task), training=True)
           cross_entropy = tf.reduce_mean(
               tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))

@@ -50,6 +50,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from tff_nlp.models import dropout_seeds
+
 ARCHITECTURES = ('plain', 'fedweit', 'fedseit')
 
 
@@ -396,6 +398,7 @@ class FclTextCnn(tf.keras.Model):
                           name='head')
     self((tf.zeros([1, spec.max_length], tf.int32),
           tf.constant(0, tf.int32)))
+    dropout_seeds.seed_dropout_layers(self, seed)
 
   def call(self, inputs, training=False):
     token_ids, task = inputs

@@ -44,6 +44,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import errors
+from tff_nlp.models import dropout_seeds
 from tff_nlp.models import subword_tokenizer
 
 # keras-nlp 0.10 in Keras 2 mode imports keras-core, which prints "Using
@@ -457,6 +458,7 @@ def build_keras_model(
     model = Seq2SeqTransformer(config)
     ids = tf.zeros([1, 1], tf.int32)
     model({ENCODER_TOKEN_IDS: ids, DECODER_TOKEN_IDS: ids})  # Creates weights.
+  dropout_seeds.seed_dropout_layers(model, config.seed)
   if checkpoint is not None:
     load_checkpoint(model, checkpoint)
   return model
