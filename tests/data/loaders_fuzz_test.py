@@ -85,6 +85,11 @@ def _expected_tsv(data: bytes) -> tuple[list[str], list[str]]:
   return labels, texts
 
 
+def _expected_json(data: bytes):
+  """text2sql: UTF-8 JSON, optional BOM."""
+  return json.loads(data.decode('utf-8').removeprefix(_BOM))
+
+
 def _assert_names_file(error: errors.InputError, *paths: str) -> None:
   message = str(error)
   assert any(re.search(re.escape(p) + r'(:\d+(:\d+)?)?:? ', message)
@@ -137,7 +142,7 @@ def _bytes_load_dataset(d, data):
 def _bytes_read_queries(d, data):
   queries = text2sql.read_queries(_write(d, 'geography.json', data),
                                   text2sql._split_values('geography'))
-  records = json.loads(data.decode('utf-8'))
+  records = _expected_json(data)
   assert len(queries) == len(records)
   assert [len(q.sentences) for q in queries] == [
       len(r['sentences']) for r in records]
@@ -145,8 +150,9 @@ def _bytes_read_queries(d, data):
 
 def _bytes_read_schema(d, data):
   schema = text2sql.read_schema(_write(d, 'geography-schema.csv', data))
-  rows = list(csv.reader(io.StringIO(data.decode('utf-8'), newline=''),
-                         skipinitialspace=True))[1:]
+  rows = list(csv.reader(
+      io.StringIO(data.decode('utf-8').removeprefix(_BOM), newline=''),
+      skipinitialspace=True))[1:]
   tables = {}
   for row in rows:
     fields = [f.strip() for f in row]
@@ -160,7 +166,7 @@ def _bytes_load_client(d, data):
   _write(d, 'text2sql/geography-schema.csv', _SCHEMA_CSV)
   _write(d, 'text2sql/geography.json', data)
   client = text2sql.load_client('geography', data_dir=d)
-  records = json.loads(data.decode('utf-8'))
+  records = _expected_json(data)
   kept = sum(s['question-split'] != 'exclude'
              for r in records for s in r['sentences'])
   assert len(client.train) + len(client.dev) + len(client.test) == kept
@@ -210,6 +216,8 @@ _BYTES = st.one_of(
 @hypothesis.example(data=b'\xef\xbb\xbf')
 @hypothesis.example(data=b'a\tb\r\n \n')
 @hypothesis.example(data=b'[{"sql": ["x"], "variables": [], "sentences": []}]')
+@hypothesis.example(  # A BOM is ignored, as by every loader.
+    data=b'\xef\xbb\xbf[{"sql": ["x"], "variables": [], "sentences": []}]')
 @hypothesis.example(data=b'[' * 100000)  # Was a RecursionError (text2sql).
 @hypothesis.example(data=b'[' + b'9' * 5000 + b']')  # Was a plain ValueError.
 @hypothesis.given(data=_BYTES)

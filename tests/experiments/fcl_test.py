@@ -93,6 +93,39 @@ class EncodeTest(tf.test.TestCase):
       fcl.check_methods(['fedavg', 'fedx'])
 
 
+# Two labels, hence one task of both (labels_per_task 2). Training: 4
+# documents of 5 tokens labelled a, 4 of 2 tokens labelled b; one of each
+# label is held out for validation (not encoded), so 3 of each are encoded.
+# Test (all encoded): a with 4 and 3 tokens, b with 1 and 6.
+_TRAIN_TSV = 'a\tw w w w w\n' * 4 + 'b\tw w\n' * 4
+_TEST_TSV = 'a\tw w w w\na\tw w w\nb\tw\nb\tw w w w w w\n'
+
+
+class EncodeTruncationTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      # Encoded training documents cut (3 per label whose length exceeds
+      # max_length) plus test documents cut (lengths 4, 3, 1, 6).
+      ('length_1', 1, 3 + 3 + 3),  # Train 5, 2 > 1; test 4, 3, 6 > 1.
+      ('length_3', 3, 3 + 2),  # Train 5 > 3; test 4, 6 > 3.
+      ('length_5', 5, 0 + 1),  # Train none (5 is kept whole); test 6.
+      ('length_6', 6, 0),
+  )
+  def test_counts_documents_cut_at_max_length(self, max_length, expected):
+    root = self.create_tempdir().full_path
+    folder = os.path.join(root, 'text_classification', 'toy')
+    os.makedirs(folder)
+    for name, content in (('train', _TRAIN_TSV), ('test', _TEST_TSV)):
+      with open(os.path.join(folder, name + '.tsv'), 'w') as f:
+        f.write(content)
+    data = fcl.DataConfig(num_clients=1, tasks_per_client=1,
+                          vocabulary_size=10, max_length=max_length, seed=0)
+    encoded = fcl.encode_dataset('toy', data, data_dir=root)
+    ((task,),) = encoded.clients
+    self.assertEqual((len(task.y_train), len(task.y_test)), (6, 4))
+    self.assertEqual(encoded.truncated_documents, expected)
+
+
 class RunTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod

@@ -153,5 +153,56 @@ class PrepareClientsTest(tf.test.TestCase):
         self.assertAllEqual(client.test_x[row], [word_id, 1, 0, 0])
 
 
+# Train text i has 1 + i % 6 tokens (1..6, each length 5 times in 30 texts);
+# test text i has 1 + i % 3 (1..3, each 4 times in 12). Labels as above.
+_TRAIN_LENGTHS = ''.join(
+    f'{"a" if i % 3 else "b"}\t{" ".join(["w"] * (1 + i % 6))}\n'
+    for i in range(30)
+)
+_TEST_LENGTHS = ''.join(
+    f'{"a" if i % 2 else "b"}\t{" ".join(["w"] * (1 + i % 3))}\n'
+    for i in range(12)
+)
+
+
+class TruncationTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      # Texts of more than max_length tokens: train 5 per length above it,
+      # test 4 per length above it.
+      ('length_2', 2, 20, 4),  # Train lengths 3-6: 4 * 5; test 3: 1 * 4.
+      ('length_4', 4, 10, 0),  # Train lengths 5, 6: 2 * 5; test none.
+      ('length_6', 6, 0, 0),  # A text of exactly max_length is not cut.
+  )
+  def test_prepare_clients_counts_cut_texts(self, max_length, train, test):
+    root = self.create_tempdir().full_path
+    folder = os.path.join(root, 'text_classification', 'toy')
+    os.makedirs(folder)
+    for name, content in (('train', _TRAIN_LENGTHS), ('test', _TEST_LENGTHS)):
+      with open(os.path.join(folder, name + '.tsv'), 'w') as f:
+        f.write(content)
+    config = federated_text.ClientDataConfig(
+        dataset='toy', num_clients=3, dirichlet_alpha=1.0,
+        min_train_examples=3, vocab_size=6, max_length=max_length)
+    with self.assertLogs(level='INFO') as logs:
+      prepared = federated_text.prepare_clients(config, data_dir=root, seed=5)
+    self.assertIn(f'toy: {train} of 30 training and {test} of 12 test texts '
+                  f'cut at {max_length} tokens', '\n'.join(logs.output))
+    truncated = prepared.truncated()
+    self.assertEqual(truncated['max_length'], max_length)
+    self.assertEqual((truncated['train'], truncated['test']), (train, test))
+    # Each client's count: its texts with 1 + i % 6 (train) or 1 + i % 3
+    # (test) > max_length tokens.
+    self.assertEqual(truncated['clients'], [
+        {'train': sum(1 + i % 6 > max_length for i in train_indices),
+         'test': sum(1 + i % 3 > max_length for i in test_indices)}
+        for train_indices, test_indices in zip(
+            prepared.partition.train_indices,
+            prepared.partition.test_indices)])
+    self.assertEqual([(c.train_truncated, c.test_truncated)
+                      for c in prepared.clients],
+                     [(c['train'], c['test']) for c in truncated['clients']])
+
+
 if __name__ == '__main__':
   tf.test.main()

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
+from tff_nlp import models
 from tff_nlp import runtime
 from tff_nlp import training
 from tff_nlp.experiments import federated_text
@@ -129,6 +130,18 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     self.assertEqual(sum(test_sizes), 2189)
     for c in clients:
       self.assertEqual(sum(c['train_label_counts']), c['train_examples'])
+    # Texts of more than max_length=16 tokens are cut and counted; the
+    # reference counts r8's texts with the encoder's tokenizer.
+    r8 = data.load_dataset('r8')
+    def longer(texts):
+      return sum(len(models.tokenize(t)) > 16 for t in texts)
+    truncated = report['truncated']
+    self.assertEqual(truncated['max_length'], 16)
+    self.assertEqual((truncated['train'], truncated['test']),
+                     (longer(r8.train.texts), longer(r8.test.texts)))
+    self.assertGreater(truncated['train'], 0)
+    self.assertEqual(sum(c['train'] for c in truncated['clients']),
+                     truncated['train'])
     self.assertEqual(rows['Weighting'], [
         f'C1 ({train_sizes[0]})', f'C2 ({train_sizes[1]})', 'MacroAvg',
         'MicroAvg'])

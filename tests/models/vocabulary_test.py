@@ -46,6 +46,21 @@ class VocabularyTest(parameterized.TestCase):
         [1, 0, 0, 0],
     ])
 
+  @parameterized.named_parameters(
+      # Token counts 2, 7, 1, 4, 0 (OOV and known words alike).
+      ('length_4', 4, [False, True, False, False, False]),  # Only 7 > 4.
+      ('length_3', 3, [False, True, False, True, False]),  # 7 and 4 > 3.
+      ('length_1', 1, [True, True, False, True, False]),  # All but 1 and 0.
+  )
+  def test_encode_with_truncation_marks_texts_longer_than_the_length(
+      self, max_length, truncated):
+    vocabulary = models.Vocabulary.build(_TEXTS, 100)
+    texts = ['B a', 'x c C b a d b', 'unknown', 'a  b\tc d', ' ']
+    ids, cut = vocabulary.encode_with_truncation(texts, max_length)
+    self.assertEqual(cut.dtype, bool)
+    np.testing.assert_array_equal(cut, truncated)
+    np.testing.assert_array_equal(ids, vocabulary.encode(texts, max_length))
+
   def test_encode_empty_list(self):
     ids = models.Vocabulary.build(_TEXTS, 10).encode([], max_length=3)
     self.assertEqual(ids.shape, (0, 3))

@@ -30,6 +30,7 @@ from typing import Optional
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp.data import files
 from tff_nlp.data import text_classification
 
 # The sub-folder of `shared/data` holding the domains.
@@ -103,14 +104,8 @@ def _check_cap(value: Optional[int], name: str) -> None:
 
 def _read_lines(path: str) -> list[str]:
   """The lines of a one-sentence-per-line UTF-8 file, newlines stripped."""
-  try:
-    with open(path, 'rb') as f:
-      content = f.read()
-  except FileNotFoundError:
-    raise errors.InputError(f'{path}: file not found.') from None
-  except IsADirectoryError:
-    raise errors.InputError(
-        f'{path}: is a directory; expected a text file.') from None
+  content = files.read_file_bytes(
+      path, 'a UTF-8 text file, one sentence per line')
   if not content:
     raise errors.InputError(
         f'{path}: empty file; expected one sentence per line.')
@@ -155,10 +150,10 @@ def read_parallel(source_path: str, target_path: str) -> ParallelCorpus:
     The pairs in file order.
 
   Raises:
-    InputError: If a file is missing or empty, holds bytes that are not
-      UTF-8 or an empty (or whitespace-only) line (the message names the
-      file and the 1-based line), or the two files have different numbers
-      of lines (the message names both files and both counts).
+    InputError: If a file is missing, a directory or empty, holds bytes
+      that are not UTF-8 or an empty (or whitespace-only) line (the message
+      names the file and the 1-based line), or the two files have different
+      numbers of lines (the message names both files and both counts).
   """
   sources = _read_lines(source_path)
   targets = _read_lines(target_path)
@@ -212,7 +207,8 @@ def list_domains(
 
   Raises:
     InputError: If `folder` is not a directory, or a sub-folder holds some
-      but not all of the six files (the message names the missing ones).
+      but not all of the six files (the message names the missing ones, or
+      the path of one that is a directory).
   """
   _check_langs(source_lang, target_lang)
   if not os.path.isdir(folder):
@@ -229,6 +225,12 @@ def list_domains(
                if os.path.isfile(os.path.join(subfolder, f))]
     if not present:
       continue
+    for f in expected:
+      path = os.path.join(subfolder, f)
+      if os.path.isdir(path):
+        raise errors.InputError(
+            f'{path}: is a directory; expected a UTF-8 text file, one '
+            'sentence per line.')
     if len(present) < len(expected):
       missing = [f for f in expected if f not in present]
       raise errors.InputError(

@@ -63,6 +63,7 @@ what was expected. Indices are 0-based positions in the file.
 import csv
 import dataclasses
 import functools
+import io
 import json
 import os
 import re
@@ -71,6 +72,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp.data import files
 from tff_nlp.data import text2sql_source
 
 CLIENTS = ('advising', 'atis', 'geography', 'restaurants', 'scholar',
@@ -93,6 +95,9 @@ VARIABLE_PATTERN = re.compile(
     r'(?<![A-Za-z0-9_])[a-z][a-z_]*[0-9]+(?![A-Za-z0-9_])')
 _QUOTED = re.compile(r'"([^"]*)"')
 _PADDED_VARIABLE = re.compile(r'\s+(%?[a-z][a-z_]*[0-9]+%?)\s+')
+# A UTF-8 byte-order mark at the start of a file is ignored, as by the
+# other readers of `tff_nlp.data`.
+_UTF8_BOM = '\ufeff'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,6 +365,8 @@ def _canonical_index(sql: Sequence[str], examples: Mapping[str, str],
 def read_queries(path: str, split_values: Collection[str]) -> tuple[Query, ...]:
   """Reads an upstream `<name>.json` file, strictly.
 
+  A UTF-8 byte-order mark at the start of the file is ignored.
+
   Args:
     path: The file.
     split_values: The allowed `question-split` values.
@@ -368,19 +375,19 @@ def read_queries(path: str, split_values: Collection[str]) -> tuple[Query, ...]:
     The queries in file order.
 
   Raises:
-    InputError: If the file is missing or not valid JSON (the message has the
-      line and column), a query or sentence misses a field or has one of the
-      wrong type, a split value is not in `split_values`, or a variable in a
-      question or in every SQL string has no value. Messages name the file
-      and the 0-based query (and sentence) index.
+    InputError: If the file is missing, a directory or not valid UTF-8 JSON
+      (the message has the line and column), a query or sentence misses a
+      field or has one of the wrong type, a split value is not in
+      `split_values`, or a variable in a question or in every SQL string has
+      no value. Messages name the file and the 0-based query (and sentence)
+      index.
   """
+  content = files.read_file_bytes(
+      path, 'a UTF-8 JSON list of queries')
   try:
-    with open(path, 'rb') as f:
-      content = f.read()
-  except FileNotFoundError:
-    raise errors.InputError(f'{path}: file not found.') from None
-  try:
-    records = json.loads(content.decode('utf-8'))
+    # Decoded before the BOM is removed, so that the byte of an error is
+    # counted from the start of the file.
+    records = json.loads(content.decode('utf-8').removeprefix(_UTF8_BOM))
   except UnicodeDecodeError as e:
     raise errors.InputError(
         f'{path}: not valid UTF-8 at byte {e.start}; expected UTF-8 JSON.'
@@ -427,7 +434,8 @@ def read_schema(path: str) -> Schema:
   The first line is a header starting `Table Name, Field Name`; lines whose
   first field is `-` separate tables. Only the first two fields are read.
   Names are upper-cased, as the SQL writes every identifier (the files of
-  academic, imdb and yelp, and advising's columns, are in lower case).
+  academic, imdb and yelp, and advising's columns, are in lower case). A
+  UTF-8 byte-order mark at the start of the file is ignored.
 
   Args:
     path: The file.
@@ -437,18 +445,19 @@ def read_schema(path: str) -> Schema:
     order.
 
   Raises:
-    InputError: If the file is missing or empty, the header is not as
-      above, a line has an empty table or column name, or a column appears
-      twice in a table. Messages name the file and the 1-based line.
+    InputError: If the file is missing, a directory, not UTF-8 or empty, the
+      header is not as above, a line has an empty table or column name, or a
+      column appears twice in a table. Messages name the file and the
+      1-based line.
   """
+  content = files.read_file_bytes(
+      path, 'a UTF-8 CSV file "Table Name, Field Name, ..."')
   rows = []  # (1-based line of the row's end, fields)
   try:
-    with open(path, newline='', encoding='utf-8') as f:
-      reader = csv.reader(f, skipinitialspace=True)
-      for row in reader:
-        rows.append((reader.line_num, row))
-  except FileNotFoundError:
-    raise errors.InputError(f'{path}: file not found.') from None
+    text = content.decode('utf-8').removeprefix(_UTF8_BOM)
+    reader = csv.reader(io.StringIO(text, newline=''), skipinitialspace=True)
+    for row in reader:
+      rows.append((reader.line_num, row))
   except (UnicodeDecodeError, csv.Error) as e:
     raise errors.InputError(f'{path}: unreadable CSV ({e}).') from None
   if not rows:

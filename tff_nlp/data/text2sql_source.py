@@ -216,11 +216,25 @@ def find_text2sql_dir(
 
 
 def sha256_of(path: str) -> str:
-  """The hex SHA-256 of a file's bytes."""
+  """The hex SHA-256 of a file's bytes.
+
+  Raises:
+    InputError: If `path` is missing, a directory or cannot be read; the
+      message names it.
+  """
   digest = hashlib.sha256()
-  with open(path, 'rb') as f:
-    for chunk in iter(lambda: f.read(_CHUNK_BYTES), b''):
-      digest.update(chunk)
+  try:
+    with open(path, 'rb') as f:
+      for chunk in iter(lambda: f.read(_CHUNK_BYTES), b''):
+        digest.update(chunk)
+  except FileNotFoundError:
+    raise errors.InputError(f'{path}: file not found.') from None
+  except IsADirectoryError:
+    raise errors.InputError(
+        f'{path}: is a directory; expected a file.') from None
+  except OSError as e:
+    raise errors.InputError(
+        f'{path}: cannot be read ({e.strerror or e}).') from None
   return digest.hexdigest()
 
 
@@ -287,7 +301,9 @@ def download(
     DownloadError: If a file cannot be fetched (the message has the URL and
       the HTTP status or network error) or its SHA-256 differs from the pin
       (the message has the URL and both hashes; nothing is written).
-    InputError: If `files` names a file that is not pinned.
+    InputError: If `files` names a file that is not pinned, the download
+      folder is not a directory, or a file's place in it is taken by a
+      directory (checked before anything is fetched).
   """
   if base_url is None:
     base_url = os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
@@ -301,7 +317,18 @@ def download(
         f'Unknown text-to-SQL files {unknown}; expected names from '
         f'{sorted(FILES)}.'
     )
-  os.makedirs(folder, exist_ok=True)
+  try:
+    os.makedirs(folder, exist_ok=True)
+  except OSError as e:  # A file in the way, no permission, ...
+    raise errors.InputError(
+        f'{folder}: cannot be made the download folder ({e.strerror or e}); '
+        f'expected a directory.') from None
+  for name in names:
+    path = os.path.join(folder, name)
+    if os.path.isdir(path):
+      raise errors.InputError(
+          f'{path}: is a directory; expected the downloaded file {name} (or '
+          'nothing).')
   for name in names:
     upstream_name, expected = FILES[name]
     path = os.path.join(folder, name)

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp.data import files
 
 DATA_DIR_ENV_VAR = 'TFF_NLP_DATA_DIR'
 TEXT_CLASSIFICATION_SUBDIR = 'text_classification'
@@ -128,15 +129,13 @@ def read_tsv(path: str) -> tuple[list[str], list[str]]:
     `(labels, texts)`, two lists of equal length in file order.
 
   Raises:
-    ValueError: If the file is missing or empty, or a line is not valid
-      UTF-8, does not hold exactly one TAB, or has an empty (or whitespace
-      only) label or text. The message names the file and the 1-based line.
+    InputError: If the file is missing, a directory or empty, or a line is
+      not valid UTF-8, does not hold exactly one TAB, or has an empty (or
+      whitespace only) label or text. The message names the file and the
+      1-based line.
   """
-  try:
-    with open(path, 'rb') as f:
-      content = f.read()
-  except FileNotFoundError:
-    raise errors.InputError(f'{path}: file not found.') from None
+  content = files.read_file_bytes(
+      path, 'a UTF-8 file of lines "label<TAB>text"')
   if not content:
     raise errors.InputError(
         f'{path}: empty file; expected lines "label<TAB>text".'

@@ -176,9 +176,9 @@ def encode_dataset(name: str, data: DataConfig,
 
   def encode(texts):
     nonlocal truncated
-    truncated += sum(len(vocabulary_lib.tokenize(t)) > data.max_length
-                     for t in texts)
-    return vocabulary.encode(texts, data.max_length)
+    ids, cut = vocabulary.encode_with_truncation(texts, data.max_length)
+    truncated += int(cut.sum())
+    return ids
 
   clients = tuple(
       tuple(EncodedTask(

@@ -13,12 +13,19 @@ fastText-style classifier of `tff_nlp.models` on a dataset of
     two averages of the Lorar paper (Zhang et al., ACL 2023): MacroAvg, the
     mean of the per-client accuracies, and MicroAvg, the accuracy over all
     test examples pooled.
+
+Texts longer than `ClientDataConfig.max_length` tokens are cut, and counted:
+`prepare_clients` logs how many, and `FederatedTextClassification.truncated`
+gives the counts for a run's results, as the seq2seq experiments record
+theirs.
 """
 
+import collections
 from collections.abc import Sequence
 import dataclasses
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -37,7 +44,7 @@ class ClientDataConfig:
       fewer labels and more different sizes (see `tff_nlp.data.partition`).
     min_train_examples: Minimum training examples of every client.
     vocab_size: Token ids, padding and OOV included.
-    max_length: Tokens kept per text (longer texts are cut).
+    max_length: Tokens kept per text (longer texts are cut and counted).
   """
 
   dataset: str = 'r8'
@@ -57,12 +64,16 @@ class ClientExamples:
     train_y: int32 label ids [n_train].
     test_x: int32 token ids [n_test, L].
     test_y: int32 label ids [n_test].
+    train_truncated: Training texts of more than L tokens, cut to L.
+    test_truncated: Test texts of more than L tokens, cut to L.
   """
 
   train_x: np.ndarray
   train_y: np.ndarray
   test_x: np.ndarray
   test_y: np.ndarray
+  train_truncated: int = 0
+  test_truncated: int = 0
 
   @property
   def num_train(self) -> int:
@@ -103,6 +114,22 @@ class FederatedTextClassification:
         seed=seed,
     )
 
+  def truncated(self) -> collections.OrderedDict[str, Any]:
+    """Texts longer than `config.max_length` tokens (cut), for results JSON.
+
+    Returns:
+      `OrderedDict(max_length=L, train=n, test=m, clients=[OrderedDict(
+      train=n_i, test=m_i), ...])`: the counts of all clients (every example
+      of the dataset belongs to one client) and of each, in client order.
+    """
+    return collections.OrderedDict(
+        max_length=self.config.max_length,
+        train=sum(c.train_truncated for c in self.clients),
+        test=sum(c.test_truncated for c in self.clients),
+        clients=[collections.OrderedDict(train=c.train_truncated,
+                                         test=c.test_truncated)
+                 for c in self.clients])
+
 
 def prepare_clients(
     config: ClientDataConfig, *, data_dir: Optional[str], seed: int
@@ -116,7 +143,8 @@ def prepare_clients(
     seed: Seed of the client split.
 
   Returns:
-    A `FederatedTextClassification`.
+    A `FederatedTextClassification`; how many texts were cut at
+    `config.max_length` tokens is logged and kept (see its `truncated`).
 
   Raises:
     ValueError: If the data is missing or malformed, or no split meets
@@ -132,14 +160,21 @@ def prepare_clients(
       min_train_examples=config.min_train_examples,
   )
   vocabulary = models.Vocabulary.build(dataset.train.texts, config.vocab_size)
-  train_x = vocabulary.encode(dataset.train.texts, config.max_length)
-  test_x = vocabulary.encode(dataset.test.texts, config.max_length)
+  train_x, train_cut = vocabulary.encode_with_truncation(
+      dataset.train.texts, config.max_length)
+  test_x, test_cut = vocabulary.encode_with_truncation(
+      dataset.test.texts, config.max_length)
+  logging.info('%s: %d of %d training and %d of %d test texts cut at %d '
+               'tokens', config.dataset, train_cut.sum(), len(train_cut),
+               test_cut.sum(), len(test_cut), config.max_length)
   clients = tuple(
       ClientExamples(
           train_x=train_x[train_indices],
           train_y=dataset.train.labels[train_indices],
           test_x=test_x[test_indices],
           test_y=dataset.test.labels[test_indices],
+          train_truncated=int(train_cut[train_indices].sum()),
+          test_truncated=int(test_cut[test_indices].sum()),
       )
       for train_indices, test_indices in zip(
           partition.train_indices, partition.test_indices

@@ -359,6 +359,8 @@ def run_weighting_demo(
           config=config,
           label_names=list(task.label_names),
           vocabulary_size=task.vocabulary.size,
+          # Texts longer than the model's maximum, cut (not dropped).
+          truncated=task.truncated(),
           clients=[
               collections.OrderedDict(
                   train_examples=c.num_train,

@@ -83,15 +83,35 @@ class Vocabulary:
     Args:
       texts: The texts to encode.
       max_length: The length L of every row; texts longer than L keep their
-        first L tokens.
+        first L tokens (`encode_with_truncation` also says which).
 
     Returns:
       An int32 array [len(texts), L], padded with `PAD_ID` at the end.
     """
+    return self.encode_with_truncation(texts, max_length)[0]
+
+  def encode_with_truncation(
+      self, texts: Sequence[str], max_length: int
+  ) -> tuple[np.ndarray, np.ndarray]:
+    """`encode`, and which texts were cut.
+
+    Args:
+      texts: The texts to encode.
+      max_length: The length L of every row; texts longer than L keep their
+        first L tokens.
+
+    Returns:
+      `(ids, truncated)`: the int32 array [len(texts), L] of `encode`, and a
+      bool array [len(texts)], True for a text of more than L tokens (one
+      of exactly L is not cut). `truncated.sum()` is the number of texts cut.
+    """
     if max_length < 1:
       raise ValueError(f'max_length must be positive, got {max_length}.')
     ids = np.full((len(texts), max_length), PAD_ID, np.int32)
+    truncated = np.zeros(len(texts), bool)
     for row, text in enumerate(texts):
-      tokens = tokenize(text)[:max_length]
+      tokens = tokenize(text)
+      truncated[row] = len(tokens) > max_length
+      tokens = tokens[:max_length]
       ids[row, :len(tokens)] = [self.token_id(t) for t in tokens]
-    return ids
+    return ids, truncated
