@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
+from tests.algorithms import lorar_reference
 from tff_nlp import algorithms
 from tff_nlp import training
 from tff_nlp.algorithms import dynamic_pulling
@@ -187,14 +188,20 @@ def _datasets(clients, round_num, config=False, data_sizes=None):
   return data
 
 
-def _poison(client, fault):
-  """The test hook: makes the client's training loss NaN or +Inf.
+def _faulty(client, fault):
+  """The test hook: the client with a NaN / +Inf label, or without examples.
 
-  One label becomes NaN, or +Inf (its squared residual, so the batch's
-  MSE, is +Inf), in place; `_train` and the process both see a non-finite
-  loss and give the client weight 0.
+  'nan' / 'inf': one label becomes NaN, or +Inf (its squared residual, so
+  the batch's MSE, is +Inf), in place; `_train` and the process both see a
+  non-finite loss and give the client weight 0. 'empty': a new client with
+  no example (weight 0 as well, in `_train` because n = 0).
   """
+  if fault == 'empty':
+    return lorar_reference.Client(
+        np.zeros((0, 3), _F32), np.zeros((0, 1), _F32), client.batch_size,
+        client.learning_rate, client.num_epochs)
   client.y[1, 0] = {'nan': np.nan, 'inf': np.inf}[fault]
+  return client
 
 
 def _trainable(weights):
@@ -587,39 +594,67 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('dp_l_nan', 'dp_l', 'nan'), ('dp_l_inf', 'dp_l', 'inf'),
-      ('default_nan', 'default', 'nan'), ('default_inf', 'default', 'inf'))
-  def test_non_finite_client_contributes_nothing(self, mode, fault):
+      ('default_nan', 'default', 'nan'), ('default_inf', 'default', 'inf'),
+      ('dp_l_empty', 'dp_l', 'empty'), ('default_empty', 'default', 'empty'),
+      # An empty client that claims a corpus size still weighs 0.
+      ('dp_l_empty_data_size', 'dp_l', 'empty', (100.0, 10.0, 1000.0)))
+  def test_faulty_client_contributes_nothing(self, mode, fault,
+                                             data_sizes=None):
     clients = linear_model.three_clients()
-    _poison(clients[1], fault)
+    clients[1] = _faulty(clients[1], fault)
     # The reference gives client 1 weight 0 and its start model back.
-    output, _ = self._run(_process(mode), clients, num_rounds=2)
-    self.assertEqual(output.metrics['non_finite_clients'], 1)
+    output, _ = self._run(_process(mode), clients, num_rounds=2,
+                          data_sizes=data_sizes and list(data_sizes))
+    empty = fault == 'empty'
+    self.assertEqual(output.metrics['non_finite_clients'], 0 if empty else 1)
     # num_examples weighting: clients 0 and 2 weigh 7 and 10, client 1 0.
     weighting = output.metrics['weighting']
+    self.assertEqual(weighting['num_clients'], 3)
+    self.assertEqual(weighting['num_empty_clients'], 1 if empty else 0)
+    self.assertEqual(weighting['num_non_finite_clients'], 0 if empty else 1)
     self.assertEqual(weighting['weight_sum'], 17.0)
     self.assertEqual(weighting['weight_min'], 0.0)
     self.assertEqual(weighting['weight_max'], 10.0)
+    # Examples seen: 7 + 4 + 10, or 7 + 0 + 10 without client 1's.
+    self.assertEqual(weighting['num_examples'], 17.0 if empty else 21.0)
+    # The model's metrics count the clients that trained: 7 + 10 examples
+    # in 3 + 3 batches (batches of 3 and 4).
+    self.assertEqual(output.metrics['train']['num_examples'], 17)
+    self.assertEqual(output.metrics['train']['num_batches'], 6)
+    # Only clients 0 and 2 send: all 4 tensors of each group (default) or
+    # floor(4/2) = 2 of them (dp_l); every client is pushed every tensor.
+    per_group = 2 * (4 if mode == 'default' else 2)
+    self.assertEqual(output.metrics['tensors_sent'], collections.OrderedDict(
+        encoder=per_group, decoder=per_group))
+    self.assertEqual(output.metrics['parameters_pushed'], 3 * sum(_SIZES))
+    if mode == 'default':
+      self.assertEqual(output.metrics['parameters_pulled'], 2 * sum(_SIZES))
     global_weights = _trainable(
         dynamic_pulling.get_model_weights(output.state))
     for weights in global_weights:
       self.assertTrue(np.all(np.isfinite(weights)))
     # The same two rounds without client 1 give the same global model.
-    healthy, _ = self._run(_process(mode), [clients[0], clients[2]],
-                           num_rounds=2)
+    healthy, _ = self._run(
+        _process(mode), [clients[0], clients[2]], num_rounds=2,
+        data_sizes=data_sizes and [data_sizes[0], data_sizes[2]])
     self.assertAllClose(
         _trainable(dynamic_pulling.get_model_weights(healthy.state)),
         global_weights, atol=1e-6, rtol=0)
+    self.assertEqual(healthy.metrics['train']['num_examples'], 17)
 
-  @parameterized.named_parameters(('dp_l', 'dp_l'), ('default', 'default'))
-  def test_round_with_every_client_faulty_keeps_the_model(self, mode):
+  @parameterized.named_parameters(
+      ('dp_l', 'dp_l', ('nan', 'inf', 'nan')),
+      ('default', 'default', ('nan', 'inf', 'nan')),
+      ('dp_l_empty', 'dp_l', ('empty',) * 3),
+      ('default_empty', 'default', ('empty',) * 3))
+  def test_round_with_every_client_faulty_keeps_the_model(self, mode, faults):
     process = _process(mode)
     clients = linear_model.three_clients()
     state = process.initialize()
     client_states = [dynamic_pulling.initial_client_state(process, state)] * 3
     # A healthy first round, so the kept model is not the initial one.
     first = process.next(state, _datasets(clients, 0), client_states)
-    for client, fault in zip(clients, ('nan', 'inf', 'nan')):
-      _poison(client, fault)
+    clients = [_faulty(c, f) for c, f in zip(clients, faults)]
     output = process.next(first.state, _datasets(clients, 1),
                           first.client_states)
     before = _trainable(dynamic_pulling.get_model_weights(first.state))
@@ -628,8 +663,12 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
     for got, want in zip(after, before):
       self.assertAllEqual(got, want)  # exactly: no tensor was received
     self.assertEqual(output.state.round_num, 2)
-    self.assertEqual(output.metrics['non_finite_clients'], 3)
+    empty = faults[0] == 'empty'
+    self.assertEqual(output.metrics['non_finite_clients'], 0 if empty else 3)
+    self.assertEqual(output.metrics['weighting']['num_empty_clients'],
+                     3 if empty else 0)
     self.assertEqual(output.metrics['weighting']['weight_sum'], 0.0)
+    self.assertEqual(output.metrics['train']['num_examples'], 0)
     self.assertEqual(output.metrics['tensors_updated'], 0)
     self.assertEqual(output.metrics['parameters_pulled'], 0)
     self.assertEqual(output.metrics['tensors_sent'],
@@ -641,6 +680,8 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                          _trainable(old.weights))):
         want = before[t] if old.shared[t] or mode == 'default' else own
         self.assertAllEqual(got, want)
+      for weights in _trainable(new.weights):
+        self.assertTrue(np.all(np.isfinite(weights)))
 
   def test_initial_client_state_and_model_weights(self):
     process = _process('dp_l')

@@ -601,20 +601,38 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
         'foreign2/kb'][0]).sum(), 0.0)
     del state
 
-  @parameterized.named_parameters(('fedavg', 'fedavg'),
-                                  ('fedweit', 'fedweit'))
-  def test_non_finite_client(self, method):
+  # Shared floats sent per round (module docstring): with the embedding on
+  # task 0, without it later; plus one task's A (60 floats) if decomposed.
+  _SHARED_FLOATS = {('fedavg', 0): 186, ('fedavg', 1): 66,
+                    ('fedweit', 0): 180, ('fedweit', 1): 60,
+                    ('fedseit', 0): 180, ('fedseit', 1): 60}
+
+  @parameterized.named_parameters(
+      ('fedavg_nan', 'fedavg', 'nan', 0),
+      ('fedweit_nan', 'fedweit', 'nan', 0),
+      ('fedavg_empty', 'fedavg', 'empty', 0),
+      ('fedweit_empty', 'fedweit', 'empty', 0),
+      # A later task: the round without the embedding, with a KB.
+      ('fedseit_empty_task1', 'fedseit', 'empty', 1),
+  )
+  def test_faulty_client(self, method, fault, task):
+    """Client 1 has a NaN head (its loss is NaN) or no training example."""
     process = _process(method)
     state, clients = _initial(process)
     started = _start(process, state, clients, 0)
+    if task == 1:
+      first = _round(process, 0, started)
+      started = _start(process, first.state, first.client_states, 1)
+    empty = fault == 'empty'
+    sizes = (4, 0, 4) if empty else _SIZES
     faulty = list(started.client_states)
-    faulty[1] = _with_nan_head(faulty[1])
-    output = _round(process, 0, started, faulty)
-    self.assertEqual(output.metrics['non_finite_clients'], 1)
-    # Client 1 keeps its state (NaN head included) ...
-    for got, want in zip(tf.nest.flatten(output.client_states[1]),
-                         tf.nest.flatten(faulty[1])):
-      self.assertAllEqual(got, want)
+    if not empty:
+      faulty[1] = _with_nan_head(faulty[1])
+    output = _round(process, task, started, faulty, sizes=sizes)
+    # An empty client is not faulty: it has no loss to be non-finite.
+    self.assertEqual(output.metrics['non_finite_clients'], 0 if empty else 1)
+    self._assert_kept_state(output.client_states[1], faulty[1],
+                            started.state)
     # ... and the server averages clients 0 and 2 (4 examples each):
     # (4 w_0 + 4 w_2) / 8.
     healthy = [output.client_states[0], output.client_states[2]]
@@ -622,33 +640,72 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertTrue(np.all(np.isfinite(value)), msg=key)
       self.assertAllClose(value, _weighted_mean(healthy, key, (4, 4)),
                           atol=1e-6, rtol=1e-6, msg=key)
-    # The same round without client 1 gives the same server and metrics.
-    alone = process.next_first_task(
-        started.state, _datasets(0, clients=(0, 2)),
+    # The same round without client 1 gives the same server state, the same
+    # clients 0 and 2, and the same loss.
+    alone = process.round_computation(task)(
+        started.state, _datasets(task, clients=(0, 2)),
         [started.client_states[0], started.client_states[2]])
-    for key, value in alone.state.shared.items():
-      self.assertAllClose(output.state.shared[key], value, atol=1e-6,
-                          rtol=0, msg=key)
+    for got, want in zip(tf.nest.flatten(output.state),
+                         tf.nest.flatten(alone.state)):
+      self.assertAllClose(got, want, atol=1e-6, rtol=0)
+    for c, alone_client in zip((0, 2), alone.client_states):
+      for got, want in zip(tf.nest.flatten(output.client_states[c]),
+                           tf.nest.flatten(alone_client)):
+        self.assertAllClose(got, want, atol=1e-6, rtol=0)
     self.assertAllClose(output.metrics['train_loss'],
                         alone.metrics['train_loss'], atol=1e-6, rtol=1e-6)
-    # Every example is counted as processed; only client 1 sends nothing.
-    self.assertEqual(output.metrics['num_examples'], 16.0)
-    per_client = 4.0 * 186 if method == 'fedavg' else 4.0 * (180 + 60)
+    # Examples processed: 4 + 8 + 4 (client 1's are trained on, then
+    # rejected), or 4 + 0 + 4 for the empty client.
+    self.assertEqual(output.metrics['num_examples'], 8.0 if empty else 16.0)
+    self.assertEqual(alone.metrics['num_examples'], 8.0)
+    # Every client is sent the shared weights; only clients 0 and 2 send.
+    floats = self._SHARED_FLOATS[method, task]
+    adaptive = 60 if method != 'fedavg' else 0
+    self.assertEqual(output.metrics['bytes_down_per_client'], 4.0 * floats)
     self.assertAllClose(output.metrics['bytes_up_per_client'],
-                        2 * per_client / 3)
-    if method == 'fedweit':
-      self.assertAllEqual(output.state.stored,
-                          [True, False, False, False, True, False])
+                        2 * 4.0 * (floats + adaptive) / 3)
+    # The same non-zeros of A as the round of 2, spread over 3 clients.
+    self.assertAllClose(3 * output.metrics['adaptive_nonzero_per_client'],
+                        2 * alone.metrics['adaptive_nonzero_per_client'])
+    if method != 'fedavg':
+      # Slots 2c + t of clients 0 and 2 only (task 1: on top of task 0's).
+      self.assertAllEqual(
+          output.state.stored,
+          [True, False, False, False, True, False] if task == 0 else
+          [True, True, True, False, True, True])
 
     # With every client faulty the server keeps its weights.
-    output = _round(process, 0, started,
-                    [_with_nan_head(c) for c in started.client_states])
-    self.assertEqual(output.metrics['non_finite_clients'], 3)
+    if empty:
+      output = _round(process, task, started, sizes=(0, 0, 0))
+    else:
+      output = _round(process, task, started,
+                      [_with_nan_head(c) for c in started.client_states])
+    self.assertEqual(output.metrics['non_finite_clients'], 0 if empty else 3)
+    self.assertEqual(output.metrics['num_examples'], 0.0 if empty else 16.0)
     self.assertEqual(output.metrics['train_loss'], 0.0)
+    self.assertEqual(output.metrics['bytes_up_per_client'], 0.0)
+    self.assertEqual(output.metrics['adaptive_nonzero_per_client'], 0.0)
     for key, value in output.state.shared.items():
       self.assertAllEqual(value, started.state.shared[key], msg=key)
-    self.assertAllEqual(output.state.stored, np.zeros(_C * _T, bool))
-    self.assertEqual(output.state.round_num, 1)
+    for b, store in enumerate(output.state.adaptive_store):
+      self.assertAllEqual(store, started.state.adaptive_store[b])
+    self.assertAllEqual(output.state.stored, started.state.stored)
+    self.assertEqual(output.state.round_num, started.state.round_num + 1)
+    if empty:
+      for new, old in zip(output.client_states, started.client_states):
+        self._assert_kept_state(new, old, started.state)
+
+  def _assert_kept_state(self, new, old, server):
+    """A rejected client keeps its state, its shared weights being the
+    broadcast ones (the server's)."""
+    self.assertEqual(new.client_id, old.client_id)
+    self.assertEqual(new.task, old.task)
+    for key, value in new.weights.items():
+      want = server.shared[key] if key in server.shared else old.weights[key]
+      self.assertAllEqual(value, want, msg=key)
+    for got, want in zip(tf.nest.flatten((new.snapshots, new.optimizer)),
+                         tf.nest.flatten((old.snapshots, old.optimizer))):
+      self.assertAllEqual(got, want)
 
   def test_fedprox(self):
     fedavg = _process('fedavg')

@@ -39,6 +39,21 @@ def _datasets(batch_size=2):
                           batch_size=batch_size) for c in _CLIENTS]
 
 
+def _faulty_dataset(examples, fault):
+  """The test hook: a client's dataset with a NaN / Inf label, or empty.
+
+  'nan' sets one tag of the first example to NaN, 'inf' every tag to +Inf:
+  the loss, so the update, is non-finite. 'empty' drops every example (the
+  same element type, no batch).
+  """
+  encoded = tags.encode(examples if fault != 'empty' else [], _VOCAB)
+  if fault == 'nan':
+    encoded.tags[0, 0] = np.nan
+  elif fault == 'inf':
+    encoded.tags[:] = np.inf
+  return tags.to_dataset(encoded, num_words=_V, batch_size=2)
+
+
 def _reference_round(table, clients, *, max_keys, divisor, batch_size=2):
   """A numpy re-implementation of one round (spec steps 1-7)."""
   total = np.zeros_like(table, np.float64)
@@ -199,34 +214,71 @@ class SparseTagProcessExecutionTest:
         round_fn(table, _datasets()),
         _run_round(process, table, _datasets())[0], rtol=1e-6)
 
-  def test_non_finite_client_is_dropped_and_counted(self):
-    poisoned = tags.encode(_CLIENTS[2], _VOCAB)
-    poisoned.tags[0, 0] = np.nan
-    datasets = _datasets()[:2] + [tags.to_dataset(poisoned, num_words=_V,
-                                                  batch_size=2)]
+  @pytest.mark.parametrize('fault,expected', [
+      # Client 2's one example is trained on, but its update is NaN: it is
+      # counted as non-finite and uploads nothing. Its 2 distinct words
+      # (w5, w6) are still selected: 3 + 3 + 2 keys, 3 + 4 + 1 examples.
+      ('nan', dict(non_finite_clients=1, num_examples=8, selected_keys=8)),
+      # Client 2 has no examples: no keys, nothing to train, nothing sent;
+      # it is not faulty. 3 + 3 + 0 keys, 3 + 4 + 0 examples.
+      ('empty', dict(non_finite_clients=0, num_examples=7, selected_keys=6)),
+  ], ids=['nan', 'empty'])
+  def test_faulty_client_is_dropped_and_counted(self, fault, expected):
+    datasets = _datasets()[:2] + [_faulty_dataset(_CLIENTS[2], fault)]
     process = sparse_tags.build_sparse_tag_process(
         num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
     table = _start_table()
     new_table, metrics = _run_round(process, table, datasets)
     assert np.isfinite(new_table).all()
-    assert metrics['client_work']['train']['non_finite_clients'] == 1
+    train = metrics['client_work']['train']
+    for key, value in expected.items():
+      assert train[key] == value, key
+    # Clients 0 and 1 are truncated to 3 of their 4 and 6 words; only their
+    # 3 + 3 rows reach the server, and the mean divides by 2, not 3.
+    assert train['rows_uploaded'] == 6
+    assert train['truncated_clients'] == 2
     assert metrics['aggregator']['clients'] == 2
-    # The round is the round of the two healthy clients.
+    assert metrics['aggregator']['rows_received'] == 6
+    assert metrics['finalizer']['update_non_finite'] == 0
+    # The round is the round of the two healthy clients: the numpy
+    # reference, and the process run on them alone.
     np.testing.assert_allclose(
         new_table, _reference_round(table, _CLIENTS[:2], max_keys=3,
                                     divisor='clients'), rtol=1e-5, atol=1e-6)
+    alone_table, alone = _run_round(process, table, _datasets()[:2])
+    np.testing.assert_allclose(new_table, alone_table, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(train['loss'],
+                               alone['client_work']['train']['loss'],
+                               rtol=1e-6)
+    assert alone['client_work']['train']['num_examples'] == 7
+    # And it did train: the rows of clients 0 and 1 moved.
+    assert not np.allclose(new_table, table)
 
-  def test_all_clients_non_finite_keeps_the_model(self):
-    poisoned = tags.encode(_CLIENTS[0], _VOCAB)
-    poisoned.tags[:] = np.inf
+  @pytest.mark.parametrize('fault,expected', [
+      # Every client trains on all its 3 + 4 + 1 examples; every update is
+      # non-finite.
+      ('inf', dict(non_finite_clients=3, num_examples=8, selected_keys=8)),
+      # Nobody has an example, a key or an update.
+      ('empty', dict(non_finite_clients=0, num_examples=0, selected_keys=0)),
+  ], ids=['inf', 'empty'])
+  def test_round_without_a_usable_client_keeps_the_model(self, fault,
+                                                         expected):
     process = sparse_tags.build_sparse_tag_process(
         num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
     table = _start_table()
     new_table, metrics = _run_round(
-        process, table, [tags.to_dataset(poisoned, num_words=_V,
-                                         batch_size=2)])
-    np.testing.assert_array_equal(new_table, table)
-    assert metrics['client_work']['train']['non_finite_clients'] == 1
+        process, table, [_faulty_dataset(c, fault) for c in _CLIENTS])
+    np.testing.assert_array_equal(new_table, table)  # exactly
+    train = metrics['client_work']['train']
+    for key, value in expected.items():
+      assert train[key] == value, key
+    assert train['rows_uploaded'] == 0
+    assert train['loss'] == 0.0  # no finite example: 0/0 is reported as 0
+    # No row arrives: the mean over 0 clients is the zero update (not 0/0),
+    # which the finalizer applies without change.
+    assert metrics['aggregator'] == collections.OrderedDict(
+        clients=0, rows_received=0, rows_touched=0)
+    assert metrics['finalizer']['update_non_finite'] == 0
 
 
 def test_training_loop_records_bytes_per_client(tmp_path):

@@ -163,13 +163,25 @@ def _config_data(vocabulary, batches, learning_rate=_LR):
 
 
 def _faulty_data(vocabulary, batches, fault):
-  """The test hook: client data whose training loss becomes non-finite.
+  """The test hook: client data whose training loss becomes non-finite, or
+  a client without examples.
 
-  Its learning rate is NaN or +Inf (built by hand: `with_client_config`
-  rejects both), so after its first batch every weight is NaN or ±Inf
-  (Inf·0 = NaN where a gradient is 0), and the second batch's loss is NaN:
-  the client work flags the client (non-finite loss and update).
+  'nan' / 'inf': its learning rate is NaN or +Inf (built by hand:
+  `with_client_config` rejects both), so after its first batch every weight
+  is NaN or ±Inf (Inf·0 = NaN where a gradient is 0), and the second batch's
+  loss is NaN: the client work flags the client (non-finite loss and
+  update). 'empty': a client with no example, as `local_examples` makes it
+  from zero rows (so its keys are the 4 special ids) with no batch;
+  `vocabulary` and `batches` are ignored.
   """
+  if fault == 'empty':
+    no_ids = np.zeros([0, _CONFIG.max_source_length], np.int32)
+    vocabulary, local_x, local_y, _ = vocab_sliced.local_examples(
+        {seq2seq.ENCODER_TOKEN_IDS: no_ids,
+         seq2seq.DECODER_TOKEN_IDS: no_ids}, no_ids, max_keys=_M)
+    assert vocabulary.num_keys == len(vocab_sliced.SPECIAL_IDS)
+    return _config_data(vocabulary, tf.data.Dataset.from_tensor_slices(
+        (local_x, local_y)).batch(3))
   learning_rate = {'nan': np.nan, 'inf': np.inf}[fault]
   config = tf.data.Dataset.from_tensors(collections.OrderedDict([
       (client_data_lib.LEARNING_RATE_KEY,
@@ -191,19 +203,35 @@ def _assert_weights_equal(got, want, atol):
                                rtol=0)
 
 
-@pytest.mark.parametrize('fault', ['nan', 'inf'])
-def test_non_finite_client_gets_zero_weight(config_process, fault):
+@pytest.mark.parametrize('fault,non_finite,empty,weighted_examples', [
+    # Client 1 trains on its 6 examples (counted in the weighting's
+    # num_examples, 6 + 6 + 6) but its update is non-finite.
+    ('nan', 1, 0, 18.0),
+    ('inf', 1, 0, 18.0),
+    # Client 1 has no example: weight 0 as well, counted as empty, not as
+    # faulty; 6 + 0 + 6 examples.
+    ('empty', 0, 1, 12.0),
+], ids=['nan', 'inf', 'empty'])
+def test_faulty_client_gets_zero_weight(config_process, fault, non_finite,
+                                        empty, weighted_examples):
   (v0, _, b0), (v1, _, b1), (v2, _, b2) = _three_clients()
   state = config_process.initialize()
   output = config_process.next(state, [
       _config_data(v0, b0), _faulty_data(v1, b1, fault),
       _config_data(v2, b2)])
   weighting = output.metrics['client_work']['weighting']
-  assert weighting['num_non_finite_clients'] == 1
+  assert weighting['num_clients'] == 3
+  assert weighting['num_non_finite_clients'] == non_finite
+  assert weighting['num_empty_clients'] == empty
+  assert weighting['num_examples'] == weighted_examples
   # Uniform weights: 1 for each healthy client, 0 for client 1.
   assert (weighting['weight_sum'], weighting['weight_min'],
           weighting['weight_max']) == (2.0, 0.0, 1.0)
   assert output.metrics['finalizer']['update_non_finite'] == 0
+  # The model's metrics are those of the clients that trained: 6 + 6
+  # examples in batches of 3.
+  train = output.metrics['client_work']['train']
+  assert (train['num_examples'], train['num_batches']) == (12, 4)
   # Client 1 sends no rows: only the M rows of clients 0 and 2 arrive.
   embedding = output.metrics['aggregator']['embedding']
   union = np.union1d(v0.keys, v2.keys)
@@ -218,6 +246,9 @@ def test_non_finite_client_gets_zero_weight(config_process, fault):
   assert alone.metrics['client_work']['weighting']['weight_sum'] == 2.0
   _assert_weights_equal(new, config_process.get_model_weights(alone.state),
                         atol=1e-6)
+  alone_train = alone.metrics['client_work']['train']
+  assert (alone_train['num_examples'], alone_train['num_batches']) == (12, 4)
+  np.testing.assert_allclose(train['loss'], alone_train['loss'], rtol=1e-6)
   # And it did train: the embedding rows of the healthy clients moved.
   before = np.asarray(config_process.get_model_weights(state).trainable[0])
   after = np.asarray(new.trainable[0])
@@ -225,7 +256,13 @@ def test_non_finite_client_gets_zero_weight(config_process, fault):
       np.flatnonzero(np.any(before != after, axis=1)), union)
 
 
-def test_round_with_every_client_faulty_keeps_the_model(config_process):
+@pytest.mark.parametrize('faults,non_finite,empty', [
+    (('nan', 'inf', 'nan'), 3, 0),
+    (('empty',) * 3, 0, 3),
+], ids=['non_finite', 'empty'])
+def test_round_with_every_client_faulty_keeps_the_model(config_process,
+                                                        faults, non_finite,
+                                                        empty):
   clients = _three_clients()
   # A healthy first round, so the kept model is not the initial one.
   state = config_process.initialize()
@@ -236,12 +273,16 @@ def test_round_with_every_client_faulty_keeps_the_model(config_process):
       != np.asarray(config_process.get_model_weights(state).trainable[0]))
   output = config_process.next(first.state, [
       _faulty_data(v, b, fault)
-      for (v, _, b), fault in zip(clients, ('nan', 'inf', 'nan'))])
+      for (v, _, b), fault in zip(clients, faults)])
   weighting = output.metrics['client_work']['weighting']
-  assert weighting['num_non_finite_clients'] == 3
+  assert weighting['num_non_finite_clients'] == non_finite
+  assert weighting['num_empty_clients'] == empty
   assert weighting['weight_sum'] == 0.0
   assert output.metrics['aggregator']['embedding'] == collections.OrderedDict(
       clients=0, rows_received=0, rows_touched=0)
+  # The dense mean over a weight sum of 0 is 0/0; TFF's finalizer rejects
+  # that non-finite update and keeps the model (and its own state).
+  assert output.metrics['finalizer']['update_non_finite'] == 1
   _assert_weights_equal(config_process.get_model_weights(output.state),
                         config_process.get_model_weights(first.state),
                         atol=0)  # exactly
