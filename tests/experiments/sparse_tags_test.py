@@ -1,11 +1,13 @@
 """Tests of the sparse-vs-dense tag experiment on real TREC data."""
 
+import dataclasses
 import json
 import os
 
 import numpy as np
 import pytest
 
+from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.data import tags
 from tff_nlp.experiments import sparse_tags as experiment
@@ -97,3 +99,67 @@ def test_run_sparse_equals_dense_when_every_word_is_selected(tmp_path):
     assert set(json.load(f)['methods']) == {'dense', 'sparse'}
   table = (tmp_path / experiment.TABLE_FILE).read_text()
   assert '| Dense FedAvg (whole model) |' in table
+
+
+_RESUME_DATA = experiment.TagDataConfig(dataset='trec6', num_clients=4,
+                                        max_words=200, min_train_examples=20)
+_RESUME_TRAINING = experiment.TagTrainingConfig(max_keys=50, batch_size=64,
+                                                k_values=(1,))
+
+
+def _run_sparse(output_dir, *, rounds=1, seed=0, data=_RESUME_DATA,
+                training_config=_RESUME_TRAINING, **loop_kwargs):
+  return experiment.run_sparse_tags(
+      data_dir=None, output_dir=str(output_dir), data=data,
+      training=training_config,
+      loop=training.LoopConfig(rounds=rounds, seed=seed, progress=False,
+                               **loop_kwargs),
+      methods=['sparse'])
+
+
+@pytest.fixture(scope='module')
+def one_round_run(tmp_path_factory):
+  output_dir = tmp_path_factory.mktemp('sparse_tags_run')
+  return output_dir, _run_sparse(output_dir)
+
+
+def test_rerun_resumes_and_extends(one_round_run):
+  output_dir, first = one_round_run
+  metrics = output_dir / 'sparse' / 'metrics.jsonl'
+  records = metrics.read_text()
+  # Same call again: everything is checkpointed, nothing is retrained (a
+  # retrained round would rewrite its record, wall times included).
+  again = _run_sparse(output_dir)
+  assert metrics.read_text() == records
+  assert again['methods']['sparse']['eval_curve'] == (
+      first['methods']['sparse']['eval_curve'])
+  # More rounds continue the run: round 1 is kept as it was.
+  longer = _run_sparse(output_dir, rounds=2)
+  assert [p['round'] for p in longer['methods']['sparse']['eval_curve']] == [
+      0, 1, 2]
+  assert metrics.read_text().startswith(records)
+  with open(output_dir / experiment.CONFIG_FILE) as f:
+    assert json.load(f)['loop']['rounds'] == 2
+
+
+@pytest.mark.parametrize('change, difference', [
+    (dict(seed=4), 'seed: 0 -> 4'),
+    (dict(clients_per_round=2), 'clients_per_round: 0 -> 2'),
+    (dict(data=dataclasses.replace(_RESUME_DATA, max_words=300)),
+     'data.max_words: 200 -> 300'),
+    (dict(training_config=dataclasses.replace(_RESUME_TRAINING, max_keys=60,
+                                              client_learning_rate=2.0)),
+     'training.client_learning_rate: 1.0 -> 2.0; training.max_keys: 50 -> 60'),
+])
+def test_rerun_of_another_experiment_is_refused(one_round_run, change,
+                                                difference):
+  output_dir, _ = one_round_run
+  config = output_dir / experiment.CONFIG_FILE
+  recorded = config.read_text()
+  with pytest.raises(errors.CheckpointError) as e:
+    _run_sparse(output_dir, rounds=2, **change)
+  assert str(e.value) == (
+      f"{config}: '{output_dir}' holds a run of a different experiment "
+      f'({difference}). Use another output directory, or remove this one to '
+      'start over.')
+  assert config.read_text() == recorded  # Left as it was.

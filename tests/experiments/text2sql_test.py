@@ -168,29 +168,83 @@ def test_data_config_rejects(kwargs, message):
     experiment.DataConfig(**kwargs)
 
 
-def test_init_from_starts_from_the_selected_model(tmp_path):
-  _run(tmp_path / 'pretrained', paradigm='centralized')
-  # Same tokenizer, and round 0 is the earlier run's selected model.
+@pytest.fixture(scope='module')
+def pretrained(tmp_path_factory):
+  """A finished centralized run: what `init_from` starts from."""
+  output_dir = tmp_path_factory.mktemp('pretrained')
+  _run(output_dir, paradigm='centralized')
+  return output_dir
+
+
+def test_init_from_starts_from_the_selected_model(tmp_path, pretrained):
+  # Same tokenizer, and round 0 is the earlier run's selected model. The
+  # model differs only where it may (experiment.INIT_FROM_FREE_FIELDS), the
+  # data other than in its maximum lengths.
   results = experiment.run_text2sql(
-      data_dir=None, output_dir=str(tmp_path / 'finetuned'), data=_DATA,
-      model=_MODEL, loop=_LOOP, init_from=str(tmp_path / 'pretrained'),
+      data_dir=None, output_dir=str(tmp_path / 'finetuned'),
+      data=dataclasses.replace(_DATA, vocabulary_size=300,
+                               max_train_examples=4),
+      model=dataclasses.replace(_MODEL, dropout=0.0, seed=5,
+                                vocabulary_size=1000),
+      loop=_LOOP, init_from=str(pretrained),
       training=experiment.TrainingConfig(
           paradigm='federated', algorithm='fedavg', weighting='lorar',
           local_epochs=experiment.PerClient(1),
           batch_sizes=experiment.PerClient(4)))
   assert ((tmp_path / 'finetuned' / 'tokenizer' / 'vocabulary.spm')
-          .read_bytes() == (tmp_path / 'pretrained' / 'tokenizer' /
+          .read_bytes() == (pretrained / 'tokenizer' /
                             'vocabulary.spm').read_bytes())
+  with open(pretrained / 'results.json') as f:
+    assert results['vocabulary_size'] == json.load(f)['vocabulary_size']
   reader = tf.train.load_checkpoint(str(
       tmp_path / 'finetuned' / 'federated' / 'checkpoints' / 'round_0' /
       'variables' / 'variables'))
-  with np.load(tmp_path / 'pretrained' / 'centralized' /
-               'best_model.npz') as best:
+  with np.load(pretrained / 'centralized' / 'best_model.npz') as best:
     for i in range(len(best.files)):
       np.testing.assert_array_equal(
           reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
                             '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
-  assert results['config']['experiment']['init_from'].endswith('pretrained')
+  assert results['config']['experiment']['init_from'] == str(pretrained)
+
+
+@pytest.mark.parametrize('model_changes, data_changes, loads, differences', [
+    # Other shapes: the checkpoint would not load either.
+    (dict(num_heads=4), {}, False, 'num_heads: 2 -> 4'),
+    (dict(intermediate_dim=64), {}, False, 'intermediate_dim: 32 -> 64'),
+    ({}, dict(max_source_length=64), False, 'max_source_length: 48 -> 64'),
+    # The same shapes: the weights would load into a different model.
+    (dict(activation='gelu'), {}, True, "activation: 'relu' -> 'gelu'"),
+    (dict(activation='gelu', layer_norm_epsilon=1e-5, dropout=0.0), {}, True,
+     "activation: 'relu' -> 'gelu'; layer_norm_epsilon: 1e-06 -> 1e-05"),
+], ids=['num_heads', 'intermediate_dim', 'max_source_length', 'activation',
+        'activation_and_epsilon'])
+def test_init_from_a_run_of_another_model_is_refused(
+    tmp_path, pretrained, model_changes, data_changes, loads, differences):
+  model = dataclasses.replace(_MODEL, **model_changes)
+  data = dataclasses.replace(_DATA, **data_changes)
+  checkpoint = str(pretrained / 'best_checkpoint' / 'centralized' / 'ckpt')
+  with open(pretrained / 'results.json') as f:
+    built = dataclasses.replace(
+        model, vocabulary_size=json.load(f)['vocabulary_size'],
+        max_source_length=data.max_source_length,
+        max_target_length=data.max_target_length)
+  if loads:  # What the check is for: nothing else would notice.
+    seq2seq.load_model_weights(built, checkpoint)
+  else:
+    with pytest.raises(errors.CheckpointError, match='another configuration'):
+      seq2seq.load_model_weights(built, checkpoint)
+  with pytest.raises(errors.CheckpointError) as e:
+    experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path / 'run'), data=data,
+        model=model, loop=_LOOP, init_from=str(pretrained),
+        training=experiment.TrainingConfig())
+  assert str(e.value) == (
+      f"{pretrained / 'config.json'}: the run in '{pretrained}' trained a "
+      f"different model (its value -> this run's: {differences}), so its "
+      'weights cannot start this run. Use its model configuration and '
+      'maximum lengths (only dropout, seed, vocabulary_size may differ), or '
+      'start from another run.')
+  assert not (tmp_path / 'run').exists()  # Refused before writing anything.
 
 
 def test_init_from_a_directory_without_a_selected_model(tmp_path):
@@ -199,6 +253,30 @@ def test_init_from_a_directory_without_a_selected_model(tmp_path):
         data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
         model=_MODEL, loop=_LOOP, init_from=str(tmp_path),
         training=experiment.TrainingConfig())
+
+
+@pytest.mark.parametrize('recorded, problem', [
+    (None, "FileNotFoundError: [Errno 2] No such file or directory: '{path}'"),
+    ('{"experiment": ', 'JSONDecodeError: Expecting value: line 1 column 16 '
+     '(char 15)'),
+    ('{"experiment": {"seed": 0, "data": {}}}', "KeyError: 'model'"),
+], ids=['missing', 'unreadable', 'another_experiment'])
+def test_init_from_a_run_without_its_model_config(tmp_path, recorded,
+                                                  problem):
+  earlier = tmp_path / 'earlier'
+  (earlier / 'best_checkpoint' / 'centralized').mkdir(parents=True)
+  path = earlier / 'config.json'
+  if recorded is not None:
+    path.write_text(recorded)
+  with pytest.raises(errors.CheckpointError) as e:
+    experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
+        model=_MODEL, loop=_LOOP, init_from=str(earlier),
+        training=experiment.TrainingConfig())
+  assert str(e.value) == (
+      f'{path}: cannot read the model configuration of the run in '
+      f"'{earlier}' ({problem.format(path=path)}); init_from needs the "
+      'output directory of a text2sql run.')
 
 
 @pytest.mark.parametrize('n, batch_size', [(0, 4), (3, 4), (64, 4), (1000, 8),
@@ -321,11 +399,12 @@ def test_vocab_slicing_needs_fedavg_uniform(tmp_path):
 
 
 def test_same_config_and_seed_give_identical_weights_and_metrics(tmp_path):
-  # Dropout 0: Keras's dropout layers draw unseeded masks in TFF's worker,
-  # the one source of run-to-run differences (docs/results/reliability.md).
-  model = dataclasses.replace(_MODEL, dropout=0.0)
-  runs = []
-  for name in ('a', 'b'):
+  # With dropout on: masks are keyed by (seed, global model, batch, step),
+  # not drawn from stateful random ops (models/dropout_seeds.py).
+  assert _MODEL.dropout > 0.0
+  runs = {}
+  for name, model in (('a', _MODEL), ('b', _MODEL),
+                      ('no_dropout', dataclasses.replace(_MODEL, dropout=0.0))):
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path / name), data=_DATA,
         model=model, loop=_LOOP, training=experiment.TrainingConfig(
@@ -339,10 +418,14 @@ def test_same_config_and_seed_give_identical_weights_and_metrics(tmp_path):
     # Everything but wall-clock times.
     metrics = [{k: v for k, v in r.items() if not k.endswith('_seconds')}
                for r in rounds]
-    runs.append((weights, metrics))
-  (weights_a, metrics_a), (weights_b, metrics_b) = runs
+    runs[name] = (weights, metrics)
+  (weights_a, metrics_a), (weights_b, metrics_b) = runs['a'], runs['b']
   assert weights_a.keys() == weights_b.keys() and weights_a
   for key in weights_a:
     np.testing.assert_array_equal(weights_a[key], weights_b[key], err_msg=key)
   assert metrics_a == metrics_b
+  # Dropout was active: without it training ends elsewhere.
+  weights_off = runs['no_dropout'][0]
+  assert any(not np.array_equal(weights_a[k], weights_off[k])
+             for k in weights_a)
   assert len(metrics_a) == _LOOP.rounds + 1  # Round 0's evaluation, then 2.

@@ -5,8 +5,11 @@ tests: records, checkpoints, resume after a stop or a death, bad checkpoints.
 import asyncio
 import csv
 import glob
+import logging
 import os
+import re
 import shutil
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -72,9 +75,11 @@ def _csv_keys(output_dir):
 
 
 def _checkpoints(output_dir):
+  """The rounds of the complete checkpoints (`round_<N>`) in `output_dir`."""
   return sorted(
-      int(os.path.basename(p)[len('round_'):])
-      for p in glob.glob(os.path.join(output_dir, 'checkpoints', 'round_*')))
+      int(name[len('round_'):])
+      for name in os.listdir(os.path.join(output_dir, 'checkpoints'))
+      if re.fullmatch(r'round_\d+', name))
 
 
 @pytest.fixture(scope='module')
@@ -126,8 +131,13 @@ def test_records_each_round_once_with_eval_when_due(uninterrupted):
   assert glob.glob(os.path.join(output_dir, 'tensorboard', 'events.out.*'))
 
 
+# Each interrupts a run in `output_dir` and returns the folders it left in
+# `checkpoints/` that are not complete checkpoints.
+
+
 def _stop_after_round_2(output_dir):
   _train(output_dir, 2, checkpoint_every=2, eval_every=3)
+  return []
 
 
 def _die_between_records_and_checkpoint_of_round_3(output_dir):
@@ -135,17 +145,53 @@ def _die_between_records_and_checkpoint_of_round_3(output_dir):
   # between the two leaves behind.
   _train(output_dir, 3, checkpoint_every=2, eval_every=3)
   shutil.rmtree(os.path.join(output_dir, 'checkpoints', 'round_3'))
+  return []
+
+
+class _Killed(Exception):
+  pass
+
+
+def _die_while_saving_the_checkpoint_of_round_4(output_dir):
+  # TFF writes a checkpoint to `round_4_temp<4 random digits>` and renames
+  # that folder to `round_4` once it is complete: a kill before the rename
+  # leaves the temp folder, named by TFF itself.
+  rename = tf.io.gfile.rename
+
+  def rename_unless_round_4(source, target, overwrite=False):
+    if os.path.basename(target) == 'round_4':
+      raise _Killed(source)
+    rename(source, target, overwrite)
+
+  with mock.patch.object(tf.io.gfile, 'rename', rename_unless_round_4):
+    with pytest.raises(_Killed):
+      _train(output_dir, 4, checkpoint_every=2, eval_every=3)
+  leftovers = glob.glob(os.path.join(output_dir, 'checkpoints',
+                                     'round_4_temp*'))
+  assert len(leftovers) == 1 and os.listdir(leftovers[0]), leftovers
+  assert _checkpoints(output_dir) == [0, 2]
+  return leftovers
 
 
 @pytest.mark.parametrize('interrupt, resumed_from', [
     (_stop_after_round_2, 2),
     (_die_between_records_and_checkpoint_of_round_3, 2),
+    (_die_while_saving_the_checkpoint_of_round_4, 2),
 ])
-def test_resumed_run_equals_uninterrupted_run(tmp_path, uninterrupted,
+def test_resumed_run_equals_uninterrupted_run(tmp_path, caplog, uninterrupted,
                                               interrupt, resumed_from):
-  interrupt(tmp_path)
+  leftovers = interrupt(tmp_path)
+  caplog.set_level(logging.INFO, logger='absl')  # tff_nlp logs with absl.
   run = _train(tmp_path, _ROUNDS, checkpoint_every=2, eval_every=3)
   assert run.resumed_from == resumed_from
+  # A checkpoint left unfinished by a kill is removed, and said so; round 4
+  # was saved again.
+  assert sorted(os.listdir(tmp_path / 'checkpoints')) == [
+      'round_0', 'round_4', 'round_5']
+  assert [(r.levelname, r.getMessage()) for r in caplog.records
+          if 'unfinished checkpoint' in r.getMessage()] == [
+              ('INFO', f'Removed {path}: an unfinished checkpoint, left by a '
+               'run killed while saving it.') for path in leftovers]
   _, reference = uninterrupted
   for w, w_ref in zip(_weights(run), _weights(reference)):
     np.testing.assert_allclose(w, w_ref, rtol=0, atol=1e-6)

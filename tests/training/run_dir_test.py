@@ -48,6 +48,22 @@ def test_unreadable_config_is_reported_with_its_path(tmp_path):
   assert path.read_text() == '{"experiment": '
 
 
+@pytest.mark.parametrize('recorded', [
+    '{"data": {"clients": 8}, "rounds": 10}',  # An older layout.
+    '[1, 2]',
+])
+def test_config_without_an_experiment_is_refused(tmp_path, recorded):
+  path = tmp_path / 'config.json'
+  path.write_text(recorded)
+  with pytest.raises(errors.CheckpointError) as e:
+    run_dir.prepare_run_dir(str(tmp_path), _config())
+  assert str(e.value) == (
+      f"{path}: has no 'experiment' entry, so whether '{tmp_path}' holds a "
+      'run of this experiment cannot be checked. Use another output '
+      'directory, or remove this one to start over.')
+  assert path.read_text() == recorded
+
+
 def test_directory_that_cannot_be_created_is_reported(tmp_path):
   blocker = tmp_path / 'a_file'
   blocker.write_text('')

@@ -356,16 +356,28 @@ def run_sparse_tags(
 
   Returns:
     The results written to `results.json`.
+
+  Raises:
+    InputError: If `output_dir` cannot be used (checked before any data is
+      read, see `training.check_output_dir`).
+    CheckpointError: If `output_dir` holds a run of another experiment (see
+      `training.prepare_run_dir`).
   """
   unknown = [m for m in methods if m not in METHODS]
   if unknown or not methods:
     raise ValueError(f'methods must be from {list(METHODS)}, got '
                      f'{list(methods)}.')
-  training_lib.check_output_dir(output_dir)
+  # What defines the experiment: a run directory can only be resumed with
+  # these unchanged. Rounds, cadences and the methods (each trains in its
+  # own folder) may change.
+  experiment = collections.OrderedDict(
+      seed=loop.seed, clients_per_round=loop.clients_per_round,
+      data=dataclasses.asdict(data), training=dataclasses.asdict(training))
   config = collections.OrderedDict(
-      data=dataclasses.asdict(data), training=dataclasses.asdict(training),
-      loop=dataclasses.asdict(loop), methods=list(methods))
-  training_lib.write_json(os.path.join(output_dir, CONFIG_FILE), config)
+      experiment=experiment, loop=dataclasses.asdict(loop),
+      methods=list(methods))
+  # Checks the output directory (`check_output_dir`) before any data is read.
+  training_lib.prepare_run_dir(output_dir, config)
   task = prepare_task(data_dir, data, seed=loop.seed)
   sizes = [len(c) for c in task.clients]
   vocab = task.vocabularies

@@ -66,6 +66,7 @@ from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import subword_tokenizer
+from tff_nlp.training import run_dir as run_dir_lib
 
 PARADIGMS = ('finetune', 'centralized', 'federated')
 TOKENIZER_DIR = 'tokenizer'
@@ -81,6 +82,16 @@ PREDICTIONS_DIR = 'predictions'
 LOSS_PLOT_FILE = 'training_loss.png'
 DEV_PLOT_FILE = 'dev_exact_match.png'
 DEV_METRIC = 'dev_exact_match'
+# The `Seq2SeqConfig` fields in which a run may differ from its `init_from`
+# run: none changes what the loaded weights compute. `dropout` acts only in
+# training; `seed` draws the initial weights, which the loaded ones replace,
+# and keys dropout masks. `vocabulary_size` is the tokenizer's, and the
+# tokenizer is copied from the `init_from` run, so the model has that run's
+# vocabulary whatever `model` and `data.vocabulary_size` say. (The maximum
+# lengths are `data`'s, not `model`'s, and they shape the learned position
+# embeddings: `_check_init_model` compares `data`'s.)
+INIT_FROM_FREE_FIELDS = ('dropout', 'seed', 'vocabulary_size')
+_LENGTH_FIELDS = ('max_source_length', 'max_target_length')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -542,7 +553,8 @@ def run_text2sql(
     init_from: The output directory of an earlier centralized or federated
       run: its tokenizer and selected model (`best_checkpoint/`) are the
       starting point (e.g. pre-train centrally, then fine-tune federatedly).
-      `model` must be that run's model.
+      `model` and `data`'s maximum lengths must be that run's, except for
+      `INIT_FROM_FREE_FIELDS`; the data may otherwise differ.
     vocab_slice_keys: If > 0, train with vocabulary-sliced FedAvg
       (`algorithms.vocab_sliced`): each client downloads and uploads only
       the token-embedding rows of its `vocab_slice_keys` most frequent ids.
@@ -556,7 +568,7 @@ def run_text2sql(
 
   Raises:
     CheckpointError: If `init_from` holds no single selected model, or one
-      of another configuration.
+      of another configuration (checked before `output_dir` is written).
   """
   if vocab_slice_keys and (training.paradigm, training.algorithm,
                            training.weighting) != ('federated', 'fedavg',
@@ -582,11 +594,15 @@ def run_text2sql(
           tensorflow=tf.__version__, tensorflow_federated=tff.__version__,
           numpy=np.__version__),
   )
-  training_lib.prepare_run_dir(output_dir, config)
-  start = time.perf_counter()
   init_checkpoint = None
   if init_from is not None:
+    # Before `output_dir` records this run's config: a refused `init_from`
+    # leaves nothing that would refuse the corrected call.
     init_checkpoint = _selected_checkpoint(init_from)
+    _check_init_model(init_from, data, model)
+  training_lib.prepare_run_dir(output_dir, config)
+  start = time.perf_counter()
+  if init_from is not None:
     _copy_tokenizer(init_from, os.path.join(output_dir, TOKENIZER_DIR))
   task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
                       tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
@@ -714,6 +730,59 @@ def _selected_checkpoint(run_dir: str) -> str:
         f'{folder}: expected the selected model of one finished centralized '
         f'or federated run, found {units or "nothing"}.')
   return os.path.join(folder, units[0], BEST_CHECKPOINT_PREFIX)
+
+
+def _check_init_model(run_dir: str, data: DataConfig,
+                      model: seq2seq.Seq2SeqConfig) -> None:
+  """Refuses an `init_from` run whose model is not this run's.
+
+  `seq2seq.load_checkpoint` refuses variables of other shapes, but weights
+  trained with, say, another `activation` or `layer_norm_epsilon` would load
+  silently into a model that computes something else. So the model recorded
+  in the run's `config.json` (with its `data`'s maximum lengths, which the
+  run built it with) is compared with this one, field by field, except for
+  `INIT_FROM_FREE_FIELDS`.
+
+  Args:
+    run_dir: The `init_from` run directory.
+    data: This run's data config (its maximum lengths).
+    model: This run's model config.
+
+  Raises:
+    CheckpointError: If the run's `config.json` cannot be read or records no
+      text2sql model, or a field differs.
+  """
+  path = os.path.join(run_dir, run_dir_lib.CONFIG_FILE)
+  try:
+    with open(path, encoding='utf-8') as f:
+      earlier = json.load(f)[run_dir_lib.EXPERIMENT_KEY]
+    earlier_model = dict(earlier['model'])
+    earlier_model.update({name: earlier['data'][name]
+                          for name in _LENGTH_FIELDS})
+  except (OSError, ValueError, LookupError, TypeError) as e:
+    raise errors.CheckpointError(
+        f'{path}: cannot read the model configuration of the run in '
+        f'{run_dir!r} ({type(e).__name__}: {e}); init_from needs the output '
+        'directory of a text2sql run.') from e
+  current = training_lib.to_json_value(dataclasses.replace(
+      model, **{name: getattr(data, name) for name in _LENGTH_FIELDS}))
+  diffs = []
+  for field in dataclasses.fields(seq2seq.Seq2SeqConfig):
+    if field.name in INIT_FROM_FREE_FIELDS:
+      continue
+    # A field added since the run was recorded had its default then.
+    old = earlier_model.get(
+        field.name,
+        None if field.default is dataclasses.MISSING else field.default)
+    if old != current[field.name]:
+      diffs.append(f'{field.name}: {old!r} -> {current[field.name]!r}')
+  if diffs:
+    raise errors.CheckpointError(
+        f'{path}: the run in {run_dir!r} trained a different model (its '
+        f'value -> this run\'s: {"; ".join(diffs)}), so its weights cannot '
+        'start this run. Use its model configuration and maximum lengths '
+        f'(only {", ".join(INIT_FROM_FREE_FIELDS)} may differ), or start '
+        'from another run.')
 
 
 def _copy_tokenizer(run_dir: str, tokenizer_dir: str) -> None:

@@ -21,7 +21,8 @@ checkpoint. Rounds between that checkpoint and the death are run again and
 their records replaced, so `metrics.csv` and `metrics.jsonl` hold each round
 exactly once; with per-round client data that depends only on the round
 number (as `client_data_fn` must provide), the final model equals that of an
-uninterrupted run.
+uninterrupted run. A checkpoint whose saving the death interrupted is removed
+(`_remove_unfinished_checkpoints`).
 """
 
 import asyncio
@@ -29,10 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 import concurrent.futures
 import dataclasses
 import os
+import re
+import shutil
 import sys
 import time
 from typing import Any, Optional
 
+from absl import logging
 import numpy as np
 import tensorflow_federated as tff
 import tqdm
@@ -44,6 +48,14 @@ from tff_nlp.training import release
 
 CHECKPOINT_DIR = 'checkpoints'
 CHECKPOINT_PREFIX = 'round_'
+# `tff.program.FileProgramStateManager` writes checkpoint `round_<N>` to
+# `round_<N>_temp<random digits>` and renames that folder when it is complete
+# (`tff.program`'s `file_utils.write_saved_model`). A death in between leaves
+# the temp folder: its name is no version to `get_versions`, so resuming
+# ignores it, and the next save of round N picks another temp name; but
+# nothing ever deletes it, and it can be as large as a checkpoint.
+_UNFINISHED_CHECKPOINT = re.compile(
+    rf'{re.escape(CHECKPOINT_PREFIX)}\d+_temp\d+')
 METRICS_CSV = 'metrics.csv'
 METRICS_JSONL = 'metrics.jsonl'
 # The metric in which a process whose clients upload a variable number of
@@ -203,6 +215,20 @@ class _Progress:
     self._bar.close()
 
 
+def _remove_unfinished_checkpoints(checkpoint_dir: str) -> None:
+  """Deletes the checkpoints a death left half-written in `checkpoint_dir`.
+
+  Only one process trains in a run directory, so before its first save no
+  save is under way: every temp folder is a dead process's.
+  """
+  for name in sorted(os.listdir(checkpoint_dir)):
+    path = os.path.join(checkpoint_dir, name)
+    if _UNFINISHED_CHECKPOINT.fullmatch(name) and os.path.isdir(path):
+      shutil.rmtree(path)
+      logging.info('Removed %s: an unfinished checkpoint, left by a run '
+                   'killed while saving it.', path)
+
+
 def _load_latest_checkpoint(state_manager, root_dir, template, rounds):
   """(state, version) of the latest checkpoint, or (None, 0) if none."""
   versions = _run_sync(state_manager.get_versions())
@@ -295,6 +321,7 @@ def run_training(
   def evaluate(state):
     return dict(evaluate_fn(process.get_model_weights(state)))
 
+  _remove_unfinished_checkpoints(checkpoint_dir)
   template = process.initialize()
   state, resumed_from = _load_latest_checkpoint(
       state_manager, checkpoint_dir, template, config.rounds)

@@ -89,8 +89,8 @@ def prepare_run_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
   Raises:
     InputError: If `output_dir` cannot be created or written, or is on a
       nearly full file system (`check_output_dir`).
-    CheckpointError: If it holds a different experiment or an unreadable
-      `config.json`.
+    CheckpointError: If it holds a different experiment, or a
+      `config.json` that is unreadable or records no experiment.
   """
   if EXPERIMENT_KEY not in config:
     raise ValueError(f'config needs an {EXPERIMENT_KEY!r} entry.')
@@ -108,6 +108,13 @@ def prepare_run_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
           f'{path}: cannot be read ({e}); it describes the run in '
           f'{output_dir!r}. Fix or remove it, or use another output '
           'directory.') from e
+    if not isinstance(previous, Mapping) or EXPERIMENT_KEY not in previous:
+      # E.g. written before the experiment wrote its config here: nothing
+      # tells whether it is the same experiment.
+      raise errors.CheckpointError(
+          f'{path}: has no {EXPERIMENT_KEY!r} entry, so whether '
+          f'{output_dir!r} holds a run of this experiment cannot be checked. '
+          'Use another output directory, or remove this one to start over.')
     diffs = _differences(previous.get(EXPERIMENT_KEY),
                          config[EXPERIMENT_KEY])
     if diffs:
