@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-scaling bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bazel-test clean help
+.PHONY: venv test demo bench bench-scaling bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -48,7 +48,7 @@ demo: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar
 
-bench: bench-scaling bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl
+bench: bench-scaling bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism
 
 # A TFF round against the same local training in pure TensorFlow (and TFF
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
@@ -153,6 +153,15 @@ bench-fcl: $(STAMP)
 	  $(FCL_BENCH_DIR)/lambda1_1e-3/results.json docs/results/fcl/lambda1_1e-3/
 	cp $(FCL_BENCH_DIR)/lambda1_1e-3/heatmaps/*.png \
 	  docs/results/fcl/lambda1_1e-3/heatmaps/
+
+# Which settings change a run's numbers: reruns of the text-to-SQL smoke run
+# with other concurrency, thread pools, oneDNN and seed
+# (docs/results/reliability.md, "Determinism").
+DETERMINISM_DIR ?= runs/determinism
+bench-determinism: $(STAMP)
+	"$(PY)" bench/determinism.py --output_dir=$(DETERMINISM_DIR)
+	cp $(DETERMINISM_DIR)/determinism.md $(DETERMINISM_DIR)/determinism.json \
+	  docs/results/
 
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
 # so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's

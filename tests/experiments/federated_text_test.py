@@ -107,15 +107,20 @@ class TrainDatasetTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(first, np.random.default_rng((0, 1, 2)).permutation(20))
 
 
+def _write_toy_dataset(root, train, test):
+  """Writes `<root>/text_classification/toy/{train,test}.tsv`; returns root."""
+  folder = os.path.join(root, 'text_classification', 'toy')
+  os.makedirs(folder)
+  for name, content in (('train', train), ('test', test)):
+    with open(os.path.join(folder, name + '.tsv'), 'w') as f:
+      f.write(content)
+  return root
+
+
 class PrepareClientsTest(tf.test.TestCase):
 
   def test_clients_hold_their_partition_encoded(self):
-    root = self.create_tempdir().full_path
-    folder = os.path.join(root, 'text_classification', 'toy')
-    os.makedirs(folder)
-    for name, content in (('train', _TRAIN), ('test', _TEST)):
-      with open(os.path.join(folder, name + '.tsv'), 'w') as f:
-        f.write(content)
+    root = _write_toy_dataset(self.create_tempdir().full_path, _TRAIN, _TEST)
     config = federated_text.ClientDataConfig(
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=4)
@@ -175,12 +180,8 @@ class TruncationTest(tf.test.TestCase, parameterized.TestCase):
       ('length_6', 6, 0, 0),  # A text of exactly max_length is not cut.
   )
   def test_prepare_clients_counts_cut_texts(self, max_length, train, test):
-    root = self.create_tempdir().full_path
-    folder = os.path.join(root, 'text_classification', 'toy')
-    os.makedirs(folder)
-    for name, content in (('train', _TRAIN_LENGTHS), ('test', _TEST_LENGTHS)):
-      with open(os.path.join(folder, name + '.tsv'), 'w') as f:
-        f.write(content)
+    root = _write_toy_dataset(self.create_tempdir().full_path,
+                              _TRAIN_LENGTHS, _TEST_LENGTHS)
     config = federated_text.ClientDataConfig(
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=max_length)

@@ -4,6 +4,9 @@ The package-level `build_keras_model`, `build_model_fn` and `input_spec` are
 the text classifier's; the seq2seq model's are `seq2seq.build_keras_model`,
 `seq2seq.build_model_fn` and `seq2seq.input_spec`.
 
+`dropout_seeds` makes dropout masks a function of (seed, training step), so
+runs repeat and resume exactly; the seq2seq and FCL models use it.
+
 The seq2seq and subword tokenizer modules and names are imported on first
 use: they import keras-nlp, which takes seconds and is not needed by the
 text classifier.
@@ -11,6 +14,7 @@ text classifier.
 
 from tff_nlp import _lazy
 
+from tff_nlp.models import dropout_seeds
 from tff_nlp.models import tag_regression
 from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
