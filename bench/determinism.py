@@ -18,7 +18,7 @@ every array of `federated/best_model.npz` and every non-time metric of
 
 Writes `determinism.{json,md}` to `--output_dir` and prints the table.
 
-  python bench/determinism.py                       # ~8 minutes, 2 cores
+  python bench/determinism.py                       # ~3 minutes, 2 cores
 
 A benchmark, not a test: which variants change the numbers depends on the
 machine's CPU and TensorFlow's kernels. `tests/experiments/text2sql_test.py`
