@@ -185,7 +185,7 @@ class TruncationTest(tf.test.TestCase, parameterized.TestCase):
     config = federated_text.ClientDataConfig(
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=max_length)
-    with self.assertLogs(level='INFO') as logs:
+    with self.assertLogs('absl', level='INFO') as logs:
       prepared = federated_text.prepare_clients(config, data_dir=root, seed=5)
     self.assertIn(f'toy: {train} of 30 training and {test} of 12 test texts '
                   f'cut at {max_length} tokens', '\n'.join(logs.output))
