@@ -10,6 +10,10 @@ weights and says so in its measurements.
 
 Algorithm 1 of Zhang et al., ACL 2023 (https://arxiv.org/abs/2305.17221).
 
+Each training step runs inside `models.dropout_seeds.step_seed`, keyed by the
+round's start weights, the batch and the step, so a model with seeded dropout
+draws the same masks in a rerun or a resumed run.
+
 What leaves a client in a round (and reaches the server only summed over
 clients, or through the model aggregator):
 

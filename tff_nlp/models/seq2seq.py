@@ -448,7 +448,8 @@ def build_keras_model(
 
   Returns:
     The model, its variables created (same seed, same values, in eager and
-    graph mode).
+    graph mode) and its dropout layers seeded (`dropout_seeds`: inside a
+    `step_seed` scope their masks are a function of the seed and the step).
 
   Raises:
     errors.CheckpointError: If `checkpoint` cannot be read or does not match
