@@ -37,6 +37,7 @@ import urllib.error
 import urllib.request
 
 from tff_nlp import errors
+from tff_nlp.data import files
 from tff_nlp.data import text_classification
 
 DATA_DIR_ENV_VAR = text_classification.DATA_DIR_ENV_VAR
@@ -216,26 +217,13 @@ def find_text2sql_dir(
 
 
 def sha256_of(path: str) -> str:
-  """The hex SHA-256 of a file's bytes.
+  """The hex SHA-256 of a file's bytes (the pinned files are a few MB).
 
   Raises:
     InputError: If `path` is missing, a directory or cannot be read; the
-      message names it.
+      message names it (`files.read_file_bytes`).
   """
-  digest = hashlib.sha256()
-  try:
-    with open(path, 'rb') as f:
-      for chunk in iter(lambda: f.read(_CHUNK_BYTES), b''):
-        digest.update(chunk)
-  except FileNotFoundError:
-    raise errors.InputError(f'{path}: file not found.') from None
-  except IsADirectoryError:
-    raise errors.InputError(
-        f'{path}: is a directory; expected a file.') from None
-  except OSError as e:
-    raise errors.InputError(
-        f'{path}: cannot be read ({e.strerror or e}).') from None
-  return digest.hexdigest()
+  return hashlib.sha256(files.read_file_bytes(path, 'a file')).hexdigest()
 
 
 def _fetch_verified(url: str, expected_sha256: str, path: str,
