@@ -348,17 +348,23 @@ class UpstreamDatabasesTest(parameterized.TestCase):
       # DERIVED_TABLEalias1.STATE_NAME outside the subquery that defines it
       # ("no such column"), 1 uses MySQL's `> ALL ( ... )` (syntax error in
       # SQLite). 872 run, 844 of them return rows (test split: 277 of 279
-      # run, 270 return rows). Computed once with this helper.
-      ('geography', 'geography', 877, 872, 844),
-      # restaurants: 378 questions; only 24 run, all with rows. The other
-      # 354 join on RESTAURANT.ID, which the database calls
+      # run, 270 return rows). Computed once with this helper. The gold
+      # column names change nothing there.
+      ('geography', 'geography', True, 877, 872, 844),
+      ('geography_file', 'geography', False, 877, 872, 844),
+      # restaurants: 378 questions. With the gold column names all run, 183
+      # with rows. The file as it is runs only 24 (all with rows): the other
+      # 354 join on RESTAURANT.ID, which the file calls
       # RESTAURANT.RESTAURANT_ID ("no such column: RESTAURANTalias0.ID").
-      ('restaurants', 'restaurants', 378, 24, 24),
+      ('restaurants', 'restaurants', True, 378, 378, 183),
+      ('restaurants_file', 'restaurants', False, 378, 24, 24),
   )
-  def test_gold_queries(self, client, questions, run, nonempty):
+  def test_gold_queries(self, client, gold_column_names, questions, run,
+                        nonempty):
     pairs = _gold_pairs(client)
     db_path = text2sql.find_databases(_text2sql_dir())[client]
-    connection = text2sql.connect_read_only(db_path)
+    connection = text2sql.connect_read_only(
+        db_path, gold_column_names=gold_column_names)
     self.addCleanup(connection.close)
     results = []
     for gold, _ in pairs:
@@ -369,9 +375,174 @@ class UpstreamDatabasesTest(parameterized.TestCase):
     self.assertEqual(
         (len(pairs), len(results), sum(bool(rows) for rows in results)),
         (questions, run, nonempty))
-    # Gold as prediction: every EM, EX exactly where the gold runs.
-    evaluation = text2sql.evaluate({client: pairs},
-                                   db_paths={client: db_path})
-    self.assertEqual(evaluation.exact_match.correct, (questions,))
-    self.assertEqual(evaluation.execution.correct, (run,))
-    self.assertEqual(evaluation.gold_errors, {client: questions - run})
+    if gold_column_names:
+      # Gold as prediction: every EM, EX exactly where the gold runs
+      # (`evaluate` connects with the gold column names).
+      evaluation = text2sql.evaluate({client: pairs},
+                                     db_paths={client: db_path})
+      self.assertEqual(evaluation.exact_match.correct, (questions,))
+      self.assertEqual(evaluation.execution.correct, (run,))
+      self.assertEqual(evaluation.gold_errors, {client: questions - run})
+
+
+_NO_ID = 'no such column: RESTAURANTalias0.ID'
+
+
+class GoldExecutionCountsTest(parameterized.TestCase):
+  """`gold_execution_counts` on the paper's splits, and the renamed column."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.clients = data.load_clients(('geography', 'restaurants'),
+                                    data_dir=data.find_data_dir())
+    cls.db_paths = text2sql.find_databases(_text2sql_dir())
+
+  @parameterized.named_parameters(
+      # (questions, executed, errors) per split; the same split sizes as
+      # `test_gold_queries`' totals (geography 549 + 49 + 279 = 877,
+      # restaurants 228 + 76 + 74 = 378).
+      ('gold_names', True, {
+          'geography': {
+              'train': (549, 547, {
+                  'no such column: DERIVED_TABLEalias1.STATE_NAME': 1,
+                  'near "ALL": syntax error': 1}),
+              'dev': (49, 48, {
+                  'no such column: DERIVED_TABLEalias1.STATE_NAME': 1}),
+              'test': (279, 277, {
+                  'no such column: DERIVED_TABLEalias1.STATE_NAME': 2}),
+          },
+          'restaurants': {'train': (228, 228, {}), 'dev': (76, 76, {}),
+                          'test': (74, 74, {})},
+      }),
+      ('file_names', False, {
+          'geography': {
+              'train': (549, 547, {
+                  'no such column: DERIVED_TABLEalias1.STATE_NAME': 1,
+                  'near "ALL": syntax error': 1}),
+              'dev': (49, 48, {
+                  'no such column: DERIVED_TABLEalias1.STATE_NAME': 1}),
+              'test': (279, 277, {
+                  'no such column: DERIVED_TABLEalias1.STATE_NAME': 2}),
+          },
+          'restaurants': {'train': (228, 13, {_NO_ID: 215}),
+                          'dev': (76, 5, {_NO_ID: 71}),
+                          'test': (74, 6, {_NO_ID: 68})},
+      }),
+  )
+  def test_counts(self, gold_column_names, expected):
+    counts = text2sql.gold_execution_counts(
+        self.clients, self.db_paths, gold_column_names=gold_column_names)
+    self.assertEqual(
+        {client: {split: (c.questions, c.executed, dict(c.errors))
+                  for split, c in splits.items()}
+         for client, splits in counts.items()}, expected)
+    self.assertEqual(list(counts), ['geography', 'restaurants'])
+    json.dumps({client: {split: c.to_json() for split, c in splits.items()}
+                for client, splits in counts.items()})
+
+  def test_clients_without_database_skipped(self):
+    counts = text2sql.gold_execution_counts(
+        self.clients, {'restaurants': self.db_paths['restaurants']},
+        splits=('test',))
+    self.assertEqual(counts, {'restaurants': {'test': text2sql.GoldExecution(
+        questions=74, executed=74, errors={})}})
+
+  @parameterized.named_parameters(
+      # Query 4, "Give me the best place in san francisco for french food
+      # ?": the french restaurants of san francisco by rating are masa's
+      # restaurant (648 bush) and the dining room at the ritz carlton (600
+      # california), both 4.5, then la folie (4.3); checked by hand in the
+      # file with RESTAURANT.RESTAURANT_ID = LOCATION.RESTAURANT_ID.
+      ('best_french_sf',
+       'SELECT LOCATIONalias0.HOUSE_NUMBER , RESTAURANTalias0.NAME FROM '
+       'LOCATION AS LOCATIONalias0 , RESTAURANT AS RESTAURANTalias0 WHERE '
+       'LOCATIONalias0.CITY_NAME = "san francisco" AND '
+       'RESTAURANTalias0.FOOD_TYPE = "french" AND RESTAURANTalias0.ID = '
+       'LOCATIONalias0.RESTAURANT_ID AND RESTAURANTalias0.RATING = ( SELECT '
+       'MAX( RESTAURANTalias1.RATING ) FROM LOCATION AS LOCATIONalias1 , '
+       'RESTAURANT AS RESTAURANTalias1 WHERE LOCATIONalias1.CITY_NAME = '
+       '"san francisco" AND RESTAURANTalias1.FOOD_TYPE = "french" AND '
+       'RESTAURANTalias1.ID = LOCATIONalias1.RESTAURANT_ID ) ;',
+       [(600, 'the dining room at the ritz carlton'),
+        (648, "masa's restaurant")]),
+      # Query 9, "how many french restaurants are there in palo alto ?":
+      # nouveau trattoria, l'amie donia and douce france.
+      ('french_palo_alto',
+       'SELECT COUNT( * ) FROM LOCATION AS LOCATIONalias0 , RESTAURANT AS '
+       'RESTAURANTalias0 WHERE LOCATIONalias0.CITY_NAME = "palo alto" AND '
+       'RESTAURANTalias0.FOOD_TYPE = "french" AND RESTAURANTalias0.ID = '
+       'LOCATIONalias0.RESTAURANT_ID ;', [(3,)]),
+  )
+  def test_restaurants_gold_result(self, gold, expected):
+    self.assertIn(gold, [e.sql for e in self.clients['restaurants'].test])
+    connection = text2sql.connect_read_only(self.db_paths['restaurants'])
+    self.addCleanup(connection.close)
+    self.assertCountEqual(text2sql.execute_select(connection, gold), expected)
+
+  def test_restaurants_columns(self):
+    connection = text2sql.connect_read_only(self.db_paths['restaurants'])
+    self.addCleanup(connection.close)
+    # The schema's names, in the file's column order, and only those.
+    self.assertEqual(
+        [d[0] for d in connection.execute(
+            'SELECT * FROM RESTAURANT LIMIT 1').description],
+        ['ID', 'NAME', 'FOOD_TYPE', 'CITY_NAME', 'RATING'])
+    with self.assertRaisesRegex(text2sql.QueryError,
+                                'no such column: RESTAURANT_ID'):
+      text2sql.execute_select(connection,
+                              'SELECT RESTAURANT_ID FROM RESTAURANT ;')
+    self.assertEqual(
+        text2sql.execute_select(connection,
+                                'SELECT COUNT( * ) FROM RESTAURANT ;'),
+        [(9589,)])
+
+  @parameterized.named_parameters(
+      ('drop_view', 'DROP VIEW RESTAURANT ;'),
+      ('delete', 'DELETE FROM RESTAURANT ;'),
+      ('delete_main', 'DELETE FROM main.RESTAURANT ;'),
+      ('create_view', 'CREATE TEMP VIEW v AS SELECT 1 ;'),
+      ('attach', "ATTACH DATABASE ':memory:' AS other ;"),
+      ('pragma', 'PRAGMA temp_store = FILE ;'),
+  )
+  def test_restaurants_stays_read_only(self, statement):
+    db_path = self.db_paths['restaurants']
+    digest = _sha256(db_path)
+    connection = text2sql.connect_read_only(db_path)
+    self.addCleanup(connection.close)
+    with self.assertRaises(sqlite3.DatabaseError):
+      connection.execute(statement)
+    self.assertEqual(
+        text2sql.execute_select(connection,
+                                'SELECT COUNT( * ) FROM RESTAURANT ;'),
+        [(9589,)])
+    self.assertEqual(_sha256(db_path), digest)
+
+
+class GoldColumnNamesTest(parameterized.TestCase):
+  """The renaming on toy databases: only where the file needs it."""
+
+  @parameterized.named_parameters(
+      # A file named like restaurants' with the file's name: renamed.
+      ('renamed', 'restaurants-db.sqlite', 'RESTAURANT_ID', True, ['ID']),
+      ('file_names', 'restaurants-db.sqlite', 'RESTAURANT_ID', False,
+       ['RESTAURANT_ID']),
+      # Already the gold name (a corrected file): left as it is.
+      ('already_gold', 'restaurants-db.sqlite', 'ID', True, ['ID']),
+      # Another client's database: never renamed.
+      ('other_client', 'geography-db.sqlite', 'RESTAURANT_ID', True,
+       ['RESTAURANT_ID']),
+  )
+  def test_columns(self, file_name, column, gold_column_names, expected):
+    path = os.path.join(self.create_tempdir().full_path, file_name)
+    connection = sqlite3.connect(path)
+    with connection:
+      connection.execute(f'CREATE TABLE RESTAURANT ({column} INT)')
+      connection.execute('INSERT INTO RESTAURANT VALUES (7)')
+    connection.close()
+    connection = text2sql.connect_read_only(
+        path, gold_column_names=gold_column_names)
+    self.addCleanup(connection.close)
+    cursor = connection.execute('SELECT * FROM RESTAURANT')
+    self.assertEqual(cursor.fetchall(), [(7,)])
+    self.assertEqual([d[0] for d in cursor.description], expected)

@@ -8,12 +8,17 @@ per-domain BLEU table beside a paper's numbers.
 `continual`: continual-learning evaluation (macro-F1, average accuracy,
 forgetting and backward transfer of an accuracy matrix, heatmaps, and the
 FedSeIT methods x datasets table with the average gain over baselines).
+`intervals`: 95 % intervals of results: Student-t over seeds, and a paired,
+client-stratified bootstrap over test examples (optionally also over seeds)
+of MacroAvg, MicroAvg and per-client accuracy and of a difference of two
+methods, with its verdict ('no difference', 'A higher', 'B higher').
 """
 
 from tff_nlp.metrics.bleu import BleuResult
 from tff_nlp.metrics.bleu import bleu_table_markdown
 from tff_nlp.metrics.bleu import corpus_bleu
 from tff_nlp.metrics import continual
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics.text2sql import ClientAccuracies
 from tff_nlp.metrics.text2sql import connect_read_only
 from tff_nlp.metrics.text2sql import evaluate

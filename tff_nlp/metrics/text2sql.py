@@ -9,13 +9,15 @@ all test examples). `exact_match` and `ClientAccuracies` implement that.
 Execution accuracy is an extra for the clients whose SQLite database exists
 (geography and restaurants in `shared/data/text2sql`): gold and predicted SQL
 are run on a read-only connection and their results compared (see
-`execution_match`). Upstream marks those databases "untested": on the
-canonical gold queries with values filled in, 872 of 877 geography questions
-and only 24 of 378 restaurants questions execute, because the restaurants
-database names the primary key `RESTAURANT.RESTAURANT_ID` where the gold SQL
-and `restaurants-schema.csv` say `RESTAURANT.ID` (see `tests/metrics`).
-`Text2SqlEvaluation.gold_errors` counts such gold failures so that they stay
-visible next to the accuracy.
+`execution_match`). Upstream marks those databases "untested". The
+restaurants database names the primary key `RESTAURANT.RESTAURANT_ID` where
+the gold SQL and `restaurants-schema.csv` say `RESTAURANT.ID`, so as a file
+only 24 of its 378 gold queries run; `connect_read_only` therefore shows that
+table under the schema's column names (`_GOLD_COLUMN_NAMES`), and all 378
+run. On geography 872 of 877 gold queries run (5 are not valid SQLite; see
+`tests/metrics`). `gold_execution_counts` reports these counts per client and
+split, and `Text2SqlEvaluation.gold_errors` counts gold failures so that they
+stay visible next to the accuracy.
 """
 
 import collections
@@ -59,6 +61,20 @@ _SELECT_START = re.compile(r'\s*\(*\s*SELECT\b', re.IGNORECASE)
 _ORDER_BY_TOKENS = re.compile(
     r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[()]|\bORDER\s+BY\b", re.IGNORECASE)
 _DB_SUFFIX = '-db.sqlite'
+
+# Columns that a client's database file names differently from its gold SQL
+# and `<client>-schema.csv`: client -> table -> {name in the file: name in
+# the gold SQL}. `connect_read_only` shows each such table under the gold
+# names (see `_show_gold_column_names`). Upstream's restaurants database
+# (`restaurants-db.added-in-2020.sqlite`) calls the primary key of RESTAURANT
+# `RESTAURANT_ID`, while 354 of the 378 gold queries join on
+# `RESTAURANTalias0.ID = LOCATIONalias0.RESTAURANT_ID` ("no such column:
+# RESTAURANTalias0.ID"). Every other table and column of the two schema
+# files is in the databases under the same name, except geography's table
+# ROAD, which its file lacks and no gold query uses.
+_GOLD_COLUMN_NAMES = {
+    'restaurants': {'RESTAURANT': {'RESTAURANT_ID': 'ID'}},
+}
 
 Row = tuple[Any, ...]
 
@@ -198,17 +214,67 @@ def _authorize(action, arg1, arg2, database, trigger):
       sqlite3.SQLITE_DENY)
 
 
-def connect_read_only(db_path: str) -> sqlite3.Connection:
+def _quote(identifier: str) -> str:
+  return '"' + identifier.replace('"', '""') + '"'
+
+
+def _show_gold_column_names(connection: sqlite3.Connection,
+                            tables: Mapping[str, Mapping[str, str]]) -> None:
+  """Shows tables under their gold column names, as TEMP views.
+
+  A view `temp.<table>` selects every column of `main.<table>` in file
+  order, renamed where `tables[<table>]` says. Unqualified names look in
+  `temp` before `main` (SQLite's name resolution), so the gold SQL's
+  `RESTAURANT AS RESTAURANTalias0` reads the view; SQLite flattens such a
+  view into the query, which still uses the file's primary-key index.
+
+  Why views and not a renamed copy: the file stays opened `mode=ro` and
+  nothing is copied (an in-memory copy with `ALTER TABLE ... RENAME
+  COLUMN` would be a writable database, guarded by the authorizer alone);
+  only the connection's private `temp` schema gets the views. The view
+  shows only the gold names (`ID`, not also `RESTAURANT_ID`), as the schema
+  a parser sees (`<client>-schema.csv`) does. A table that does not have
+  the file's name of a column, or already has the gold name (a corrected
+  database), is left as it is.
+
+  Must run before the authorizer is set, which refuses CREATE.
+
+  Args:
+    connection: A connection to the database file, as `main`.
+    tables: Table -> {column name in the file: name in the gold SQL}.
+  """
+  for table, renames in tables.items():
+    columns = [row[1] for row in connection.execute(
+        f'PRAGMA main.table_info({_quote(table)})')]
+    if (not set(renames) <= set(columns)
+        or set(renames.values()) & set(columns)):
+      continue
+    select = ' , '.join(
+        f'{_quote(c)} AS {_quote(renames[c])}' if c in renames else _quote(c)
+        for c in columns)
+    connection.execute(f'CREATE TEMP VIEW {_quote(table)} AS SELECT '
+                       f'{select} FROM main.{_quote(table)}')
+
+
+def connect_read_only(db_path: str, *,
+                      gold_column_names: bool = True) -> sqlite3.Connection:
   """Opens a SQLite database so that no statement can modify it.
 
   Two guards: the file is opened with `mode=ro` (SQLite refuses every
   write), and an authorizer refuses to compile anything but reads and
-  function calls (so no ATTACH of another file, no PRAGMA). Strings and
-  blobs are limited to 10^6 bytes, so that a query cannot build a huge one.
-  The caller closes the connection.
+  function calls (so no ATTACH of another file, no PRAGMA, no CREATE or
+  DROP of a view). Strings and blobs are limited to 10^6 bytes, so that a
+  query cannot build a huge one. The caller closes the connection.
+
+  A client's database whose column names differ from its gold SQL (the
+  file `<client>-db.sqlite` of a client in `_GOLD_COLUMN_NAMES`:
+  restaurants) gets read-only views under the gold names, in the
+  connection's in-memory `temp` schema; the file is not changed.
 
   Args:
     db_path: Path of an existing SQLite database file.
+    gold_column_names: Whether to show the tables of `_GOLD_COLUMN_NAMES`
+      under the gold SQL's column names; False gives the file as it is.
 
   Returns:
     The connection.
@@ -221,6 +287,12 @@ def connect_read_only(db_path: str) -> sqlite3.Connection:
   uri = 'file:{}?mode=ro'.format(
       urllib.parse.quote(os.path.realpath(db_path)))
   connection = sqlite3.connect(uri, uri=True)
+  name = os.path.basename(db_path)
+  client = name[:-len(_DB_SUFFIX)] if name.endswith(_DB_SUFFIX) else None
+  if gold_column_names and client in _GOLD_COLUMN_NAMES:
+    # The views' definitions stay in memory, never in a temporary file.
+    connection.execute('PRAGMA temp_store = MEMORY')
+    _show_gold_column_names(connection, _GOLD_COLUMN_NAMES[client])
   connection.set_authorizer(_authorize)
   connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
   return connection
@@ -475,3 +547,88 @@ def evaluate(
                  if execution_outcomes else None),
       gold_errors=gold_errors,
   )
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldExecution:
+  """How many gold queries of one split of one client execute.
+
+  Attributes:
+    questions: Examples (questions) of the split.
+    executed: Of them, those whose gold query runs without `QueryError`.
+    errors: Error message -> number of examples whose gold query fails
+      with it, most frequent first.
+  """
+
+  questions: int
+  executed: int
+  errors: Mapping[str, int]
+
+  def to_json(self) -> dict[str, Any]:
+    """A JSON-ready dict of the three attributes."""
+    return collections.OrderedDict(questions=self.questions,
+                                   executed=self.executed,
+                                   errors=dict(self.errors))
+
+
+def gold_execution_counts(
+    clients: Mapping[str, Any],
+    db_paths: Mapping[str, str],
+    *,
+    splits: Sequence[str] = ('train', 'dev', 'test'),
+    gold_column_names: bool = True,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> dict[str, dict[str, GoldExecution]]:
+  """Per client with a database and split: how many gold queries execute.
+
+  Each distinct gold SQL runs once, on a `connect_read_only` connection.
+
+  Args:
+    clients: Client name -> its data, e.g. from
+      `tff_nlp.data.text2sql.load_clients` (with values, its default): an
+      object whose attribute `<split>` is a sequence of examples with the
+      gold SQL as `.sql`.
+    db_paths: Client name -> its SQLite database (`find_databases`).
+      Clients not in both mappings are skipped.
+    splits: The splits to run, in order.
+    gold_column_names: Passed to `connect_read_only`; False counts what
+      runs on the database files as they are.
+    timeout_seconds: Limit for each query.
+    max_rows: Row limit for each query.
+
+  Returns:
+    Client (in the order of `clients`) -> split -> `GoldExecution`.
+
+  Raises:
+    InputError: If a database file does not exist.
+  """
+  counts = {}
+  for client, client_data in clients.items():
+    if client not in db_paths:
+      continue
+    connection = connect_read_only(db_paths[client],
+                                   gold_column_names=gold_column_names)
+    try:
+      failures = {}  # Gold SQL -> error message, or None if it ran.
+      counts[client] = {}
+      for split in splits:
+        golds = [example.sql for example in getattr(client_data, split)]
+        for gold in golds:
+          if gold not in failures:
+            try:
+              execute_select(connection, gold,
+                             timeout_seconds=timeout_seconds,
+                             max_rows=max_rows)
+              failures[gold] = None
+            except QueryError as e:
+              failures[gold] = str(e)
+        errors_ = collections.Counter(
+            failures[g] for g in golds if failures[g] is not None)
+        counts[client][split] = GoldExecution(
+            questions=len(golds),
+            executed=sum(failures[g] is None for g in golds),
+            errors=dict(errors_.most_common()))
+    finally:
+      connection.close()
+  return counts

@@ -1,0 +1,421 @@
+"""Tests of seed intervals, t quantiles and the paired stratified bootstrap."""
+
+import json
+import math
+
+from absl.testing import parameterized
+import numpy as np
+
+from tff_nlp.metrics import intervals
+
+_NAN = math.nan
+
+# The tiny example: clients x (3 examples) and y (4 examples); A has 2
+# seeds, B has 3.
+#
+# A:  x  seed 0: 1 0 1 (2/3)   y  seed 0: 1 1 0 0 (2/4)
+#        seed 1: 1 1 0 (2/3)      seed 1: 1 0 0 0 (1/4)
+#   x: 4 of 6 = 2/3; y: 3 of 8 = 3/8; MacroAvg (2/3 + 3/8) / 2 = 25/48;
+#   MicroAvg (4 + 3) / (2 * 7) = 1/2.
+# B:  x  seed 0: 0 0 1 (1/3)   y  seed 0: 1 1 1 0 (3/4)
+#        seed 1: 1 0 1 (2/3)      seed 1: 1 1 0 0 (2/4)
+#        seed 2: 0 0 0 (0)        seed 2: 1 1 1 1 (4/4)
+#   x: 3 of 9 = 1/3; y: 9 of 12 = 3/4; MacroAvg (1/3 + 3/4) / 2 = 13/24;
+#   MicroAvg (3 + 9) / (3 * 7) = 4/7 (each seed's MicroAvg is 4/7).
+# A - B: x 1/3, y -3/8, MacroAvg 25/48 - 26/48 = -1/48, MicroAvg
+#   1/2 - 4/7 = -1/14.
+_A = {'x': [[1, 0, 1], [1, 1, 0]],
+      'y': [[1, 1, 0, 0], [1, 0, 0, 0]]}
+_B = {'x': [[0, 0, 1], [1, 0, 1], [0, 0, 0]],
+      'y': [[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]]}
+# (per_client, macro, micro) point estimates from the comment above.
+_POINT_A = ({'x': 2 / 3, 'y': 3 / 8}, 25 / 48, 1 / 2)
+_POINT_B = ({'x': 1 / 3, 'y': 3 / 4}, 13 / 24, 4 / 7)
+_POINT_A_MINUS_B = ({'x': 1 / 3, 'y': -3 / 8}, -1 / 48, -1 / 14)
+
+# Student-t quantiles from scipy 1.9.3 (`scipy.stats.t.ppf`), accurate to
+# about 1e-9 relative here: its df = 1 and 2 values at 0.975 are 2e-11 off
+# the closed forms, and at (0.995, 3) the exact CDF of its 5.84090929975643
+# is 0.995 - 2.4e-11 (of `t_quantile`'s 5.8409093097333, 0.995 - 1e-16):
+# (p, df, quantile).
+_SCIPY_T = (
+    (0.975, 3, 3.182446305284263),
+    (0.975, 4, 2.7764451051977987),
+    (0.975, 5, 2.5705818366147395),
+    (0.975, 7, 2.3646242510102993),
+    (0.975, 10, 2.2281388519649385),
+    (0.975, 30, 2.0422724563012373),
+    (0.975, 100, 1.9839715184496334),
+    (0.975, 1000, 1.9623390808264074),
+    (0.95, 3, 2.3533634348018264),
+    (0.95, 10, 1.8124611228107335),
+    (0.995, 3, 5.84090929975643),
+    (0.995, 4, 4.604094871415897),
+    (0.995, 30, 2.7499956535670305),
+    (0.6, 3, 0.27667066230490933),
+    (0.6, 100, 0.25402218245699415),
+)
+
+
+def _percentile(values, q):
+  """The q quantile with linear interpolation, by sorting (numpy's default)."""
+  ordered = sorted(values)
+  position = q * (len(ordered) - 1)
+  below = math.floor(position)
+  above = min(below + 1, len(ordered) - 1)
+  return ordered[below] + (position - below) * (
+      ordered[above] - ordered[below])
+
+
+def _reference(methods, num_replicates, resample_seeds, seed, confidence):
+  """Slow loop-based bootstrap with the draws documented in `intervals`.
+
+  Args:
+    methods: One or two outcome mappings; with two, the difference.
+
+  Returns:
+    (per_client, macro, micro) with an (estimate, low, high) each.
+  """
+  methods = [{c: np.asarray(v) for c, v in m.items()} for m in methods]
+  clients = list(methods[0])
+  rng = np.random.default_rng(seed)
+  seed_draws = []
+  for m in methods:
+    num_seeds = len(m[clients[0]])
+    seed_draws.append(
+        rng.integers(0, num_seeds, size=(num_replicates, num_seeds))
+        if resample_seeds else
+        [list(range(num_seeds))] * num_replicates)
+  example_draws = {
+      c: rng.integers(0, len(methods[0][c][0]),
+                      size=(num_replicates, len(methods[0][c][0])))
+      for c in clients}
+
+  def statistics(m, seeds, examples):
+    # Per seed, that seed's accuracies on the drawn examples; then the
+    # mean over the drawn seeds.
+    per_client = {c: np.mean([np.mean(m[c][s][examples[c]]) for s in seeds])
+                  for c in clients}
+    macro = np.mean(list(per_client.values()))
+    micro = np.mean([
+        sum(np.sum(m[c][s][examples[c]]) for c in clients) /
+        sum(len(examples[c]) for c in clients) for s in seeds])
+    return [per_client[c] for c in clients] + [macro, micro]
+
+  def combined(all_seeds, examples):
+    values = [np.array(statistics(m, s, examples))
+              for m, s in zip(methods, all_seeds)]
+    return values[0] if len(values) == 1 else values[0] - values[1]
+
+  point = combined(
+      [list(range(len(m[clients[0]]))) for m in methods],
+      {c: np.arange(len(methods[0][c][0])) for c in clients})
+  replicates = np.array([
+      combined([draws[b] for draws in seed_draws],
+               {c: example_draws[c][b] for c in clients})
+      for b in range(num_replicates)])
+  result = [
+      (point[k], _percentile(replicates[:, k], (1 - confidence) / 2),
+       _percentile(replicates[:, k], (1 + confidence) / 2))
+      for k in range(len(point))]
+  return dict(zip(clients, result[:-2])), result[-2], result[-1]
+
+
+class TQuantileTest(parameterized.TestCase):
+
+  @parameterized.product(p=(0.975, 0.95, 0.995, 0.6, 0.025, 0.9999))
+  def test_closed_form_quantiles(self, p):
+    # df = 1 (Cauchy): tan(pi (p - 1/2)); df = 2: (2p - 1) / sqrt(2p(1-p)).
+    # Far in the tail the float p itself limits both to ~1e-13.
+    expected = math.tan(math.pi * (p - 0.5))
+    self.assertAlmostEqual(intervals.t_quantile(p, 1), expected,
+                           delta=1e-12 * abs(expected))
+    expected = (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    self.assertAlmostEqual(intervals.t_quantile(p, 2), expected,
+                           delta=1e-12 * abs(expected))
+
+  @parameterized.product(p=(0.975, 0.95, 0.995, 0.6, 0.025, 0.9999))
+  def test_closed_form_cdfs(self, p):
+    # The CDFs of df = 3 and 4 in closed form, at t_quantile(p):
+    # F_3(t) = 1/2 + (x / (1 + x^2) + atan(x)) / pi, x = t / sqrt(3);
+    # F_4(t) = 1/2 + 3/8 u (1 - u^2 / 12), u = t / sqrt(1 + t^2 / 4).
+    x = intervals.t_quantile(p, 3) / math.sqrt(3)
+    self.assertAlmostEqual(0.5 + (x / (1 + x * x) + math.atan(x)) / math.pi,
+                           p, delta=1e-15)
+    t = intervals.t_quantile(p, 4)
+    u = t / math.sqrt(1 + t * t / 4)
+    self.assertAlmostEqual(0.5 + 3 / 8 * u * (1 - u * u / 12), p,
+                           delta=1e-15)
+
+  @parameterized.parameters(*_SCIPY_T)
+  def test_against_scipy(self, p, df, expected):
+    self.assertAlmostEqual(intervals.t_quantile(p, df), expected,
+                           delta=1e-8 * expected)
+    self.assertAlmostEqual(intervals.t_quantile(1 - p, df), -expected,
+                           delta=1e-8 * expected)
+
+  def test_median_and_normal_limit(self):
+    self.assertEqual(intervals.t_quantile(0.5, 7), 0.0)
+    # Far out in df, the normal quantile 1.959964 (t_1e5 = 1.959988).
+    self.assertAlmostEqual(intervals.t_quantile(0.975, 100_000), 1.959988,
+                           delta=1e-6)
+
+  @parameterized.named_parameters(
+      ('p_zero', 0.0, 3, 'p must be'),
+      ('p_one', 1.0, 3, 'p must be'),
+      ('df_zero', 0.9, 0, 'df must be'),
+      ('df_fraction', 0.9, 2.5, 'df must be'),
+  )
+  def test_invalid(self, p, df, message):
+    with self.assertRaisesRegex(ValueError, message):
+      intervals.t_quantile(p, df)
+
+
+class SeedIntervalTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      # Mean 2, s = 1, t_{2,0.975} = 4.302652729749464 (= 0.95 /
+      # sqrt(0.04875)): half-width 4.302652729749464 / sqrt(3) = 2.48413771.
+      ('three_seeds', [1, 2, 3], 0.95, 2.0, 2.4841377117503285),
+      # t_{2,0.95} = 0.9 / sqrt(2 * 0.95 * 0.05) = 2.9199855803537; / sqrt(3).
+      ('confidence_90', [1, 2, 3], 0.9, 2.0, 1.6858544608470485),
+      # Mean 0.6, s = 0.1 sqrt(2), s / sqrt(2) = 0.1; t_{1,0.975} =
+      # tan(0.475 pi) = 12.7062047361747: half-width 1.27062047361747.
+      ('two_seeds', [0.5, 0.7], 0.95, 0.6, 1.27062047361747),
+      # Five seeds: mean 0.4, s = sqrt(0.001 / 4) = 0.0158114; t_{4,0.975}
+      # = 2.7764451052 (scipy): 2.7764451052 * 0.0158114 / sqrt(5).
+      ('five_seeds', [0.38, 0.40, 0.42, 0.41, 0.39], 0.95, 0.4,
+       2.7764451051977987 * math.sqrt(0.001 / 4) / math.sqrt(5)),
+      ('constant', [0.3, 0.3, 0.3], 0.95, 0.3, 0.0),
+  )
+  def test_interval(self, values, confidence, mean, half_width):
+    estimate, low, high = intervals.seed_interval(values, confidence)
+    self.assertAlmostEqual(estimate, mean, places=12)
+    self.assertAlmostEqual(low, mean - half_width, places=9)
+    self.assertAlmostEqual(high, mean + half_width, places=9)
+
+  def test_one_seed(self):
+    interval = intervals.seed_interval([0.7])
+    self.assertEqual(interval.estimate, 0.7)
+    self.assertTrue(math.isnan(interval.low) and math.isnan(interval.high))
+    self.assertEqual(intervals.verdict(interval), intervals.UNDETERMINED)
+    self.assertEqual(interval.to_json(),
+                     {'estimate': 0.7, 'low': None, 'high': None})
+
+  @parameterized.named_parameters(
+      ('empty', [], 0.95, 'non-empty'),
+      ('two_dimensional', [[1, 2]], 0.95, 'non-empty 1-D'),
+      ('nan', [1, _NAN], 0.95, 'finite'),
+      ('confidence', [1, 2], 1.0, 'confidence'),
+  )
+  def test_invalid(self, values, confidence, message):
+    with self.assertRaisesRegex(ValueError, message):
+      intervals.seed_interval(values, confidence)
+
+
+class VerdictTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('contains_zero', (0.01, -0.02, 0.04), {}, 'no difference'),
+      ('low_at_zero', (0.02, 0.0, 0.04), {}, 'no difference'),
+      ('high_at_zero', (-0.02, -0.04, 0.0), {}, 'no difference'),
+      ('zero_width_zero', (0.0, 0.0, 0.0), {}, 'no difference'),
+      ('a_higher', (0.03, 0.01, 0.05), {}, 'A higher'),
+      ('b_higher', (-0.03, -0.05, -0.01), {}, 'B higher'),
+      ('named', (0.03, 0.01, 0.05), {'a': 'Lorar', 'b': 'FedAvg'},
+       'Lorar higher'),
+      ('named_b', (-0.03, -0.05, -0.01), {'a': 'Lorar', 'b': 'FedAvg'},
+       'FedAvg higher'),
+      ('nan', (0.1, _NAN, _NAN), {}, 'undetermined'),
+  )
+  def test_verdict(self, interval, names, expected):
+    self.assertEqual(
+        intervals.verdict(intervals.Interval(*interval), **names), expected)
+
+
+class BootstrapReferenceTest(parameterized.TestCase):
+  """The vectorised bootstrap against `_reference` with the same draws."""
+
+  def _assert_matches(self, result, expected):
+    per_client, macro, micro = expected
+    self.assertEqual(list(result.per_client), list(per_client))
+    for client, interval in result.per_client.items():
+      np.testing.assert_allclose(interval, per_client[client], rtol=0,
+                                 atol=1e-12, err_msg=client)
+    np.testing.assert_allclose(result.macro, macro, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(result.micro, micro, rtol=0, atol=1e-12)
+
+  def _assert_point(self, result, point):
+    per_client, macro, micro = point
+    for client, value in per_client.items():
+      self.assertAlmostEqual(result.per_client[client].estimate, value,
+                             places=14)
+    self.assertAlmostEqual(result.macro.estimate, macro, places=14)
+    self.assertAlmostEqual(result.micro.estimate, micro, places=14)
+
+  @parameterized.product(
+      method=('a', 'b', 'difference'),
+      resample_seeds=(False, True),
+      confidence=(0.95, 0.8),
+      seed=(0, 7),
+  )
+  def test_tiny_example(self, method, resample_seeds, confidence, seed):
+    num_replicates = 400
+    kwargs = dict(num_replicates=num_replicates, confidence=confidence,
+                  seed=seed, resample_seeds=resample_seeds)
+    if method == 'difference':
+      result = intervals.bootstrap_difference(_A, _B, **kwargs)
+      methods, point, num_seeds = [_A, _B], _POINT_A_MINUS_B, (2, 3)
+    else:
+      outcomes, point, num_seeds = {
+          'a': (_A, _POINT_A, (2,)), 'b': (_B, _POINT_B, (3,))}[method]
+      result = intervals.bootstrap_accuracy(outcomes, **kwargs)
+      methods = [outcomes]
+    self._assert_point(result, point)
+    self._assert_matches(
+        result, _reference(methods, num_replicates, resample_seeds, seed,
+                           confidence))
+    self.assertEqual(
+        (result.num_seeds, result.num_replicates, result.confidence,
+         result.resample_seeds, result.seed),
+        (num_seeds, num_replicates, confidence, resample_seeds, seed))
+    for interval in [result.macro, result.micro,
+                     *result.per_client.values()]:
+      self.assertLessEqual(interval.low, interval.high)
+
+  @parameterized.product(resample_seeds=(False, True))
+  def test_random_example(self, resample_seeds):
+    # Three clients of unequal sizes, 3 and 4 seeds, B ordered differently.
+    rng = np.random.default_rng(42)
+    sizes = {'p': 23, 'q': 7, 'r': 41}
+    a = {c: rng.random((3, n)) < 0.6 for c, n in sizes.items()}
+    b = {c: rng.random((4, n)) < 0.5 for c, n in reversed(sizes.items())}
+    result = intervals.bootstrap_difference(
+        a, b, num_replicates=300, seed=3, resample_seeds=resample_seeds)
+    self._assert_matches(result, _reference([a, b], 300, resample_seeds, 3,
+                                            0.95))
+
+
+class BootstrapPropertiesTest(parameterized.TestCase):
+
+  @parameterized.product(resample_seeds=(False, True))
+  def test_identical_methods_give_zero(self, resample_seeds):
+    # Paired: every replicate applies the same examples to A and B, so
+    # A - B is 0 in every replicate (also with their seeds resampled apart,
+    # since all seeds of a method agree here).
+    rng = np.random.default_rng(0)
+    outcomes = {c: np.tile(rng.random(n) < 0.4, (3, 1))
+                for c, n in (('x', 50), ('y', 80))}
+    result = intervals.bootstrap_difference(outcomes, outcomes,
+                                            resample_seeds=resample_seeds)
+    for interval in [result.macro, result.micro,
+                     *result.per_client.values()]:
+      self.assertEqual(tuple(interval), (0.0, 0.0, 0.0))
+    self.assertEqual(intervals.verdict(result.macro), 'no difference')
+
+  def test_identical_seeds_without_seed_resampling_give_zero(self):
+    # With seeds that disagree, A = B still gives exactly [0, 0] when only
+    # examples are resampled.
+    rng = np.random.default_rng(1)
+    outcomes = {c: rng.random((3, n)) < 0.5 for c, n in (('x', 30),
+                                                         ('y', 9))}
+    result = intervals.bootstrap_difference(outcomes, outcomes)
+    self.assertEqual(tuple(result.macro), (0.0, 0.0, 0.0))
+    self.assertEqual(tuple(result.micro), (0.0, 0.0, 0.0))
+
+  @parameterized.product(resample_seeds=(False, True))
+  def test_all_correct_against_all_wrong(self, resample_seeds):
+    a = {'x': np.ones((3, 20)), 'y': np.ones((3, 5), dtype=bool)}
+    b = {'x': np.zeros((2, 20)), 'y': np.zeros((2, 5))}
+    result = intervals.bootstrap_difference(a, b,
+                                            resample_seeds=resample_seeds)
+    for interval in [result.macro, result.micro,
+                     *result.per_client.values()]:
+      self.assertEqual(tuple(interval), (1.0, 1.0, 1.0))
+    self.assertEqual(intervals.verdict(result.macro, 'A', 'B'), 'A higher')
+    self.assertEqual(intervals.verdict(
+        intervals.bootstrap_difference(b, a).micro), 'B higher')
+
+  def test_width_matches_normal_approximation(self):
+    # One client, 1700 examples, one seed, 510 correct (p = 0.3): the
+    # bootstrap's 95 % half-width is close to 1.96 sqrt(p (1-p) / n)
+    # = 0.021784.
+    outcomes = np.zeros((1, 1700))
+    outcomes[0, np.random.default_rng(5).permutation(1700)[:510]] = 1
+    result = intervals.bootstrap_accuracy({'c': outcomes}, seed=11)
+    expected = 1.959964 * math.sqrt(0.3 * 0.7 / 1700)
+    self.assertAlmostEqual(result.macro.estimate, 0.3, places=14)
+    self.assertAlmostEqual((result.macro.high - result.macro.low) / 2,
+                           expected, delta=0.1 * expected)
+    self.assertEqual(result.macro, result.micro)
+
+  def test_seed_resampling_widens_with_seed_spread(self):
+    # Seeds at 20 %, 50 % and 80 % on the same 200 examples: resampling
+    # seeds adds their spread; on examples only the interval is narrow.
+    outcomes = np.zeros((3, 200))
+    for s, correct in enumerate((40, 100, 160)):
+      outcomes[s, :correct] = 1
+    fixed = intervals.bootstrap_accuracy({'c': outcomes})
+    both = intervals.bootstrap_accuracy({'c': outcomes}, resample_seeds=True)
+    self.assertEqual(fixed.macro.estimate, both.macro.estimate)
+    self.assertGreater(both.macro.high - both.macro.low,
+                       3 * (fixed.macro.high - fixed.macro.low))
+
+  @parameterized.product(resample_seeds=(False, True))
+  def test_client_difference(self, resample_seeds):
+    interval = intervals.client_difference(
+        _A['x'], _B['x'], num_replicates=500, seed=4,
+        resample_seeds=resample_seeds)
+    # 2/3 - 1/3 (see the tiny example).
+    self.assertAlmostEqual(interval.estimate, 1 / 3, places=14)
+    per_client, _, _ = _reference([{'x': _A['x']}, {'x': _B['x']}], 500,
+                                  resample_seeds, 4, 0.95)
+    np.testing.assert_allclose(interval, per_client['x'], rtol=0, atol=1e-12)
+
+  def test_reproducible(self):
+    rng = np.random.default_rng(2)
+    a = {'x': rng.random((3, 60)) < 0.5, 'y': rng.random((3, 90)) < 0.5}
+    b = {'x': rng.random((2, 60)) < 0.4, 'y': rng.random((2, 90)) < 0.4}
+    first = intervals.bootstrap_difference(a, b, seed=5)
+    self.assertEqual(first, intervals.bootstrap_difference(a, b, seed=5))
+    other = intervals.bootstrap_difference(a, b, seed=6)
+    self.assertEqual(first.macro.estimate, other.macro.estimate)
+    self.assertNotEqual(first.macro, other.macro)
+
+  def test_to_json(self):
+    result = intervals.bootstrap_accuracy(_A, num_replicates=10)
+    data = json.loads(json.dumps(result.to_json()))
+    self.assertEqual(list(data), [
+        'macro_avg', 'micro_avg', 'per_client', 'num_seeds',
+        'num_replicates', 'confidence', 'resample_seeds', 'seed'])
+    self.assertAlmostEqual(data['macro_avg']['estimate'], 25 / 48)
+    self.assertEqual(list(data['per_client']), ['x', 'y'])
+    self.assertEqual(data['num_seeds'], [2])
+
+
+class BootstrapInputTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('no_clients', {}, _B, 'at least one client'),
+      ('one_dimensional', {'x': [1, 0, 1], 'y': _A['y']}, _B,
+       r"client 'x'.*shape \[num_seeds, num_examples\]"),
+      ('no_examples', {'x': [[], []], 'y': _A['y']}, _B, r"client 'x'"),
+      ('not_binary', {'x': [[1, 0, 2], [1, 1, 0]], 'y': _A['y']}, _B,
+       r"client 'x'.*0 or 1"),
+      ('seed_counts', {'x': _A['x'], 'y': _B['y']}, _B,
+       'same number of seeds'),
+      ('other_clients', {'x': _A['x']}, _B, 'same clients'),
+      ('other_examples', {'x': [[1, 0], [1, 1]], 'y': _A['y']}, _B,
+       r"Client 'x'.*same examples, got 2 and 3"),
+  )
+  def test_invalid_outcomes(self, a, b, message):
+    with self.assertRaisesRegex(ValueError, message):
+      intervals.bootstrap_difference(a, b)
+
+  @parameterized.named_parameters(
+      ('replicates', dict(num_replicates=0), 'num_replicates'),
+      ('confidence', dict(confidence=0.0), 'confidence'),
+  )
+  def test_invalid_arguments(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      intervals.bootstrap_accuracy(_A, **kwargs)
