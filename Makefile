@@ -112,7 +112,7 @@ bench-select: $(STAMP)
 VOCAB_SLICE_DIR ?= runs/vocab_slice_cpu
 bench-vocab-slice: $(STAMP)
 	"$(PY)" bench/vocab_slice.py \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.cpu.flags \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.subword.flags \
 	  --output_dir=$(VOCAB_SLICE_DIR) --progress=off
 	mkdir -p docs/results/federated_select
 	cp $(VOCAB_SLICE_DIR)/vocab_slice.md $(VOCAB_SLICE_DIR)/vocab_slice.json \

@@ -10,7 +10,7 @@ its configuration, so running the command again continues an interrupted
 benchmark.
 
   python bench/vocab_slice.py \
-      --flagfile=tff_nlp/bin/flags/train_text2sql.cpu.flags \
+      --flagfile=tff_nlp/bin/flags/train_text2sql.subword.flags \
       --output_dir=runs/vocab_slice_cpu             # or: make bench-vocab-slice
 
 Results of the committed run are in docs/results/federated_select.md.

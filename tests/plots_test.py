@@ -38,14 +38,42 @@ def test_client_loss_series_counts_each_clients_own_steps():
   assert steps == [2.0] and np.isnan(losses[0])  # Non-finite stays visible.
 
 
+# Two Lorar rounds of clients of 30 and 10 examples: weights |D_i|·ΔL_i
+# of 30 and 30 (shares 1/2, 1/2), then every ΔL 0, so the round fell back
+# to the num_examples weights 30 and 10 (shares 3/4, 1/4).
+_WEIGHT_RECORDS = [
+    {'round': 1, 'client_ids': [0, 1],
+     'client_outputs': [
+         {'candidate_weight': 30.0, 'fallback_weight': 30.0,
+          'dataset_size': 30.0},
+         {'candidate_weight': 30.0, 'fallback_weight': 10.0,
+          'dataset_size': 10.0}]},
+    {'round': 2, 'client_ids': [0, 1],
+     'client_outputs': [
+         {'candidate_weight': 0.0, 'fallback_weight': 30.0,
+          'dataset_size': 30.0},
+         {'candidate_weight': 0.0, 'fallback_weight': 10.0,
+          'dataset_size': 10.0}]},
+]
+
+
+def test_client_weight_shares_by_hand():
+  shares, sizes = plots.client_weight_shares(_WEIGHT_RECORDS)
+  assert shares == {0: ([1, 2], [0.5, 0.75]), 1: ([1, 2], [0.5, 0.25])}
+  assert sizes == {0: 0.75, 1: 0.25}
+
+
 @pytest.mark.parametrize('draw', [
+    lambda path: plots.plot_client_weight_shares(
+        {'FedAvg + Lorar': plots.client_weight_shares(_WEIGHT_RECORDS)},
+        path),
     lambda path: plots.plot_client_training_loss(
         {'lorar': plots.client_loss_series(_RECORDS),
          'uniform': plots.client_loss_series(_RECORDS[:2])}, path),
     lambda path: plots.plot_metric_by_round(
         {'lorar': plots.metric_series(_RECORDS, 'eval/macro_avg'),
          'uniform': ([0, 3], [0.1, 0.5])}, path, y_label='MacroAvg'),
-], ids=['client_training_loss', 'metric_by_round'])
+], ids=['client_weight_shares', 'client_training_loss', 'metric_by_round'])
 def test_writes_a_png(tmp_path, draw):
   path = str(tmp_path / 'figure.png')
   draw(path)

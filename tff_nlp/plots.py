@@ -5,6 +5,9 @@
     curves of the Lorar paper).
 *   `plot_metric_by_round`: one metric against rounds for several runs on one
     axis (e.g. MacroAvg accuracy per weighting).
+*   `plot_client_weight_shares`: each client's share of the round's weight
+    (`client_weight_shares`, e.g. Lorar's |D_i|·ΔL_i normalised) against
+    rounds, beside its `num_examples` share |D_i| / Σ|D_j|.
 
 The figures are drawn on Agg canvases of their own, not with pyplot: no
 global backend is chosen or changed and no display is needed.
@@ -84,6 +87,80 @@ def client_loss_series(
       xs.append(steps_so_far[client_id])
       ys.append(float(output[loss_key]))
   return dict(sorted(series.items()))
+
+
+def client_weight_shares(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[dict[int, Series], dict[int, float]]:
+  """Each client's normalised weight per round, and its |D_i| share.
+
+  The weight a round applied: the clients' `candidate_weight` over their
+  sum, or, in a round where that sum is 0 (every ΔL 0: the fallback),
+  `fallback_weight` over its sum.
+
+  Args:
+    records: Per-round records with `client_ids` and `client_outputs`.
+
+  Returns:
+    `({client_id: (rounds, shares)}, {client_id: dataset_size share})`, the
+    second from the last round each client took part in.
+  """
+  shares: dict[int, Series] = {}
+  sizes: dict[int, float] = {}
+  for record in records:
+    ids = record.get('client_ids', ())
+    outputs = record.get('client_outputs', ())
+    if not outputs:
+      continue
+    weights = [float(o['candidate_weight']) for o in outputs]
+    if not sum(weights) > 0:
+      weights = [float(o['fallback_weight']) for o in outputs]
+    total = sum(weights)
+    size_total = sum(float(o['dataset_size']) for o in outputs)
+    for client_id, output, weight in zip(ids, outputs, weights):
+      xs, ys = shares.setdefault(client_id, ([], []))
+      xs.append(record['round'])
+      ys.append(weight / total if total > 0 else 0.0)
+      if size_total > 0:
+        sizes[client_id] = float(output['dataset_size']) / size_total
+  return dict(sorted(shares.items())), dict(sorted(sizes.items()))
+
+
+def plot_client_weight_shares(
+    panels: Mapping[str, tuple[Mapping[str, Series], Mapping[str, float]]],
+    path: str,
+) -> None:
+  """Saves per-client weight shares against rounds as a PNG, a panel a run.
+
+  Args:
+    panels: `{panel title: ({client: (rounds, shares)}, {client: |D_i|
+      share})}`, e.g. `client_weight_shares` with client names. Each
+      client's share is a solid line, its |D_i| share a dashed one of the
+      same colour.
+    path: The PNG file to write.
+  """
+  if not panels:
+    raise ValueError('Nothing to plot: panels is empty.')
+  ncols = min(2, len(panels))
+  nrows = -(-len(panels) // ncols)
+  fig, axes = _new_figure(nrows, ncols, width=5.5, height=3.8, sharey=True)
+  for ax, (title, (curves, sizes)) in zip(axes.flat, panels.items()):
+    for label, (xs, ys) in curves.items():
+      line, = ax.plot(xs, ys, marker='.', label=label)
+      if label in sizes:
+        ax.axhline(sizes[label], color=line.get_color(), linestyle='--',
+                   linewidth=0.8)
+    ax.set_title(title)
+    ax.set_xlabel('round')
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.set_ylabel('share of the round\'s weight')
+    ax.set_yscale('log')
+    ax.grid(alpha=0.3)
+  for ax in axes.flat[len(panels):]:
+    ax.set_visible(False)
+  axes.flat[0].legend(title='client (dashed: |D_i| share)',
+                      fontsize='small')
+  fig.savefig(path, dpi=110)
 
 
 def _new_figure(nrows: int, ncols: int, *, width: float, height: float,

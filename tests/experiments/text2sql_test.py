@@ -102,6 +102,40 @@ def test_runs_two_rounds_and_reports_consistently(tmp_path, training_kwargs,
   assert ('| paper |' in table) == (method in text2sql_report.PAPER_RESULTS)
 
 
+@pytest.mark.parametrize('with_values', [True, False],
+                         ids=['values', 'anonymised'])
+def test_copy_words_run(tmp_path, with_values):
+  data = dataclasses.replace(
+      _DATA, tokenizer='copy_words', sql_merges=20, max_source_length=0,
+      max_target_length=0, with_values=with_values, vocabulary_size=300)
+  results = experiment.run_text2sql(
+      data_dir=None, output_dir=str(tmp_path), data=data, model=_MODEL,
+      training=experiment.TrainingConfig(
+          paradigm='centralized', batch_sizes=experiment.PerClient(4)),
+      loop=dataclasses.replace(_LOOP, evaluate_initial=False))
+  # Lengths fit the longest example: nothing is truncated.
+  assert all(v == {'sources': 0, 'targets': 0}
+             for splits in results['truncated'].values()
+             for v in splits.values())
+  with open(os.path.join(tmp_path, 'tokenizer',
+                         'copy_vocabulary.json')) as f:
+    vocabulary = json.load(f)
+  assert len(vocabulary['merges']) <= 20
+  records = training.read_json_lines(
+      os.path.join(tmp_path, 'centralized', 'metrics.jsonl'))
+  assert [r['round'] for r in records if 'eval' in r] == [1, 2]
+  # Gold SQL is scored with values on both protocols: the anonymised
+  # run's predictions have the variables' values filled in.
+  gold = {c: [e.sql for e in experiment.text2sql.load_clients(
+      [c], with_values=True)[c].test] for c in _CLIENTS}
+  for client in _CLIENTS:
+    with open(os.path.join(tmp_path, 'predictions', f'{client}.jsonl')) as f:
+      lines = [json.loads(line) for line in f]
+    assert all(line['gold'] in gold[client] for line in lines)
+    for line in lines:
+      assert experiment.text2sql.VARIABLE_PATTERN.search(line['gold']) is None
+
+
 @pytest.mark.parametrize('spec, kind, expected', [
     (['12', 'advising=6', 'atis=6'], int, (12, {'advising': 6, 'atis': 6})),
     (['1e-3', 'yelp=1e-4'], float, (1e-3, {'yelp': 1e-4})),

@@ -31,15 +31,26 @@ SCHEMA_COLUMNS = flags.DEFINE_bool(
     'schema_columns', True,
     'Append table and column names to the question (the paper); else table '
     'names only.')
+TOKENIZER = flags.DEFINE_enum(
+    'tokenizer', 'subword', list(experiment.TOKENIZERS),
+    'copy_words: word tokens and a model that copies source words '
+    '(pointer-generator); subword: SentencePiece, no copying.')
+SQL_MERGES = flags.DEFINE_integer(
+    'sql_merges', 0,
+    'With --tokenizer=copy_words: the most SQL-phrase merges (frequent '
+    'word pairs of the training SQL that no question holds become one '
+    'token); 0: none.', lower_bound=0)
 VOCABULARY_SIZE = flags.DEFINE_integer(
-    'vocabulary_size', 4000, 'Subword vocabulary size (upper bound).',
+    'vocabulary_size', 4000, 'Vocabulary size (upper bound).',
     lower_bound=300)
 MAX_SOURCE_LENGTH = flags.DEFINE_integer(
-    'max_source_length', 256, 'Encoder tokens (longer inputs truncated).',
-    lower_bound=8)
+    'max_source_length', 256,
+    'Encoder tokens (longer inputs truncated); 0 with --tokenizer='
+    'copy_words: the longest input of the data.', lower_bound=0)
 MAX_TARGET_LENGTH = flags.DEFINE_integer(
-    'max_target_length', 256, 'Decoder tokens (longer SQL truncated).',
-    lower_bound=8)
+    'max_target_length', 256,
+    'Decoder tokens (longer SQL truncated); 0 with --tokenizer=copy_words: '
+    'the longest SQL of the data (none truncated).', lower_bound=0)
 MAX_TRAIN_EXAMPLES = flags.DEFINE_list(
     'max_train_examples', ['0'],
     'Training examples per client (seeded subset); 0: all. A default and '
@@ -87,6 +98,8 @@ def data_config() -> experiment.DataConfig:
       clients=tuple(CLIENTS.value),
       with_values=WITH_VALUES.value,
       schema_columns=SCHEMA_COLUMNS.value,
+      tokenizer=TOKENIZER.value,
+      sql_merges=SQL_MERGES.value,
       vocabulary_size=VOCABULARY_SIZE.value,
       max_source_length=MAX_SOURCE_LENGTH.value,
       max_target_length=MAX_TARGET_LENGTH.value,

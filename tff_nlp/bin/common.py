@@ -51,6 +51,9 @@ EVAL_EVERY = flags.DEFINE_integer(
     'eval_every', 0,
     'Evaluate the global model every this many rounds; 0: only the initial '
     'and the final model.', lower_bound=0)
+EVALUATE_INITIAL = flags.DEFINE_bool(
+    'evaluate_initial', True,
+    'Evaluate the initial (untrained) model at round 0.')
 PROGRESS = flags.DEFINE_enum(
     'progress', 'auto', ['auto', 'on', 'off'],
     'Progress bar on stderr; auto: only when stderr is a terminal.')
@@ -65,6 +68,7 @@ def loop_config_from_flags() -> training.LoopConfig:
       checkpoint_every=CHECKPOINT_EVERY.value,
       eval_every=EVAL_EVERY.value,
       progress={'auto': None, 'on': True, 'off': False}[PROGRESS.value],
+      evaluate_initial=EVALUATE_INITIAL.value,
   )
 
 

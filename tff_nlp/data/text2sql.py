@@ -198,6 +198,9 @@ class Example:
     split: 'train', 'dev' or 'test'.
     query_index: 0-based position of the query in `<client>.json`.
     sentence_index: 0-based position of the sentence in the query.
+    variables: The sentence's variable values (`Query.values`): what
+      `fill_variables` puts into an anonymised question or SQL ("oracle
+      entities", as Finegan-Dollak et al. evaluate their anonymised models).
   """
 
   question: str
@@ -206,6 +209,7 @@ class Example:
   split: str
   query_index: int
   sentence_index: int
+  variables: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,6 +267,15 @@ def fill_question(query: Query, sentence: Sentence) -> str:
   if not names:
     return text
   return _fill(text, _question_pattern(names), query.values(sentence))
+
+
+def fill_variables(text: str, values: Mapping[str, str]) -> str:
+  """`text` with every whole variable name of `values` replaced by its value.
+
+  What turns an anonymised SQL (a parser's output on the anonymised
+  protocol) into SQL with values; names without a value stay.
+  """
+  return _fill(text, VARIABLE_PATTERN, values)
 
 
 def fill_sql(query: Query, sentence: Sentence) -> str:
@@ -570,7 +583,8 @@ def _load_client(folder: str, name: str, with_values: bool,
         sql = query.canonical_sql
       splits[split].append(Example(
           question=question, sql=sql, client=name, split=split,
-          query_index=query_index, sentence_index=sentence_index))
+          query_index=query_index, sentence_index=sentence_index,
+          variables=query.values(sentence)))
   return ClientData(name=name, schema=schema,
                     **{split: tuple(e) for split, e in splits.items()})
 

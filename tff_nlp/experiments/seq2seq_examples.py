@@ -142,7 +142,9 @@ def decode(decode_fn, tokenizer, data: Examples, *,
   Args:
     decode_fn: Encoder ids [B, S] to generated ids [B, L]
       (`seq2seq_decoding.make_decode_fn`).
-    tokenizer: The tokenizer of the ids.
+    tokenizer: The tokenizer of the ids: a `subword_tokenizer` (TF
+      detokenize), or a `copy_tokenizer.CopyTokenizer`, whose copy ids name
+      words of the source text (`data.sources`).
     data: The examples.
     batch_size: Examples decoded at once.
 
@@ -159,6 +161,10 @@ def decode(decode_fn, tokenizer, data: Examples, *,
     rows = order[start:start + batch_size]
     ids = decode_fn(tf.constant(
         encoder_ids[rows, :max(1, int(lengths[rows].max()))]))
+    if getattr(tokenizer, 'copies_from_source', False):
+      for row, row_ids in zip(rows, ids.numpy()):
+        predictions[row] = tokenizer.decode(row_ids, data.sources[row])
+      continue
     for row, text in zip(rows, tokenizer.detokenize(ids).numpy()):
       predictions[row] = text.decode('utf-8')
   return predictions

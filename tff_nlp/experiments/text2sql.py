@@ -39,6 +39,7 @@ never enters a federated computation.
 import collections
 from collections.abc import Mapping, Sequence
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -63,12 +64,14 @@ from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
 from tff_nlp.experiments.seq2seq_examples import train_dataset
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import subword_tokenizer
 from tff_nlp.training import run_dir as run_dir_lib
 
 PARADIGMS = ('finetune', 'centralized', 'federated')
+TOKENIZERS = ('copy_words', 'subword')
 TOKENIZER_DIR = 'tokenizer'
 BEST_MODEL_FILE = 'best_model.npz'
 # The selected model as a `seq2seq.save_checkpoint` checkpoint, per trained
@@ -155,11 +158,20 @@ class DataConfig:
       False keeps the anonymised variable names.
     schema_columns: Serialize table and column names after the question (as
       the paper); False serializes table names only (shorter inputs).
-    vocabulary_size: Upper bound of the subword vocabulary.
+    tokenizer: 'copy_words' (`models.copy_tokenizer`: word tokens, copy
+      ids for source words outside the vocabulary, and a model that copies
+      from its input) or 'subword' (a SentencePiece vocabulary, no copying).
+    vocabulary_size: Upper bound of the vocabulary.
+    sql_merges: With copy_words: the most SQL-phrase merges
+      (`copy_tokenizer.learn_merges`: frequent word pairs of the training
+      SQL that no question holds become one token); 0: none.
     max_source_length: Encoder tokens; longer inputs are truncated, and
-      counted in `results.json`.
+      counted in `results.json`. 0 (copy_words only): the longest input of
+      the data, so none is truncated.
     max_target_length: Decoder tokens (SQL plus END); longer SQL is
-      truncated in training, counted, and cannot be matched exactly.
+      truncated in training, counted, and cannot be matched exactly. 0
+      (copy_words only): the longest SQL of the data (every split: a length,
+      not its content), so no gold SQL is truncated.
     max_train_examples: Training examples per client, a seeded random
       subset; 0 keeps all (smoke runs use a few). A `PerClient` (e.g.
       `PerClient(200, (('advising', 400), ('atis', 400)))`) caps each client
@@ -172,7 +184,9 @@ class DataConfig:
   clients: tuple[str, ...] = text2sql.CLIENTS
   with_values: bool = True
   schema_columns: bool = True
+  tokenizer: str = 'subword'
   vocabulary_size: int = 4000
+  sql_merges: int = 0
   max_source_length: int = 256
   max_target_length: int = 256
   max_train_examples: PerClient | int = 0
@@ -185,9 +199,22 @@ class DataConfig:
       text2sql.check_client(name)
     if len(set(self.clients)) != len(self.clients):
       raise ValueError(f'clients are repeated: {list(self.clients)}.')
-    for name in ('vocabulary_size', 'max_source_length', 'max_target_length'):
-      if getattr(self, name) < 1:
-        raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
+    if self.tokenizer not in TOKENIZERS:
+      raise ValueError(f'Unknown tokenizer {self.tokenizer!r}; expected one '
+                       f'of {TOKENIZERS}.')
+    if self.sql_merges < 0 or (self.sql_merges
+                               and self.tokenizer != 'copy_words'):
+      raise ValueError(f'sql_merges must be >= 0, and 0 unless the '
+                       f'tokenizer is copy_words; got {self.sql_merges}.')
+    if self.vocabulary_size < 1:
+      raise ValueError(
+          f'vocabulary_size must be positive, got {self.vocabulary_size}.')
+    for name in ('max_source_length', 'max_target_length'):
+      value = getattr(self, name)
+      if value < 0 or (value == 0 and self.tokenizer != 'copy_words'):
+        raise ValueError(
+            f'{name} must be positive (or 0 with the copy_words tokenizer: '
+            f'the longest of the data), got {value}.')
     if not isinstance(self.max_train_examples, PerClient):
       object.__setattr__(self, 'max_train_examples',
                          PerClient(self.max_train_examples))
@@ -269,8 +296,12 @@ class EncodedSplit:
     y: Target ids [N, T].
     sources: The model input texts.
     gold_sql: The gold SQL strings.
+    gold_sql: The gold SQL strings, with values (on the anonymised
+      protocol too: what predictions are scored against).
     truncated_sources: Inputs longer than `max_source_length`.
     truncated_targets: SQL longer than `max_target_length - 1`.
+    variables: On the anonymised protocol, each example's variable values,
+      filled into the predicted SQL before it is scored; else None.
   """
 
   x: collections.OrderedDict
@@ -279,6 +310,7 @@ class EncodedSplit:
   gold_sql: list[str]
   truncated_sources: int
   truncated_targets: int
+  variables: Optional[list[Mapping[str, str]]] = None
 
   def __len__(self) -> int:
     return len(self.gold_sql)
@@ -286,12 +318,30 @@ class EncodedSplit:
 
 @dataclasses.dataclass
 class Text2SqlTask:
-  """The clients' data, tokenized, and the tokenizer."""
+  """The clients' data, tokenized, and the tokenizer.
+
+  `source_length` and `target_length` are the encoded lengths (the
+  config's, or the data's longest when the config says 0).
+  """
 
   clients: tuple[str, ...]
-  tokenizer: subword_tokenizer.SubwordTokenizer
+  tokenizer: Any  # SubwordTokenizer or CopyTokenizer
   splits: dict[str, dict[str, EncodedSplit]]  # client -> split -> data
   databases: dict[str, str]  # client -> SQLite path, where one exists
+  source_length: int = 0
+  target_length: int = 0
+
+  def model_config(self, model: seq2seq.Seq2SeqConfig
+                   ) -> seq2seq.Seq2SeqConfig:
+    """`model` with this task's vocabulary, lengths and copying."""
+    copies = getattr(self.tokenizer, 'copies_from_source', False)
+    return dataclasses.replace(
+        model, vocabulary_size=self.tokenizer.vocabulary_size(),
+        max_source_length=self.source_length,
+        max_target_length=self.target_length,
+        copy_from_source=copies,
+        output_vocabulary_size=(self.tokenizer.output_vocabulary_size()
+                                if copies else 0))
 
 
 def _subset(examples, limit, seed, client, split):
@@ -311,6 +361,38 @@ def _encode(tokenizer, sources, gold_sql, config: DataConfig) -> EncodedSplit:
       x=encoded.x, y=encoded.y, sources=list(sources),
       gold_sql=list(gold_sql), truncated_sources=encoded.truncated_sources,
       truncated_targets=encoded.truncated_targets)
+
+
+def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
+                 *, source_length: int, target_length: int) -> EncodedSplit:
+  """`seq2seq.pack_inputs`' layout with `copy_tokenizer` ids, in numpy."""
+  n = len(sources)
+  x_source = np.zeros([n, source_length], np.int32)
+  x_target = np.zeros([n, target_length], np.int32)
+  y = np.zeros([n, target_length], np.int32)
+  truncated_sources = truncated_targets = 0
+  for row, (source, target) in enumerate(zip(sources, targets)):
+    source_ids = tokenizer.encode_source(source)
+    target_ids = tokenizer.encode_target(target, source)
+    if len(source_ids) + 1 > source_length:
+      truncated_sources += 1
+      source_ids = source_ids[:source_length - 1]
+      # A copy id past the cut names nothing.
+      limit = tokenizer.output_vocabulary_size() + len(source_ids)
+      target_ids = [i if i < limit else copy_tokenizer.UNK_ID
+                    for i in target_ids]
+    if len(target_ids) + 1 > target_length:
+      truncated_targets += 1
+      target_ids = target_ids[:target_length - 1]
+    x_source[row, :len(source_ids) + 1] = source_ids + [seq2seq.END_ID]
+    x_target[row, :len(target_ids) + 1] = [seq2seq.START_ID] + target_ids
+    y[row, :len(target_ids) + 1] = target_ids + [seq2seq.END_ID]
+  return EncodedSplit(
+      x=collections.OrderedDict([(seq2seq.ENCODER_TOKEN_IDS, x_source),
+                                 (seq2seq.DECODER_TOKEN_IDS, x_target)]),
+      y=y, sources=list(sources), gold_sql=list(targets),
+      truncated_sources=truncated_sources,
+      truncated_targets=truncated_targets)
 
 
 def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
@@ -349,22 +431,67 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
           [text2sql.model_input(e.question, client.schema,
                                 columns=config.schema_columns)
            for e in examples],
-          [e.sql for e in examples])
+          [e.sql for e in examples],
+          None if config.with_values else [e.variables for e in examples])
 
-  tokenizer = subword_tokenizer.load_or_train(
-      tokenizer_dir,
-      lambda: [t for name in config.clients
-               for part in texts[name]['train'] for t in part],
-      config.vocabulary_size)
-  splits = {
-      name: {split: _encode(tokenizer, *texts[name][split], config)
-             for split in text2sql.SPLITS}
-      for name in config.clients
-  }
+  def training_texts():
+    return [t for name in config.clients
+            for part in texts[name]['train'][:2] for t in part]
+
+  source_length = config.max_source_length
+  target_length = config.max_target_length
+  if config.tokenizer == 'copy_words':
+    for name in config.clients:
+      for split in text2sql.SPLITS:
+        for text in texts[name][split][0] + texts[name][split][1]:
+          copy_tokenizer.check_text(text, f'{folder}: client {name!r}')
+    tokenizer = copy_tokenizer.load_or_build(
+        tokenizer_dir,
+        lambda: [pair for name in config.clients
+                 for pair in zip(*texts[name]['train'][:2])],
+        max_size=config.vocabulary_size, num_merges=config.sql_merges)
+    lengths = [(len(copy_tokenizer.split_words(source)) + 1,
+                len(tokenizer.target_tokens(target)) + 1)
+               for name in config.clients for split in text2sql.SPLITS
+               for source, target in zip(*texts[name][split][:2])]
+    source_length = source_length or max(s for s, _ in lengths)
+    target_length = target_length or max(t for _, t in lengths)
+    encode = functools.partial(_encode_copy, tokenizer,
+                               source_length=source_length,
+                               target_length=target_length)
+  else:
+    tokenizer = subword_tokenizer.load_or_train(
+        tokenizer_dir, training_texts, config.vocabulary_size)
+    encode = functools.partial(_encode, tokenizer, config=config)
+  splits = {}
+  for name in config.clients:
+    splits[name] = {}
+    for split in text2sql.SPLITS:
+      sources, sql, variables = texts[name][split]
+      encoded = encode(sources, sql)
+      if variables is not None:
+        # Anonymised protocol: the model reads and writes variable names;
+        # its SQL is scored with the values filled in (oracle entities).
+        encoded.variables = variables
+        encoded.gold_sql = [text2sql.fill_variables(q, v)
+                            for q, v in zip(sql, variables)]
+      splits[name][split] = encoded
   databases = {name: path for name, path in
                text2sql_metrics.find_databases(folder).items()
                if name in config.clients}
-  return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases)
+  return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
+                      source_length=source_length,
+                      target_length=target_length)
+
+
+def predict_sql(decode_fn, tokenizer, data: EncodedSplit, *,
+                batch_size: int) -> list[str]:
+  """Decoded SQL per example, with values filled in on the anonymised protocol."""
+  predictions = decode(decode_fn, tokenizer, data, batch_size=batch_size)
+  if data.variables is None:
+    return predictions
+  return [text2sql.fill_variables(p, v)
+          for p, v in zip(predictions, data.variables)]
 
 
 def _concatenate(parts: Sequence[EncodedSplit]) -> EncodedSplit:
@@ -376,6 +503,8 @@ def _concatenate(parts: Sequence[EncodedSplit]) -> EncodedSplit:
       gold_sql=[s for p in parts for s in p.gold_sql],
       truncated_sources=sum(p.truncated_sources for p in parts),
       truncated_targets=sum(p.truncated_targets for p in parts),
+      variables=(None if parts[0].variables is None
+                 else [v for p in parts for v in p.variables]),
   )
 
 
@@ -407,7 +536,8 @@ class _DevEvaluator:
 
   def __init__(self, task, unit, model_config, training, run_dir):
     self._task = task
-    self._dev = _concatenate([task.splits[c]['dev'] for c in unit.dev_clients])
+    self._dev_parts = [task.splits[c]['dev'] for c in unit.dev_clients]
+    self._dev = _concatenate(self._dev_parts)
     self._model_config = model_config
     self._keras_model = self._decode_fn = self._token_metrics_fn = None
     self._batch_size = training.decode_batch_size
@@ -430,8 +560,11 @@ class _DevEvaluator:
       self._token_metrics_fn = make_token_metrics_fn(
           self._keras_model, batch_size=self._batch_size)
     model_weights.assign_weights_to(self._keras_model)
-    predictions = decode(self._decode_fn, self._task.tokenizer, self._dev,
-                         batch_size=self._batch_size)
+    # Client by client: a batch then holds one client's SQL, of similar
+    # lengths, and stops decoding when its longest output ends.
+    predictions = [p for part in self._dev_parts
+                   for p in predict_sql(self._decode_fn, self._task.tokenizer,
+                                        part, batch_size=self._batch_size)]
     correct = sum(text2sql_metrics.exact_match(p, g)
                   for p, g in zip(predictions, self._dev.gold_sql))
     em = correct / len(self._dev)
@@ -606,10 +739,7 @@ def run_text2sql(
     _copy_tokenizer(init_from, os.path.join(output_dir, TOKENIZER_DIR))
   task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
                       tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
-  model = dataclasses.replace(
-      model, vocabulary_size=task.tokenizer.vocabulary_size(),
-      max_source_length=data.max_source_length,
-      max_target_length=data.max_target_length)
+  model = task.model_config(model)
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
                training.method, model.vocabulary_size,
                {c: len(task.splits[c]['train']) for c in task.clients})
@@ -666,7 +796,7 @@ def run_text2sql(
         keras_model, batch_size=training.decode_batch_size)
     for client in unit.test_clients:
       test = task.splits[client]['test']
-      predictions[client] = (test, decode(
+      predictions[client] = (test, predict_sql(
           decode_fn, task.tokenizer, test,
           batch_size=training.decode_batch_size))
       test_tokens[client] = token_metrics_fn(test)
@@ -786,13 +916,16 @@ def _check_init_model(run_dir: str, data: DataConfig,
 
 
 def _copy_tokenizer(run_dir: str, tokenizer_dir: str) -> None:
-  source = os.path.join(run_dir, TOKENIZER_DIR,
-                        subword_tokenizer.PROTO_FILENAME)
-  if not os.path.exists(source):
-    raise errors.CheckpointError(f'{source}: no tokenizer in {run_dir!r}.')
+  names = (subword_tokenizer.PROTO_FILENAME, copy_tokenizer.VOCABULARY_FILE)
+  sources = [os.path.join(run_dir, TOKENIZER_DIR, name) for name in names]
+  if not any(os.path.exists(source) for source in sources):
+    raise errors.CheckpointError(
+        f'{os.path.join(run_dir, TOKENIZER_DIR)}: no tokenizer in '
+        f'{run_dir!r}.')
   os.makedirs(tokenizer_dir, exist_ok=True)
-  shutil.copyfile(source, os.path.join(tokenizer_dir,
-                                       subword_tokenizer.PROTO_FILENAME))
+  for name, source in zip(names, sources):
+    if os.path.exists(source):
+      shutil.copyfile(source, os.path.join(tokenizer_dir, name))
 
 
 def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:

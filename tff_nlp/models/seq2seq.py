@@ -9,6 +9,20 @@ Architecture (T5 v1.0-like; keras-nlp layers in Keras 2 / `tf.keras`):
             cross-attention to the encoder output) ─ LayerNorm
       ─ token embedding transposed (tied) ─ logits [B, T, V]
 
+With `copy_from_source` (a pointer-generator, See et al., ACL 2017, with one
+softmax over generating and copying as in CopyNet, Gu et al., ACL 2016), a
+pointer scores every source position s from the decoder state and the
+encoder output (q·k/√d), one softmax runs over the V vocabulary logits and
+the S pointer scores together, and the probability of each source position
+is added to the id of its token: the output is log p over the ids
+`0 .. K + max_source_length - 1`: K output words (`output_vocabulary_size`,
+the first K rows of the tied embedding), then `copy_tokenizer`'s copy ids
+(`K + s`: the word at source position s). A copy id enters the decoder as
+the embedding of the copied source token plus a projection of the encoder
+output at its position, so the decoder knows which word it copied. Log-probabilities
+are valid logits (log_softmax leaves them unchanged), so the loss, token
+accuracy and searches below need no change.
+
 One `keras_nlp.layers.ReversibleEmbedding` is shared by encoder, decoder and
 output projection, as in T5. Unlike T5, positions are learned absolute
 embeddings (keras-nlp has no relative attention bias layer for this stack),
@@ -80,6 +94,14 @@ class Seq2SeqConfig:
     activation: Feed-forward activation ('relu' as in T5 v1.0, 'gelu', ...).
     layer_norm_epsilon: LayerNorm epsilon.
     seed: Seed of the initial weights (same seed, same weights).
+    copy_from_source: Adds the pointer of the module docstring: the model
+      then scores `generated_size + max_source_length` ids (`output_size`)
+      and emits log-probabilities; decoder ids from `generated_size` on,
+      and encoder ids from `vocabulary_size` on, are copy ids
+      (`copy_tokenizer`).
+    output_vocabulary_size: K, with `copy_from_source`: only ids below K
+      are generated from the vocabulary (`copy_tokenizer`'s output words);
+      0 means all `vocabulary_size` ids.
   """
 
   vocabulary_size: int
@@ -94,6 +116,20 @@ class Seq2SeqConfig:
   activation: str = 'relu'
   layer_norm_epsilon: float = 1e-6
   seed: int = 0
+  copy_from_source: bool = False
+  output_vocabulary_size: int = 0
+
+  @property
+  def generated_size(self) -> int:
+    """K: the ids the output layer generates (copy ids start here)."""
+    return self.output_vocabulary_size or self.vocabulary_size
+
+  @property
+  def output_size(self) -> int:
+    """The number of ids the model scores: V, or K + S_max when copying."""
+    if self.copy_from_source:
+      return self.generated_size + self.max_source_length
+    return self.vocabulary_size
 
   def __post_init__(self):
     if self.hidden_dim % self.num_heads:
@@ -106,6 +142,10 @@ class Seq2SeqConfig:
                  'max_source_length', 'max_target_length'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got {getattr(self, name)}.')
+    if not 0 <= self.output_vocabulary_size <= self.vocabulary_size:
+      raise ValueError(
+          f'output_vocabulary_size must be in [0, vocabulary_size='
+          f'{self.vocabulary_size}], got {self.output_vocabulary_size}.')
     if self.vocabulary_size <= END_ID + 1:
       raise ValueError(
           f'vocabulary_size must exceed the special ids 0-{END_ID}, got '
@@ -220,6 +260,53 @@ def _explicit_masks_without_warnings() -> Iterator[None]:
     logger.removeFilter(log_filter)
 
 
+def copy_log_probs(logits: tf.Tensor, pointer: tf.Tensor,
+                   source_ids: tf.Tensor, *, output_size: int) -> tf.Tensor:
+  """log p of a pointer-generator with one softmax (the module docstring).
+
+  p = softmax([logits, pointer]) over the K output words and the S source
+  positions; each source position's probability is added to its output id:
+  its token id if below K (an output word copied), else `K + f`, f the first
+  source position holding the same id (an input or unknown word; equal
+  words share one copy id, as `copy_tokenizer` numbers them).
+
+  Args:
+    logits: [B, T, K] scores of the output words.
+    pointer: [B, T, S] scores of the source positions (-1e9 where a
+      position must not be copied).
+    source_ids: int32 [B, S], the encoder's token ids.
+    output_size: K + S_max >= K + S, the width of the result.
+
+  Returns:
+    float32 [B, T, output_size]: log p, floored at log(1e-30) for ids no
+    path reaches.
+  """
+  generated_size = logits.shape[-1] or tf.shape(logits)[-1]
+  log_probs = tf.nn.log_softmax(tf.concat([logits, pointer], axis=-1))
+  copy_probs = tf.exp(log_probs[..., generated_size:])  # [B, T, S]
+  same = tf.equal(source_ids[:, :, tf.newaxis], source_ids[:, tf.newaxis, :])
+  first = tf.argmax(tf.cast(same, tf.int32), axis=2, output_type=tf.int32)
+  output_ids = tf.where(source_ids < generated_size, source_ids,
+                        generated_size + first)
+  shape = tf.shape(copy_probs)
+  batch, length, source = shape[0], shape[1], shape[2]
+  # One segment per (row, output id): unsorted_segment_sum adds the
+  # probabilities of the positions that share an output id.
+  rows = tf.range(batch * length)[:, tf.newaxis] * output_size
+  ids = tf.reshape(tf.repeat(output_ids[:, tf.newaxis, :], length, axis=1),
+                   [batch * length, source])
+  copied = tf.math.unsorted_segment_sum(
+      tf.reshape(copy_probs, [-1]), tf.reshape(rows + ids, [-1]),
+      batch * length * output_size)
+  generated = tf.exp(log_probs[..., :generated_size])
+  generated = tf.pad(generated, [[0, 0], [0, 0],
+                                 [0, output_size - generated_size]])
+  probs = generated + tf.reshape(copied, [batch, length, output_size])
+  # The floor keeps log finite for ids no path reaches (below float32's
+  # resolution of the other ids' probabilities).
+  return tf.math.log(tf.maximum(probs, 1e-30))
+
+
 @tf.keras.utils.register_keras_serializable(package='tff_nlp')
 class Seq2SeqTransformer(tf.keras.Model):
   """The encoder-decoder of the module docstring, as a `tf.keras.Model`.
@@ -297,6 +384,15 @@ class Seq2SeqTransformer(tf.keras.Model):
     self.decoder_output_layer_norm = tf.keras.layers.LayerNormalization(
         epsilon=c.layer_norm_epsilon, name='decoder_output_layer_norm'
     )
+    if c.copy_from_source:
+      def dense(**kwargs):
+        return tf.keras.layers.Dense(
+            c.hidden_dim, kernel_initializer=small_normal(), **kwargs)
+      self.copy_query = dense(use_bias=False, name='copy_query')
+      self.copy_key = dense(use_bias=False, name='copy_key')
+      # What the decoder reads for a copied word: the encoder output at
+      # the copied position, projected (added to UNK's embedding).
+      self.copy_input = dense(name='copy_input')
 
   def call(self, inputs, training=None):
     encoder_output, encoder_padding_mask = self.encode(
@@ -304,8 +400,56 @@ class Seq2SeqTransformer(tf.keras.Model):
     )
     return self.decode(
         inputs[DECODER_TOKEN_IDS], encoder_output, encoder_padding_mask,
-        training=training,
+        training=training, encoder_token_ids=inputs[ENCODER_TOKEN_IDS],
     )
+
+  def _embed(self, token_ids, encoder_token_ids=None, encoder_output=None):
+    """Token embeddings [B, L, d] of encoder (no `encoder_output`) or
+    decoder ids.
+
+    Ids past the embedding table are UNK: a copying model's source copy ids.
+    In the decoder of a copying model, a copy id `K + s` is the embedding of
+    the source token at s plus a projection of the encoder output there.
+    """
+    if not self.config.copy_from_source:
+      return self.token_embedding(token_ids)
+    known = tf.where(token_ids < self.config.vocabulary_size, token_ids,
+                     UNK_ID)
+    if encoder_output is None:
+      return self.token_embedding(known)
+    is_copy = token_ids >= self.config.generated_size
+    positions = tf.where(is_copy, token_ids - self.config.generated_size, 0)
+    positions = tf.minimum(positions, tf.shape(encoder_output)[1] - 1)
+    source_ids = tf.gather(tf.cast(encoder_token_ids, tf.int32), positions,
+                           batch_dims=1)
+    source_ids = tf.where(source_ids < self.config.vocabulary_size,
+                          source_ids, UNK_ID)
+    x = self.token_embedding(tf.where(is_copy, source_ids, known))
+    copied = self.copy_input(
+        tf.gather(encoder_output, positions, batch_dims=1))
+    return x + tf.where(is_copy[..., tf.newaxis], copied, 0.0)
+
+  def _output(self, hidden, encoder_output, encoder_token_ids):
+    """Logits [B, T, V], or log p [B, T, K + S_max] when copying."""
+    if not self.config.copy_from_source:
+      return self.token_embedding(hidden, reverse=True)
+    if encoder_token_ids is None:
+      raise ValueError('A copying model needs the encoder token ids.')
+    c = self.config
+    generated_size = c.generated_size
+    # The tied embedding's first K rows: only output words are generated.
+    logits = tf.matmul(
+        hidden, self.token_embedding.embeddings[:generated_size],
+        transpose_b=True)
+    scale = tf.math.rsqrt(tf.cast(c.hidden_dim, hidden.dtype))
+    pointer = tf.einsum('btd,bsd->bts', self.copy_query(hidden) * scale,
+                        self.copy_key(encoder_output))
+    source_ids = tf.cast(encoder_token_ids, tf.int32)
+    # Special ids (padding, the END the packer adds) are never copied.
+    pointer = tf.where((source_ids > END_ID)[:, tf.newaxis, :], pointer,
+                       -1e9)
+    return copy_log_probs(logits, pointer, source_ids,
+                          output_size=c.output_size)
 
   def encode(
       self, encoder_token_ids: tf.Tensor, training=None
@@ -313,7 +457,7 @@ class Seq2SeqTransformer(tf.keras.Model):
     """Encoder outputs [B, S, d] and the padding mask [B, S] (True = token)."""
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     padding_mask = tf.not_equal(encoder_token_ids, PAD_ID)
-    x = self.token_embedding(encoder_token_ids)
+    x = self._embed(encoder_token_ids)
     x = x + self.encoder_position_embedding(x)
     x = self.encoder_embedding_dropout(x, training=training)
     with _explicit_masks_without_warnings():
@@ -327,10 +471,15 @@ class Seq2SeqTransformer(tf.keras.Model):
       encoder_output: tf.Tensor,
       encoder_padding_mask: tf.Tensor,
       training=None,
+      encoder_token_ids: Optional[tf.Tensor] = None,
   ) -> tf.Tensor:
-    """Teacher-forced logits [B, T, V] given `encode`'s outputs."""
+    """Teacher-forced logits [B, T, V] given `encode`'s outputs.
+
+    A copying model (`copy_from_source`) needs `encoder_token_ids` and
+    returns log p [B, T, V + S_max].
+    """
     decoder_token_ids = tf.convert_to_tensor(decoder_token_ids, tf.int32)
-    x = self.token_embedding(decoder_token_ids)
+    x = self._embed(decoder_token_ids, encoder_token_ids, encoder_output)
     x = x + self.decoder_position_embedding(x)
     x = self.decoder_embedding_dropout(x, training=training)
     with _explicit_masks_without_warnings():
@@ -342,9 +491,8 @@ class Seq2SeqTransformer(tf.keras.Model):
             encoder_padding_mask=encoder_padding_mask,
             training=training,
         )
-    return self.token_embedding(
-        self.decoder_output_layer_norm(x), reverse=True
-    )
+    return self._output(self.decoder_output_layer_norm(x), encoder_output,
+                        encoder_token_ids)
 
   def initial_cache(
       self, batch_size: tf.Tensor, max_length: int, source_length: tf.Tensor
@@ -377,6 +525,7 @@ class Seq2SeqTransformer(tf.keras.Model):
       encoder_padding_mask: tf.Tensor,
       cache: dict[str, tuple[tf.Tensor, ...]],
       fill_cross_attention_cache: bool = False,
+      encoder_token_ids: Optional[tf.Tensor] = None,
   ) -> tuple[tf.Tensor, dict[str, tuple[tf.Tensor, ...]]]:
     """Logits of the next token given the decoder token at `index` [B].
 
@@ -393,11 +542,14 @@ class Seq2SeqTransformer(tf.keras.Model):
       fill_cross_attention_cache: True on the first step: computes the
         cross-attention keys and values of `encoder_output`, which later
         steps read from the cache.
+      encoder_token_ids: [B, S], needed by a copying model.
 
     Returns:
-      (logits [B, V], the updated cache).
+      (logits [B, V], the updated cache); a copying model gives log p
+      [B, V + S_max].
     """
-    x = self.token_embedding(tf.cast(token_ids, tf.int32)[:, tf.newaxis])
+    x = self._embed(tf.cast(token_ids, tf.int32)[:, tf.newaxis],
+                    encoder_token_ids, encoder_output)
     x = x + self.decoder_position_embedding(x, start_index=index)
     self_caches, cross_caches = [], []
     with _explicit_masks_without_warnings():
@@ -419,9 +571,8 @@ class Seq2SeqTransformer(tf.keras.Model):
         )
         self_caches.append(self_cache)
         cross_caches.append(cross_cache)
-    logits = self.token_embedding(
-        self.decoder_output_layer_norm(x), reverse=True
-    )
+    logits = self._output(self.decoder_output_layer_norm(x), encoder_output,
+                          encoder_token_ids)
     return logits[:, 0, :], {'self_attention': tuple(self_caches),
                              'cross_attention': tuple(cross_caches)}
 
@@ -782,6 +933,9 @@ def tensor_layout(
              for i, layer in enumerate(model.encoder_layers)]
   owners += [(layer, DECODER_GROUP, i)
              for i, layer in enumerate(model.decoder_layers)]
+  if config.copy_from_source:
+    owners += [(layer, DECODER_GROUP, None) for layer in
+               (model.copy_query, model.copy_key, model.copy_input)]
   owner_of = {}
   for layer, group, index in owners:
     for variable in layer.trainable_weights:

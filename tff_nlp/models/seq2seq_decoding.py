@@ -240,14 +240,17 @@ def _model_step_fn_and_state(
           batch_size, max_length, tf.shape(encoder_token_ids)[1]
       ),
       fill_cross_attention_cache=True,
+      encoder_token_ids=encoder_token_ids,
   )
   state = dict(cache=cache, encoder_output=encoder_output,
-               encoder_padding_mask=encoder_padding_mask)
+               encoder_padding_mask=encoder_padding_mask,
+               encoder_token_ids=encoder_token_ids)
 
   def step_fn(tokens, index, state):
     logits, cache = model.decode_step(
         tokens, index, state['encoder_output'],
         state['encoder_padding_mask'], state['cache'],
+        encoder_token_ids=state['encoder_token_ids'],
     )
     return logits, dict(state, cache=cache)
 

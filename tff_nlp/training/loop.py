@@ -84,6 +84,9 @@ class LoopConfig:
     eval_every: Evaluate every this many rounds; 0 evaluates only the initial
       and the final model. Ignored without an `evaluate_fn`.
     progress: Show a progress bar; None shows it when stderr is a terminal.
+    evaluate_initial: Evaluate the initial model (round 0). False saves an
+      evaluation whose answer is known (an untrained model), which costs
+      most when it decodes: it never stops before the maximum length.
   """
 
   rounds: int
@@ -92,6 +95,7 @@ class LoopConfig:
   checkpoint_every: int = 1
   eval_every: int = 0
   progress: Optional[bool] = None
+  evaluate_initial: bool = True
 
   def __post_init__(self):
     for name, minimum in (('rounds', 1), ('clients_per_round', 0),
@@ -329,7 +333,7 @@ def run_training(
     state = template
     if initial_model_weights is not None:
       state = process.set_model_weights(state, initial_model_weights)
-    if evaluate_fn is not None:
+    if evaluate_fn is not None and config.evaluate_initial:
       publish({'eval': evaluate(state)}, {}, 0)
     _run_sync(state_manager.save(state, 0))
 
