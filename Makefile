@@ -42,11 +42,15 @@ test: $(STAMP)
 	"$(PY)" -m pytest --durations=15 tests
 
 # The Lorar paper's comparison at demo scale: FedAvg vs FedAvg + Lorar on the
-# eight text-to-SQL clients; prints the per-client table (Table 2 layout).
+# eight text-to-SQL clients, one seed, beside the template-retrieval baseline;
+# prints the per-client table (Table 2 layout). Quiet: a progress bar and the
+# table; DEMO_VERBOSITY=0 brings back the per-round INFO lines.
+DEMO_VERBOSITY ?= -1
 demo: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
-	  --methods=fedavg/num_examples,fedavg/lorar
+	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0 \
+	  --verbosity=$(DEMO_VERBOSITY)
 
 bench: bench-scaling bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism
 

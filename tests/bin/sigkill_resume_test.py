@@ -108,7 +108,7 @@ _CASES = (
            '--weighting=lorar'),
           _ROUNDS, _jsonl_rounds(os.path.join('federated', 'metrics.jsonl'))),
     _Case('text2sql_benchmark',
-          (*_T2S_ARGS, '--methods=fedavg/num_examples'),
+          (*_T2S_ARGS, '--methods=fedavg/num_examples', '--seeds=0'),
           _ROUNDS, _jsonl_rounds(os.path.join('runs', '*', 'federated',
                                               'metrics.jsonl'))),
     _Case('train_nmt',

@@ -1,6 +1,7 @@
 """Tests of the Table 2 report: method keys, paper numbers, layout."""
 
 import json
+import math
 import os
 import re
 
@@ -8,10 +9,12 @@ from absl.testing import parameterized
 
 from tff_nlp import algorithms
 from tff_nlp import data
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql
 from tff_nlp.metrics import text2sql_report as report
 
 _FINETUNE = ('finetune',)
+_BASELINE = report.TEMPLATE_RETRIEVAL
 _FEDOPT_LORAR = ('federated', 'fedopt', 'lorar')
 _FEDAVG_UNIFORM = ('federated', 'fedavg', 'uniform')
 
@@ -41,6 +44,17 @@ class MethodKeyTest(parameterized.TestCase):
          'FedAvg + Lorar', 'FedProx', 'FedProx + Lorar', 'FedOPT + uniform',
          'FedOPT + loss_reduction'])
 
+  def test_baseline_label(self):
+    self.assertEqual(report.method_label(_BASELINE),
+                     'Template retrieval (no learning)')
+    self.assertNotIn(_BASELINE, report.PAPER_RESULTS)
+
+  def test_slugs(self):
+    self.assertEqual(
+        [report.method_slug(m) for m in (_FINETUNE, _FEDOPT_LORAR,
+                                         _BASELINE)],
+        ['finetune', 'fedopt-lorar', 'baseline-template_retrieval'])
+
   def test_weightings_are_the_library_ones(self):
     self.assertCountEqual(report.WEIGHTINGS,
                           [w.value for w in algorithms.Weighting])
@@ -51,6 +65,8 @@ class MethodKeyTest(parameterized.TestCase):
       ('unknown_algorithm', ('federated', 'fedsgd', 'lorar')),
       ('unknown_weighting', ('federated', 'fedavg', 'equal')),
       ('no_weighting', ('federated', 'fedavg')),
+      ('unknown_baseline', ('baseline', 'oracle')),
+      ('baseline_without_name', ('baseline',)),
   )
   def test_invalid_key(self, method):
     with self.assertRaisesRegex(ValueError, 'Unknown method'):
@@ -134,11 +150,93 @@ class Table2MarkdownTest(parameterized.TestCase):
        r"unknown clients \['spider'\]"),
       ('invalid_key', {('federated', 'fedavg'): _TWO_CLIENTS},
        'Unknown method'),
+      ('seeds_on_other_clients', {_FINETUNE: [_TWO_CLIENTS, _ALL_CLIENTS]},
+       'Every seed needs the same clients'),
+      ('no_seed', {_FINETUNE: []}, 'at least one seed'),
   )
   def test_invalid_results(self, results, message):
     for function in (report.table2_markdown, report.table2_json):
       with self.assertRaisesRegex(ValueError, message):
         function(results)
+
+
+# FedOPT + Lorar with three seeds on atis (of 4) and advising (of 2):
+# atis 1/4, 2/4, 3/4 = 0.25, 0.5, 0.75 (mean 0.5, sample sd 0.25);
+# advising 1/2, 1/2, 1/2 (mean 0.5, sd 0); MacroAvg 0.375, 0.5, 0.625
+# (mean 0.5, sd 0.125); MicroAvg 2/6, 3/6, 4/6 (mean 0.5, sd 1/6).
+# t_{2,0.975} = 0.95 / sqrt(0.04875) = 4.302653, and the half-widths
+# t sd / sqrt(3): atis 0.621034 (62.10 points), MacroAvg 0.310517 (31.05),
+# MicroAvg 0.414023 (41.40), advising 0.
+_THREE_SEEDS = [text2sql.ClientAccuracies(
+    clients=('atis', 'advising'), correct=(k, 1), totals=(4, 2))
+                for k in (1, 2, 3)]
+_T_2 = 0.95 / math.sqrt(0.04875)
+
+
+class SeedsTest(parameterized.TestCase):
+
+  def test_summarize_seeds(self):
+    summary = report.summarize_seeds(_THREE_SEEDS)
+    self.assertEqual(summary.num_seeds, 3)
+    self.assertEqual(summary.clients, ('atis', 'advising'))
+    for interval, mean, sd in (
+        (summary.per_client['atis'], 0.5, 0.25),
+        (summary.per_client['advising'], 0.5, 0.0),
+        (summary.macro, 0.5, 0.125),
+        (summary.micro, 0.5, 1 / 6)):
+      half = _T_2 * sd / math.sqrt(3)
+      self.assertAlmostEqual(interval.estimate, mean)
+      self.assertAlmostEqual(interval.low, mean - half)
+      self.assertAlmostEqual(interval.high, mean + half)
+
+  def test_markdown_with_seeds(self):
+    table = report.table2_markdown(
+        {_FEDOPT_LORAR: _THREE_SEEDS, _FINETUNE: [_ALL_CLIENTS],
+         _BASELINE: _TWO_CLIENTS},
+        methods=[_FINETUNE, _FEDOPT_LORAR, _BASELINE])
+    lines = table.splitlines()
+    # One seed: the means alone (those of `test_crafted_table`).
+    self.assertEqual(
+        lines[2],
+        '| Finetuning | ours (n=1) | 50.00 | 25.00 | 75.00 | 100.00 | 0.00 | '
+        '33.33 | 66.67 | 20.00 | 46.25 | 43.48 |')
+    self.assertEqual(
+        lines[4],
+        '| FedOPT + Lorar | ours (n=3) | 50.00 ± 0.00 | 50.00 ± 62.10 | – | '
+        '– | – | – | – | – | 50.00 ± 31.05* | 50.00 ± 41.40* |')
+    self.assertEqual(lines[5].split(' | ')[:2], ['| FedOPT + Lorar', 'paper'])
+    # The baseline: one result, no paper row, the last line.
+    self.assertEqual(
+        lines[6:],
+        ['| Template retrieval (no learning) | ours | 75.00 | 50.00 | – | – '
+         '| – | – | – | – | 62.50* | 66.67* |'])
+
+  def test_json_with_seeds(self):
+    content = report.table2_json({_FEDOPT_LORAR: _THREE_SEEDS},
+                                 methods=[_FEDOPT_LORAR])
+    ours = json.loads(json.dumps(content))['methods'][0]['ours']
+    self.assertEqual(ours['num_seeds'], 3)
+    self.assertLen(ours['seeds'], 3)
+    self.assertEqual(ours['seeds'][0]['per_client']['atis'],
+                     {'correct': 1, 'total': 4, 'accuracy': 0.25})
+    half = _T_2 * 0.125 / math.sqrt(3)
+    self.assertAlmostEqual(ours['macro_avg'], 0.5)
+    self.assertSequenceAlmostEqual(ours['macro_avg_ci95'],
+                                   [0.5 - half, 0.5 + half])
+    self.assertEqual(ours['per_client']['advising'],
+                     {'accuracy': 0.5, 'ci95': [0.5, 0.5]})
+    one = report.table2_json({_FEDOPT_LORAR: _THREE_SEEDS[:1]},
+                             methods=[_FEDOPT_LORAR])['methods'][0]['ours']
+    self.assertIsNone(one['macro_avg_ci95'])
+    self.assertIsNone(one['per_client']['atis']['ci95'])
+
+  @parameterized.named_parameters(
+      ('one_seed', (0.25, math.nan, math.nan), '25.00'),
+      ('interval', (0.5, 0.25, 0.75), '50.00 ± 25.00'),
+  )
+  def test_format_interval(self, interval, text):
+    self.assertEqual(report.format_interval(intervals.Interval(*interval)),
+                     text)
 
 
 class Table2JsonTest(parameterized.TestCase):

@@ -5,11 +5,16 @@
       --methods=fedavg/num_examples,fedavg/lorar
 
 Without `--methods` it runs every method of
-`experiments.text2sql_benchmark.default_methods()`. Each method runs in its
-own directory keyed by its configuration, so running the command again
-continues an interrupted benchmark; see `tff_nlp.experiments.
-text2sql_benchmark`. Data, model and local-training flags are those of
-`train_text2sql`.
+`experiments.text2sql_benchmark.default_methods()`, each with every seed of
+`--seeds` (default 0,1,2), except the `--single_seed_methods` (default
+finetune,centralized), which run with the first seed only. Runs go seed by
+seed (every method with the first seed, then the second, ...). Each run has
+its own directory keyed by its configuration and seed, so running the
+command again continues an interrupted benchmark; see `tff_nlp.experiments.
+text2sql_benchmark`. The report (`tff_nlp.experiments.text2sql_summary`)
+gives means over seeds with 95 % intervals and the template-retrieval
+baseline. Data, model and local-training flags are those of
+`train_text2sql`; its `--seed` is replaced by `--seeds` here.
 """
 
 import shlex
@@ -19,8 +24,10 @@ from absl import app
 from absl import flags
 
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
+from tff_nlp import errors
 from tff_nlp.bin import common
 from tff_nlp.experiments import text2sql_benchmark
+from tff_nlp.metrics import text2sql_report
 from tff_nlp.runtime import flags as runtime_flags
 
 flags.adopt_module_key_flags(common)
@@ -31,15 +38,54 @@ flags.set_default(common.EVAL_EVERY, 5)
 
 _METHODS = flags.DEFINE_list(
     'methods',
-    [text2sql_benchmark.method_slug(m).replace('-', '/', 1)
+    [text2sql_report.method_slug(m).replace('-', '/', 1)
      for m in text2sql_benchmark.default_methods()],
     'Methods to run: finetune, centralized, <algorithm>/<weighting>.')
+_SEEDS = flags.DEFINE_list(
+    'seeds', ['0', '1', '2'],
+    'Training seeds: every method runs once per seed (seed by seed), and '
+    'the report gives means over seeds with 95 % intervals. Replaces '
+    '--seed, which must be left unset or be one of these.')
+_SINGLE_SEED_METHODS = flags.DEFINE_list(
+    'single_seed_methods', ['finetune', 'centralized'],
+    'Methods (as in --methods) that run with the first of --seeds only; '
+    'methods not in --methods are ignored. Empty: every method with every '
+    'seed.')
+
+
+def _parse_seeds(values: list[str]) -> list[int]:
+  seeds = []
+  for value in values:
+    try:
+      seeds.append(int(value))
+    except ValueError:
+      raise errors.InputError(
+          f'--seeds: {value!r} is not an integer.') from None
+  if not seeds:
+    raise errors.InputError('--seeds: no seed given.')
+  if len(set(seeds)) != len(seeds):
+    raise errors.InputError(f'--seeds: repeated seeds in {seeds}.')
+  if common.SEED.present and common.SEED.value not in seeds:
+    raise errors.InputError(
+        f'--seed={common.SEED.value} is not among --seeds={seeds}: '
+        'text2sql_benchmark runs the seeds of --seeds (for one seed, pass '
+        '--seeds=<seed>).')
+  return seeds
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   methods = [text2sql_benchmark.parse_method(m) for m in _METHODS.value]
+  seeds = _parse_seeds(_SEEDS.value)
+  try:
+    single_seed_methods = [text2sql_benchmark.parse_method(m)
+                           for m in _SINGLE_SEED_METHODS.value]
+  except errors.InputError as e:
+    raise errors.InputError(
+        str(e).replace('--methods:', '--single_seed_methods:', 1)) from None
+  # Flag errors before any training.
+  text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
   with runtime_flags.context_from_flags():
     text2sql_benchmark.run_benchmark(
         data_dir=text2sql_flags.DATA_DIR.value,
@@ -49,6 +95,8 @@ def main(argv):
         model=text2sql_flags.model_config(),
         training=text2sql_flags.training_config(paradigm='federated'),
         loop=common.loop_config_from_flags(),
+        seeds=seeds,
+        single_seed_methods=single_seed_methods,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
                            + sys.argv[1:]),
     )

@@ -2,7 +2,8 @@
 
 `weighting_demo`: client weightings on label-skewed text classification.
 `sparse_tags`: partial models (federated_select) vs dense FedAvg on tags.
-`text2sql`, `text2sql_benchmark`: the Lorar paper's federated text-to-SQL;
+`text2sql`, `text2sql_benchmark`, `text2sql_summary`: the Lorar paper's
+federated text-to-SQL (one run; methods x seeds; their report);
 `round_overhead`: a TFF round against the same training in pure TensorFlow
 (imported on first use: they import keras-nlp, which takes seconds).
 """
@@ -29,6 +30,7 @@ from tff_nlp.experiments.weighting_demo import WeightingResult
 _LAZY_EXPORTS = {
     'text2sql': ('tff_nlp.experiments.text2sql', None),
     'text2sql_benchmark': ('tff_nlp.experiments.text2sql_benchmark', None),
+    'text2sql_summary': ('tff_nlp.experiments.text2sql_summary', None),
     'round_overhead': ('tff_nlp.experiments.round_overhead', None),
     'run_text2sql': ('tff_nlp.experiments.text2sql', 'run_text2sql'),
     'run_text2sql_benchmark': (

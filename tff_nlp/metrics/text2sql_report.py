@@ -4,7 +4,11 @@ Zhang et al., ACL 2023 (see `shared/docs/lorar.md`) report test exact match
 (%) of every training paradigm on the eight text-to-SQL clients with MacroAvg
 and MicroAvg. `table2_markdown` lays out our numbers the same way, with the
 paper's under each of our rows; `table2_json` gives the same content for a
-`results.json`.
+`results.json`. A method's numbers are either one run's (`ClientAccuracies`)
+or one per training seed (a sequence of them): then each cell is the mean
+over seeds ± the half-width of its 95 % Student-t interval
+(`tff_nlp.metrics.intervals.seed_interval`), and the Source column says how
+many seeds ("ours (n=3)").
 
 Methods are keyed by tuples:
 
@@ -15,15 +19,20 @@ Methods are keyed by tuples:
     `tff_nlp.algorithms.Weighting` ('num_examples', 'uniform',
     'loss_reduction', 'lorar'). The paper's plain "FedOPT" is
     `('federated', 'fedopt', 'num_examples')` and "FedOPT + Lorar" is
-    `('federated', 'fedopt', 'lorar')`.
+    `('federated', 'fedopt', 'lorar')`;
+*   `('baseline', name)`: a method that learns nothing, `name` one of
+    `BASELINES`, e.g. `TEMPLATE_RETRIEVAL` (`tff_nlp.baselines.
+    template_retrieval`). Not in the paper, so it has no paper row.
 """
 
 import collections
 from collections.abc import Mapping, Sequence
 import dataclasses
+import math
 import types
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql
 
 MethodKey = tuple[str, ...]
@@ -40,6 +49,9 @@ WEIGHTINGS = {
     'uniform': ' + uniform',
     'loss_reduction': ' + loss_reduction',
 }
+# Methods that learn nothing: name -> row label.
+BASELINES = {'template_retrieval': 'Template retrieval (no learning)'}
+TEMPLATE_RETRIEVAL: MethodKey = ('baseline', 'template_retrieval')
 MISSING = '–'
 # Marks an average over fewer than all `CLIENTS`.
 PARTIAL_MARK = '*'
@@ -114,14 +126,133 @@ def method_label(method: MethodKey) -> str:
   if (len(method) == 3 and method[0] == 'federated'
       and method[1] in ALGORITHMS and method[2] in WEIGHTINGS):
     return ALGORITHMS[method[1]] + WEIGHTINGS[method[2]]
+  if len(method) == 2 and method[0] == 'baseline' and method[1] in BASELINES:
+    return BASELINES[method[1]]
   raise ValueError(
       f'Unknown method {method!r}; expected (\'finetune\',), '
-      f'(\'centralized\',) or (\'federated\', algorithm, weighting) with '
+      f'(\'centralized\',), (\'federated\', algorithm, weighting) with '
       f'algorithm in {list(ALGORITHMS)} and weighting in '
-      f'{list(WEIGHTINGS)}.')
+      f'{list(WEIGHTINGS)}, or (\'baseline\', name) with name in '
+      f'{list(BASELINES)}.')
 
 
-def _check_results(results: Mapping[MethodKey, text2sql.ClientAccuracies],
+def method_slug(method: MethodKey) -> str:
+  """A method key in file names and `results.json` keys, e.g. 'fedavg-lorar'.
+
+  Federated methods drop the leading 'federated' ('fedavg-num_examples'),
+  others join their parts ('finetune', 'baseline-template_retrieval').
+  """
+  return '-'.join(method[1:] if method[0] == 'federated' else method)
+
+
+# One run's accuracies, or one per training seed.
+Accuracies = Union[text2sql.ClientAccuracies,
+                   Sequence[text2sql.ClientAccuracies]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedSummary:
+  """A method's accuracies over training seeds: means with t intervals.
+
+  Every interval is `intervals.seed_interval` of the per-seed values: the
+  mean over seeds and its 95 % Student-t interval (NaN bounds with one
+  seed).
+
+  Attributes:
+    per_client: Client name -> interval of its accuracy, in the seeds'
+      client order.
+    macro: Interval of MacroAvg (the mean over seeds of each seed's
+      MacroAvg).
+    micro: Interval of MicroAvg (the mean over seeds of each seed's
+      MicroAvg).
+    seeds: The per-seed accuracies.
+  """
+
+  per_client: Mapping[str, intervals.Interval]
+  macro: intervals.Interval
+  micro: intervals.Interval
+  seeds: tuple[text2sql.ClientAccuracies, ...]
+
+  @property
+  def num_seeds(self) -> int:
+    return len(self.seeds)
+
+  @property
+  def clients(self) -> tuple[str, ...]:
+    return self.seeds[0].clients
+
+  def to_json(self) -> dict[str, Any]:
+    """Means, their [low, high] intervals (None with one seed), the seeds.
+
+    Fractions, as `ClientAccuracies.to_json`: `per_client` maps each client
+    to its `accuracy` (mean over seeds) and `ci95`; then `macro_avg`,
+    `macro_avg_ci95`, `micro_avg`, `micro_avg_ci95`, `num_seeds` and
+    `seeds` (each seed's `ClientAccuracies.to_json`).
+    """
+    return collections.OrderedDict(
+        per_client=collections.OrderedDict(
+            (c, collections.OrderedDict(accuracy=v.estimate,
+                                        ci95=interval_json(v)))
+            for c, v in self.per_client.items()),
+        macro_avg=self.macro.estimate,
+        macro_avg_ci95=interval_json(self.macro),
+        micro_avg=self.micro.estimate,
+        micro_avg_ci95=interval_json(self.micro),
+        num_seeds=self.num_seeds,
+        seeds=[s.to_json() for s in self.seeds],
+    )
+
+
+def interval_json(interval: intervals.Interval) -> Optional[list[float]]:
+  """[low, high] of an interval, or None if undefined (one seed)."""
+  _, low, high = interval
+  if math.isnan(low) or math.isnan(high):
+    return None
+  return [low, high]
+
+
+def summarize_seeds(
+    seeds: Sequence[text2sql.ClientAccuracies],
+    confidence: float = intervals.DEFAULT_CONFIDENCE) -> SeedSummary:
+  """Means over seeds with their t intervals, per client and averaged.
+
+  Args:
+    seeds: One method's accuracies, one per training seed, each on the same
+      clients in the same order.
+    confidence: Coverage of the intervals.
+
+  Returns:
+    The `SeedSummary`.
+
+  Raises:
+    ValueError: If `seeds` is empty or the seeds' clients differ.
+  """
+  seeds = tuple(seeds)
+  if not seeds:
+    raise ValueError('Need the accuracies of at least one seed.')
+  clients = seeds[0].clients
+  for accuracies in seeds[1:]:
+    if accuracies.clients != clients:
+      raise ValueError(
+          f'Every seed needs the same clients, got {list(clients)} and '
+          f'{list(accuracies.clients)}.')
+  return SeedSummary(
+      per_client=collections.OrderedDict(
+          (c, intervals.seed_interval([a.per_client[c] for a in seeds],
+                                      confidence)) for c in clients),
+      macro=intervals.seed_interval([a.macro for a in seeds], confidence),
+      micro=intervals.seed_interval([a.micro for a in seeds], confidence),
+      seeds=seeds)
+
+
+def _as_summary(accuracies: Accuracies
+                ) -> Union[text2sql.ClientAccuracies, SeedSummary]:
+  if isinstance(accuracies, text2sql.ClientAccuracies):
+    return accuracies
+  return summarize_seeds(accuracies)
+
+
+def _check_results(results: Mapping[MethodKey, Any],
                    methods: Sequence[MethodKey]) -> None:
   """Refuses results the table would silently leave out."""
   for method in [*methods, *results]:
@@ -142,15 +273,39 @@ def _percent(fraction: float) -> str:
   return f'{100 * fraction:.2f}'
 
 
-def _our_cells(accuracies: Optional[text2sql.ClientAccuracies]) -> list[str]:
+def format_interval(interval: intervals.Interval) -> str:
+  """'mean ± half-width' in percent of a symmetric (t) interval of a
+  fraction, e.g. '50.00 ± 49.68'; only the mean with one seed."""
+  estimate, low, high = interval
+  if math.isnan(low) or math.isnan(high):
+    return _percent(estimate)
+  return f'{_percent(estimate)} ± {100 * (high - low) / 2:.2f}'
+
+
+def _our_cells(
+    accuracies: Union[None, text2sql.ClientAccuracies, SeedSummary]
+) -> list[str]:
   if accuracies is None:
     return [MISSING] * (len(CLIENTS) + 2)
-  per_client = accuracies.per_client
   mark = '' if set(accuracies.clients) == set(CLIENTS) else PARTIAL_MARK
+  if isinstance(accuracies, SeedSummary):
+    per_client = accuracies.per_client
+    return ([format_interval(per_client[c]) if c in per_client else MISSING
+             for c in CLIENTS]
+            + [format_interval(accuracies.macro) + mark,
+               format_interval(accuracies.micro) + mark])
+  per_client = accuracies.per_client
   return ([_percent(per_client[c]) if c in per_client else MISSING
            for c in CLIENTS]
           + [_percent(accuracies.macro) + mark,
              _percent(accuracies.micro) + mark])
+
+
+def _source(accuracies: Union[None, text2sql.ClientAccuracies, SeedSummary]
+            ) -> str:
+  if isinstance(accuracies, SeedSummary):
+    return f'ours (n={accuracies.num_seeds})'
+  return 'ours'
 
 
 def _paper_cells(paper: PaperResult) -> list[str]:
@@ -160,7 +315,7 @@ def _paper_cells(paper: PaperResult) -> list[str]:
 
 
 def table2_markdown(
-    results: Mapping[MethodKey, text2sql.ClientAccuracies],
+    results: Mapping[MethodKey, Accuracies],
     *,
     methods: Sequence[MethodKey] = TABLE2_METHODS,
     paper: Mapping[MethodKey, PaperResult] = PAPER_RESULTS,
@@ -174,8 +329,14 @@ def table2_markdown(
   `MISSING`, and our averages are then over the clients present, marked
   with `PARTIAL_MARK`.
 
+  A method given one `ClientAccuracies` per seed shows, in every cell, the
+  mean over seeds ± the half-width of its 95 % t interval
+  (`summarize_seeds`, `format_interval`; the mean alone with one seed), and
+  "ours (n=<seeds>)" as its Source.
+
   Args:
-    results: Our EM per method (e.g. `Text2SqlEvaluation.exact_match`).
+    results: Our EM per method (e.g. `Text2SqlEvaluation.exact_match`), or
+      a sequence of them, one per training seed.
     methods: The rows, in order.
     paper: The paper's numbers per method.
 
@@ -184,10 +345,11 @@ def table2_markdown(
 
   Raises:
     ValueError: For an invalid method key, results of a method not in
-      `methods` or of a client not in `CLIENTS`.
+      `methods` or of a client not in `CLIENTS`, or seeds of one method on
+      different clients.
   """
+  results = {tuple(k): _as_summary(v) for k, v in results.items()}
   _check_results(results, methods)
-  results = {tuple(k): v for k, v in results.items()}
   header = ['Method', 'Source', *CLIENTS, 'MacroAvg', 'MicroAvg']
   lines = [
       '| ' + ' | '.join(header) + ' |',
@@ -196,7 +358,8 @@ def table2_markdown(
   for method in methods:
     method = tuple(method)
     label = method_label(method)
-    rows = [[label, 'ours', *_our_cells(results.get(method))]]
+    ours = results.get(method)
+    rows = [[label, _source(ours), *_our_cells(ours)]]
     if method in paper:
       rows.append([label, 'paper', *_paper_cells(paper[method])])
     lines.extend('| ' + ' | '.join(cells) + ' |' for cells in rows)
@@ -204,18 +367,20 @@ def table2_markdown(
 
 
 def table2_json(
-    results: Mapping[MethodKey, text2sql.ClientAccuracies],
+    results: Mapping[MethodKey, Accuracies],
     *,
     methods: Sequence[MethodKey] = TABLE2_METHODS,
     paper: Mapping[MethodKey, PaperResult] = PAPER_RESULTS,
 ) -> dict[str, Any]:
   """The content of `table2_markdown` as a JSON-ready dict.
 
-  Our numbers are fractions with their counts (`ClientAccuracies.to_json`);
-  the paper's are percentages as printed, under keys ending in `_percent`.
+  Our numbers are fractions with their counts (`ClientAccuracies.to_json`),
+  or for a method with one result per seed the means over seeds with their
+  t intervals and the seeds (`SeedSummary.to_json`); the paper's are
+  percentages as printed, under keys ending in `_percent`.
 
   Args:
-    results: Our EM per method.
+    results: Our EM per method, or a sequence of them per seed.
     methods: The methods, in order.
     paper: The paper's numbers per method.
 
@@ -226,8 +391,8 @@ def table2_json(
   Raises:
     ValueError: As `table2_markdown`.
   """
+  results = {tuple(k): _as_summary(v) for k, v in results.items()}
   _check_results(results, methods)
-  results = {tuple(k): v for k, v in results.items()}
   entries = []
   for method in methods:
     method = tuple(method)

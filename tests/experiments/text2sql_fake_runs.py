@@ -1,0 +1,68 @@
+"""Finished text-to-SQL runs written by hand, for the benchmark's tests.
+
+`write_run` leaves a run directory as `text2sql.run_text2sql` does (its
+`results.json` and `predictions/<client>.jsonl`) without training;
+`real_test_examples` gives the model inputs and gold SQL of the real test
+splits, as a run records them.
+"""
+
+import functools
+import json
+import os
+
+from tff_nlp import data as data_lib
+from tff_nlp.data import text2sql as text2sql_data
+from tff_nlp.experiments import text2sql
+
+
+@functools.lru_cache(maxsize=None)
+def real_test_examples(clients, with_values=True, schema_columns=True):
+  """Client -> (model input, gold SQL) of its test split, from the data."""
+  loaded = data_lib.load_clients(clients, with_values=with_values)
+  return {c: [(text2sql_data.model_input(e.question, loaded[c].schema,
+                                         columns=schema_columns), e.sql)
+              for e in loaded[c].test] for c in clients}
+
+
+def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
+              execution=None, seconds=60.0, split_sizes=None):
+  """A finished run as `run_text2sql` leaves it, without training.
+
+  Args:
+    run_dir: Where.
+    seed: Its seed, recorded in its config.
+    outcomes: Client -> 0/1 exact match per test example.
+    examples: Client -> (input, gold SQL) per test example.
+    tokens: Client -> (correct tokens, tokens), or None.
+    execution: Client -> (correct, total), or None.
+    seconds: Its wall time.
+    split_sizes: Client -> recorded test split size (default: the number
+      of outcomes).
+  """
+  os.makedirs(os.path.join(run_dir, text2sql.PREDICTIONS_DIR), exist_ok=True)
+  for client, values in outcomes.items():
+    with open(os.path.join(run_dir, text2sql.PREDICTIONS_DIR,
+                           f'{client}.jsonl'), 'w') as f:
+      for value, (source, gold) in zip(values, examples[client]):
+        f.write(json.dumps({'input': source, 'gold': gold,
+                            'prediction': gold if value else 'SELECT 0 ;',
+                            'exact_match': bool(value)}) + '\n')
+  split_sizes = split_sizes or {c: len(v) for c, v in outcomes.items()}
+  results = {
+      'config': {'experiment': {'seed': seed}, 'loop': {'rounds': 3}},
+      'examples': {c: {'train': 8, 'dev': 4, 'test': split_sizes[c]}
+                   for c in outcomes},
+      'test': {'exact_match': {'per_client': {
+          c: {'correct': int(sum(v)), 'total': len(v),
+              'accuracy': sum(v) / len(v)} for c, v in outcomes.items()}},
+               'execution': execution and {'per_client': {
+                   c: {'correct': k, 'total': n, 'accuracy': k / n}
+                   for c, (k, n) in execution.items()}}},
+      'best_rounds': {'federated': 3},
+      'seconds': seconds,
+  }
+  if tokens:
+    results['test_tokens'] = {c: {'correct_tokens': k, 'tokens': n}
+                              for c, (k, n) in tokens.items()}
+  with open(os.path.join(run_dir, 'results.json'), 'w') as f:
+    json.dump(results, f)
