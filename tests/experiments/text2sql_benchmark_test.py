@@ -160,6 +160,33 @@ def test_runs_seed_by_seed_and_resumes(tmp_path, calls):
   assert len(set(runs)) == 3
 
 
+def test_archived_runs_are_read_back_on_a_fresh_checkout(tmp_path, calls):
+  archive = tmp_path / 'archive'
+  first = _run(tmp_path / 'machine_a', _METHODS, archive_dir=str(archive))
+  assert len(calls) == 2
+  names = sorted(os.listdir(archive))
+  assert [n.split('-')[:2] for n in names] == [['fedavg', 'lorar'],
+                                               ['fedavg', 'num_examples']]
+  lorar = archive / names[0]
+  kept = sorted(str(p.relative_to(lorar)) for p in lorar.rglob('*')
+                if p.is_file())
+  # Records only, predictions gzipped (no weights, no tokenizer).
+  assert kept == ['federated/metrics.jsonl', 'predictions/geography.jsonl.gz',
+                  'predictions/imdb.jsonl.gz', 'results.json']
+  # Another machine, nothing under its own runs/: no training, same report.
+  second = _run(tmp_path / 'machine_b', _METHODS, archive_dir=str(archive))
+  assert len(calls) == 2
+  assert not (tmp_path / 'machine_b' / 'runs').exists()
+  for slug in ('fedavg-lorar', 'fedavg-num_examples'):
+    assert (second['methods'][slug]['test'] == first['methods'][slug]['test'])
+  # Archiving again gives the same bytes (gzip without a time stamp).
+  before = (lorar / 'predictions' / 'imdb.jsonl.gz').read_bytes()
+  run_dir = tmp_path / 'machine_a' / 'runs' / names[0]
+  text2sql_benchmark.archive_run(str(run_dir), str(archive))
+  assert (lorar / 'predictions' / 'imdb.jsonl.gz').read_bytes() == before
+  assert not any(n.endswith('.partial') for n in os.listdir(archive))
+
+
 @pytest.mark.parametrize('seeds, single, expected', [
     ([0], [], [(0, 'a'), (0, 'b')]),
     ([3, 1], [], [(3, 'a'), (3, 'b'), (1, 'a'), (1, 'b')]),

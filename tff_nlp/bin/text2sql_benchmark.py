@@ -53,6 +53,15 @@ _SINGLE_SEED_METHODS = flags.DEFINE_list(
     'seed.')
 
 
+_ARCHIVE_DIR = flags.DEFINE_string(
+    'archive_dir', None,
+    'If set, each finished run\'s records (results, metrics, figures, '
+    'gzipped test predictions; no weights) are copied to '
+    '<archive_dir>/<run name>/, and runs found there are read back instead '
+    'of trained again (`make bench-text2sql`: docs/results/text2sql/runs, '
+    'committed, so the benchmark accumulates across machines).')
+
+
 def _parse_seeds(values: list[str]) -> list[int]:
   seeds = []
   for value in values:
@@ -97,6 +106,7 @@ def main(argv):
         loop=common.loop_config_from_flags(),
         seeds=seeds,
         single_seed_methods=single_seed_methods,
+        archive_dir=_ARCHIVE_DIR.value,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
                            + sys.argv[1:]),
     )

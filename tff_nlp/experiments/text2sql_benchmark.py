@@ -12,6 +12,13 @@ already has complete comparisons; methods in `single_seed_methods` (by
 default finetuning and centralized training, the costly baselines the issue
 asks one seed of) run with the first seed only.
 
+Runs outlive the machine through `archive_dir` (`make bench-text2sql`:
+`docs/results/text2sql/runs/`, committed): each finished run's light files
+(configuration, results, metrics, figures and gzipped test predictions; no
+weights) are copied there under the run's name (`archive_run`), and a run
+found there is read back instead of trained again. A benchmark longer than
+one sitting so accumulates its runs across machines and checkouts.
+
 The finished runs are then summarized by `text2sql_summary.summarize_runs`
 (means over seeds with 95 % intervals, the template-retrieval baseline,
 `results.md`, `results.json` and the figures; see
@@ -21,8 +28,10 @@ The finished runs are then summarized by `text2sql_summary.summarize_runs`
 import collections
 from collections.abc import Collection, Mapping, Sequence
 import dataclasses
+import gzip
 import json
 import os
+import shutil
 from typing import Any, Optional
 
 from absl import logging
@@ -37,6 +46,10 @@ from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import seq2seq
 
 RUNS_DIR = 'runs'
+# What `archive_run` keeps of a run: its records, not its weights.
+ARCHIVED_SUFFIXES = ('.json', '.jsonl', '.md', '.png', '.csv')
+UNARCHIVED_DIRS = frozenset({'checkpoints', 'best_checkpoint', 'tensorboard',
+                             'tokenizer'})
 
 
 def parse_method(spec: str) -> text2sql_report.MethodKey:
@@ -100,6 +113,49 @@ def finished_results(run_dir: str, rounds: int) -> Optional[dict[str, Any]]:
   return results if results['config']['loop']['rounds'] == rounds else None
 
 
+def archive_run(run_dir: str, archive_dir: str) -> str:
+  """Copies a finished run's records to `archive_dir/<run name>/`.
+
+  Keeps the files ending in `ARCHIVED_SUFFIXES` (configuration, results,
+  metrics, figures), in the run's layout, outside `UNARCHIVED_DIRS`
+  (weights, TensorBoard events, the tokenizer, which is rebuilt the same from
+  the data); test predictions (`predictions/*.jsonl`) are gzipped, which
+  `text2sql_seed_runs.read_run` reads. The copy is written next to its
+  place and renamed into it, so an interrupted copy leaves no half archive.
+
+  Args:
+    run_dir: A finished `run_text2sql` directory.
+    archive_dir: Where archived runs go.
+
+  Returns:
+    The archived run's directory.
+  """
+  target = os.path.join(archive_dir, os.path.basename(os.path.normpath(
+      run_dir)))
+  partial = target + '.partial'
+  shutil.rmtree(partial, ignore_errors=True)
+  for root, dirs, files in os.walk(run_dir):
+    dirs[:] = sorted(d for d in dirs if d not in UNARCHIVED_DIRS)
+    relative = os.path.relpath(root, run_dir)
+    for name in sorted(files):
+      if not name.endswith(ARCHIVED_SUFFIXES):
+        continue
+      source = os.path.join(root, name)
+      os.makedirs(os.path.join(partial, relative), exist_ok=True)
+      destination = os.path.normpath(os.path.join(partial, relative, name))
+      if (os.path.basename(root) == text2sql.PREDICTIONS_DIR
+          and name.endswith('.jsonl')):
+        # mtime=0: the same predictions give the same bytes.
+        with open(source, 'rb') as f, open(destination + '.gz', 'wb') as raw:
+          with gzip.GzipFile(fileobj=raw, mode='wb', mtime=0) as out:
+            shutil.copyfileobj(f, out)
+      else:
+        shutil.copyfile(source, destination)
+  shutil.rmtree(target, ignore_errors=True)
+  os.replace(partial, target)
+  return target
+
+
 def run_schedule(
     methods: Sequence[text2sql_report.MethodKey],
     seeds: Sequence[int],
@@ -151,6 +207,7 @@ def run_benchmark(
     single_seed_methods: Collection[text2sql_report.MethodKey] = (),
     baseline: bool = True,
     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+    archive_dir: Optional[str] = None,
 ) -> dict[str, Any]:
   """Runs (or reads back) every method with every seed, then reports them.
 
@@ -175,6 +232,8 @@ def run_benchmark(
       with `data.max_eval_examples` 0, check that every run was scored on
       every client's full test split.
     num_replicates: Bootstrap replicates of the intervals.
+    archive_dir: If set, finished runs are archived there (`archive_run`)
+      and runs archived there before are read back from there.
 
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
@@ -186,6 +245,13 @@ def run_benchmark(
     method_training = training_for(training, method)
     run_dir = run_dir_for(output_dir, method, data=data, model=model,
                           training=method_training, seed=seed)
+    archived = archive_dir and os.path.join(archive_dir,
+                                            os.path.basename(run_dir))
+    if archived and finished_results(archived, loop.rounds) is not None:
+      logging.info('%s, seed %d: archived before, read from %s',
+                   text2sql_report.method_slug(method), seed, archived)
+      runs[tuple(method)].append((seed, archived))
+      continue
     if finished_results(run_dir, loop.rounds) is None:
       logging.info('%s, seed %d: running in %s',
                    text2sql_report.method_slug(method), seed, run_dir)
@@ -195,7 +261,10 @@ def run_benchmark(
     else:
       logging.info('%s, seed %d: done before, read from %s',
                    text2sql_report.method_slug(method), seed, run_dir)
+    if archive_dir:
+      run_dir = archive_run(run_dir, archive_dir)
     runs[tuple(method)].append((seed, run_dir))
+  os.makedirs(output_dir, exist_ok=True)  # Every run may be archived.
   return text2sql_summary.summarize_runs(
       runs, output_dir=output_dir, command=command,
       baseline=(text2sql_seed_runs.template_retrieval_predictions(

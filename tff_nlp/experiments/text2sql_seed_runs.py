@@ -19,6 +19,7 @@ what this module reads:
 import collections
 from collections.abc import Mapping, Sequence
 import dataclasses
+import gzip
 import json
 import os
 from typing import Any, Optional
@@ -67,7 +68,8 @@ class SeedRun:
 def _read_predictions(path: str) -> list[dict[str, Any]]:
   """The records of a `predictions/<client>.jsonl`, in order."""
   records = []
-  with open(path, encoding='utf-8') as f:
+  opener = gzip.open if path.endswith('.gz') else open
+  with opener(path, 'rt', encoding='utf-8') as f:
     for line_num, line in enumerate(f, start=1):
       if not line.strip():
         continue
@@ -138,6 +140,9 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
           'scored on its whole test split.')
     predictions = os.path.join(run_dir, text2sql.PREDICTIONS_DIR,
                                f'{client}.jsonl')
+    if not os.path.exists(predictions) and os.path.exists(
+        predictions + '.gz'):
+      predictions += '.gz'  # An archived run (`text2sql_benchmark`).
     if not os.path.exists(predictions):
       raise errors.InputError(
           f'{predictions}: missing; the intervals need every test '
