@@ -63,6 +63,37 @@ def test_client_weight_shares_by_hand():
   assert sizes == {0: 0.75, 1: 0.25}
 
 
+def test_client_weight_shares_take_the_applied_weight():
+  # With `weight` recorded (the weight the round applied), it decides:
+  # 10 and 30 are shares 1/4 and 3/4 whatever the candidates say.
+  records = [{'round': 1, 'client_ids': [0, 1], 'client_outputs': [
+      dict(o, weight=w) for o, w in
+      zip(_WEIGHT_RECORDS[0]['client_outputs'], (10.0, 30.0))]}]
+  shares, _ = plots.client_weight_shares(records)
+  assert shares == {0: ([1], [0.25]), 1: ([1], [0.75])}
+
+
+def test_client_batch_loss_series_numbers_every_local_step():
+  records = [
+      {'round': 1, 'client_ids': [0, 2], 'client_outputs': [
+          {'num_batches': 2, 'batch_losses': [3.0, 2.5]},
+          {'num_batches': 1, 'batch_losses': [4.0]}]},
+      # Client 0 recorded without batch losses (an older run): its 3 steps
+      # are counted, not drawn.
+      {'round': 2, 'client_ids': [0, 1], 'client_outputs': [
+          {'num_batches': 3},
+          {'num_batches': 0, 'batch_losses': []}]},
+      {'round': 3, 'client_ids': [0, 2], 'client_outputs': [
+          {'num_batches': 2, 'batch_losses': [1.0, 'nan']},
+          {'num_batches': 2, 'batch_losses': [2.0, 1.5]}]},
+  ]
+  series = plots.client_batch_loss_series(records)
+  assert series[0][0] == [1, 2, 6, 7]
+  assert series[0][1][:3] == [3.0, 2.5, 1.0] and np.isnan(series[0][1][3])
+  assert series[1] == ([], [])  # Took part, trained no step.
+  assert series[2] == ([1, 2, 3], [4.0, 2.0, 1.5])
+
+
 @pytest.mark.parametrize('draw', [
     lambda path: plots.plot_client_weight_shares(
         {'FedAvg + Lorar': plots.client_weight_shares(_WEIGHT_RECORDS)},

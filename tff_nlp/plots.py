@@ -89,6 +89,38 @@ def client_loss_series(
   return dict(sorted(series.items()))
 
 
+def client_batch_loss_series(
+    records: Sequence[Mapping[str, Any]],
+) -> dict[int, Series]:
+  """Each client's training loss at every local step (the paper's Figs 3-5).
+
+  Args:
+    records: Per-round records with `client_ids` and `client_outputs`
+      holding `batch_losses` (every batch's loss, in order; as written by
+      `tff_nlp.training.run_training` for an `FLProcess`).
+
+  Returns:
+    `{client_id: (local steps 1, 2, ... counted over all its rounds, the
+    loss of each step's batch)}`. Rounds recorded without `batch_losses`
+    (by an older version) count their `num_batches` steps and add no point.
+  """
+  series: dict[int, Series] = {}
+  steps_so_far: dict[int, int] = {}
+  for record in records:
+    for client_id, output in zip(record.get('client_ids', ()),
+                                 record.get('client_outputs', ())):
+      losses = output.get('batch_losses')
+      first = steps_so_far.get(client_id, 0)
+      if losses is None:
+        steps_so_far[client_id] = first + int(float(output['num_batches']))
+        continue
+      xs, ys = series.setdefault(client_id, ([], []))
+      xs.extend(range(first + 1, first + len(losses) + 1))
+      ys.extend(float(loss) for loss in losses)
+      steps_so_far[client_id] = first + len(losses)
+  return dict(sorted(series.items()))
+
+
 def client_weight_shares(
     records: Sequence[Mapping[str, Any]],
 ) -> tuple[dict[int, Series], dict[int, float]]:
@@ -112,9 +144,12 @@ def client_weight_shares(
     outputs = record.get('client_outputs', ())
     if not outputs:
       continue
-    weights = [float(o['candidate_weight']) for o in outputs]
-    if not sum(weights) > 0:
-      weights = [float(o['fallback_weight']) for o in outputs]
+    if all('weight' in o for o in outputs):  # The weight the round applied.
+      weights = [float(o['weight']) for o in outputs]
+    else:
+      weights = [float(o['candidate_weight']) for o in outputs]
+      if not sum(weights) > 0:
+        weights = [float(o['fallback_weight']) for o in outputs]
     total = sum(weights)
     size_total = sum(float(o['dataset_size']) for o in outputs)
     for client_id, output, weight in zip(ids, outputs, weights):
@@ -178,6 +213,7 @@ def plot_client_training_loss(
     x_label: str = 'local step',
     y_label: str = 'training loss',
     legend_title: Optional[str] = 'client',
+    marker: Optional[str] = '.',
 ) -> None:
   """Saves per-client loss curves as a PNG, one panel per run.
 
@@ -188,6 +224,7 @@ def plot_client_training_loss(
     x_label: Label of the x axis.
     y_label: Label of the y axis.
     legend_title: Title of the legend (shown on the first panel).
+    marker: The points' marker (None: lines only, for per-batch curves).
   """
   if not panels:
     raise ValueError('Nothing to plot: panels is empty.')
@@ -196,7 +233,8 @@ def plot_client_training_loss(
   fig, axes = _new_figure(nrows, ncols, width=5.5, height=3.8, sharey=True)
   for ax, (title, curves) in zip(axes.flat, panels.items()):
     for label, (xs, ys) in curves.items():
-      ax.plot(xs, ys, marker='.', label=label)
+      ax.plot(xs, ys, marker=marker, label=label,
+              linewidth=1.0 if marker is None else 1.5)
     ax.set_title(title)
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)

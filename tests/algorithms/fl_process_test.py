@@ -166,7 +166,9 @@ class BuildFlProcessComputationTest(tf.test.TestCase, parameterized.TestCase):
     expected_client_outputs = tff.FederatedType(
         collections.OrderedDict(
             [(key, _F32) for key in algorithms.CLIENT_STAT_KEYS]
-            + [('weight', _F32)]
+            + [('weight', _F32),
+               # One loss per batch: as many as the client's batches.
+               ('batch_losses', tff.TensorType(np.float32, [None]))]
         ),
         tff.CLIENTS,
     )
@@ -351,6 +353,8 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
           rtol=1e-5,
       )
       self.assertEqual(output['num_batches'], len(losses))
+      # Every batch's loss, in training order (the numpy reference's).
+      self.assertAllClose(output['batch_losses'], losses, rtol=1e-5)
 
   @parameterized.named_parameters(('lorar', 'lorar'),
                                   ('loss_reduction', 'loss_reduction'))

@@ -63,6 +63,11 @@ CLIENT_STAT_KEYS = (
 )
 
 
+# Besides those, each client reports the loss of every batch of the round, in
+# order (float32 [num_batches]; the Lorar paper's Figures 3-5 plot them).
+BATCH_LOSSES_KEY = 'batch_losses'
+
+
 def _client_stats_spec():
   return collections.OrderedDict(
       (key, tf.TensorSpec([], tf.float32)) for key in CLIENT_STAT_KEYS
@@ -121,6 +126,9 @@ def _build_client_update(
             min_batch_loss=tf.constant(np.inf, tf.float32),
             loss_sum=zero,
             losses_finite=tf.constant(True),
+            # Every batch's loss, in order: the paper's per-step curves.
+            batch_losses=tf.TensorArray(
+                tf.float32, size=0, dynamic_size=True, element_shape=[]),
         ),
         optimizer_state,
     )
@@ -172,6 +180,8 @@ def _build_client_update(
           losses_finite=tf.logical_and(
               stats['losses_finite'], tf.math.is_finite(loss)
           ),
+          batch_losses=stats['batch_losses'].write(
+              tf.cast(stats['num_batches'], tf.int32), loss),
       )
       return stats, optimizer_state
 
@@ -231,6 +241,7 @@ def _build_client_update(
         ),
         candidate_weight=tf.where(is_valid, candidate, 0.0),
         fallback_weight=tf.where(is_valid, dataset_size, 0.0),
+        batch_losses=loop_stats['batch_losses'].stack(),
     )
     return collections.OrderedDict(update=delta, stats=stats, metrics=metrics)
 
@@ -241,8 +252,10 @@ class WeightedClientWorkProcess(tff.learning.templates.ClientWorkProcess):
   """A `ClientWorkProcess` that can also return per-client statistics.
 
   `next_with_client_outputs` has the type signature of `next` with a second
-  result, the CLIENTS-placed statistics of `CLIENT_STAT_KEYS` plus `weight`,
-  for simulations that plot per-client curves.
+  result, the CLIENTS-placed statistics of `CLIENT_STAT_KEYS` plus `weight`
+  (the weight the round applied) and `batch_losses` (float32 [num_batches],
+  every batch's training loss in order), for simulations that plot
+  per-client curves.
   """
 
   def __init__(self, initialize_fn, next_fn, *, next_with_client_outputs_fn,
@@ -382,6 +395,7 @@ def build_weighted_client_work(
         (key, stats[key]) for key in CLIENT_STAT_KEYS
     )
     output['weight'] = weight
+    output[BATCH_LOSSES_KEY] = stats[BATCH_LOSSES_KEY]
     return output
 
   @tff.tensorflow.computation(stats_type, np.float32)

@@ -500,12 +500,17 @@ def write_figures(runs, output_dir: str, *, clients: Sequence[str]
     pair = [('federated', algorithm, w) for w in ('num_examples', 'lorar')]
     if all(m in records for m in pair):
       name = f'training_loss_{algorithm}.png'
+      per_batch = {m: plots.client_batch_loss_series(records[m])
+                   for m in pair}
+      if all(per_batch.values()):  # The paper's figures: every batch.
+        series, y_label, marker = per_batch, 'training loss of the batch', None
+      else:  # Runs recorded before batch losses were: round means.
+        series = {m: plots.client_loss_series(records[m]) for m in pair}
+        y_label, marker = 'mean training loss of the round', '.'
       plots.plot_client_training_loss(
           {text2sql_report.method_label(m): {
-              clients[i]: series for i, series in
-              plots.client_loss_series(records[m]).items()} for m in pair},
-          os.path.join(output_dir, name),
-          y_label='mean training loss of the round')
+              clients[i]: s for i, s in series[m].items()} for m in pair},
+          os.path.join(output_dir, name), y_label=y_label, marker=marker)
       written.append(name)
   weighted = {m: r for m, r in records.items()
               if m[2] in ('lorar', 'loss_reduction')}
