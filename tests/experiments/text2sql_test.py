@@ -22,6 +22,7 @@ from tff_nlp import training
 from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 
 _CLIENTS = ('geography', 'imdb')
@@ -173,6 +174,30 @@ def test_per_client_training_caps(tmp_path):
   assert sizes == {'geography': 5, 'imdb': 9, 'yelp': 78}
   assert experiment.DataConfig(max_train_examples=7).max_train_examples == (
       experiment.PerClient(7))
+
+
+def test_decode_lengths_bound_every_gold_sql_of_the_client(tmp_path):
+  data = experiment.DataConfig(
+      clients=('geography', 'yelp'), schema_columns=False,
+      tokenizer='copy_words', sql_merges=50, vocabulary_size=400,
+      max_source_length=0, max_target_length=0, max_train_examples=20,
+      max_eval_examples=0)
+  task = experiment.prepare_task(data, data_dir=None, seed=0,
+                                 tokenizer_dir=str(tmp_path))
+  for client in task.clients:
+    # The longest gold SQL of the client, in words, plus END; every
+    # encoded target (tokens: words or merged words, plus END) fits.
+    words = [len(copy_tokenizer.split_words(sql))
+             for split in task.splits[client].values()
+             for sql in split.gold_sql]
+    assert task.decode_length(client) == min(max(words) + 1,
+                                             task.target_length)
+    longest_encoded = max(int(np.max(np.sum(split.y != 0, axis=1)))
+                          for split in task.splits[client].values())
+    assert longest_encoded <= task.decode_length(client)
+  # The client with the longest encoded SQL decodes to the shared length.
+  assert max(task.decode_length(c) for c in task.clients) == (
+      task.target_length)
 
 
 @pytest.mark.parametrize('spec, message', [

@@ -749,6 +749,19 @@ class ModelDecodingTest(tf.test.TestCase, parameterized.TestCase):
     ).token_ids[:, 0]
     self.assertAllEqual(decode(_ENCODER_IDS), expected)
 
+  @parameterized.parameters(1, 3)
+  def test_decode_fn_with_a_shorter_max_length_gives_the_prefix(
+      self, beam_size):
+    decode = seq2seq_decoding.make_decode_fn(self.model, max_length=8,
+                                             beam_size=beam_size)
+    full = decode(_ENCODER_IDS).numpy()
+    short = decode(_ENCODER_IDS, max_length=3).numpy()
+    self.assertLessEqual(short.shape[1], 3)
+    if beam_size == 1:  # Greedy steps do not depend on the horizon.
+      self.assertAllEqual(short, full[:, :short.shape[1]])
+    with self.assertRaisesRegex(ValueError, 'max_length must be in 1..8'):
+      decode(_ENCODER_IDS, max_length=9)
+
   def test_max_length_beyond_positions(self):
     with self.assertRaisesRegex(ValueError, 'max_target_length=8'):
       seq2seq_decoding.greedy_decode(self.model, _ENCODER_IDS, max_length=9)

@@ -11,7 +11,7 @@ with the `Examples` attributes works (e.g. `text2sql.EncodedSplit`).
 import collections
 from collections.abc import Sequence
 import dataclasses
-from typing import Callable, Protocol
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -136,7 +136,7 @@ def train_dataset(data: Examples, *, batch_size: int,
 
 
 def decode(decode_fn, tokenizer, data: Examples, *,
-           batch_size: int) -> list[str]:
+           batch_size: int, max_length: Optional[int] = None) -> list[str]:
   """The decoded output text for every example of `data`.
 
   Args:
@@ -147,6 +147,8 @@ def decode(decode_fn, tokenizer, data: Examples, *,
       words of the source text (`data.sources`).
     data: The examples.
     batch_size: Examples decoded at once.
+    max_length: If set, the most tokens generated (passed to `decode_fn`,
+      which must then take it, as `make_decode_fn`'s does).
 
   Returns:
     The detokenized predictions, in example order.
@@ -159,8 +161,9 @@ def decode(decode_fn, tokenizer, data: Examples, *,
   predictions = [''] * len(data)
   for start in range(0, len(data), batch_size):
     rows = order[start:start + batch_size]
-    ids = decode_fn(tf.constant(
-        encoder_ids[rows, :max(1, int(lengths[rows].max()))]))
+    batch = tf.constant(encoder_ids[rows, :max(1, int(lengths[rows].max()))])
+    ids = (decode_fn(batch) if max_length is None
+           else decode_fn(batch, max_length=max_length))
     if getattr(tokenizer, 'copies_from_source', False):
       for row, row_ids in zip(rows, ids.numpy()):
         predictions[row] = tokenizer.decode(row_ids, data.sources[row])

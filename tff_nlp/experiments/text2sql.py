@@ -330,6 +330,21 @@ class Text2SqlTask:
   databases: dict[str, str]  # client -> SQLite path, where one exists
   source_length: int = 0
   target_length: int = 0
+  # Client -> the most tokens its decoding can need (`decode_length`).
+  decode_lengths: dict[str, int] = dataclasses.field(default_factory=dict)
+
+  def decode_length(self, client: str) -> int:
+    """The most tokens worth generating for `client`'s questions.
+
+    With the copy tokenizer every output token is at least one word of
+    `copy_tokenizer.split_words`, so an output with more tokens than the
+    client's longest SQL (of any split) has words (and END) matches no gold
+    SQL of the client: decoding stops there instead of running a weak
+    model's never-ending outputs to the longest SQL of all clients. Exact
+    match is unchanged. Otherwise (subword pieces): `target_length`.
+    """
+    return min(self.decode_lengths.get(client, self.target_length),
+               self.target_length)
 
   def model_config(self, model: seq2seq.Seq2SeqConfig
                    ) -> seq2seq.Seq2SeqConfig:
@@ -456,10 +471,16 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                for source, target in zip(*texts[name][split][:2])]
     source_length = source_length or max(s for s, _ in lengths)
     target_length = target_length or max(t for _, t in lengths)
+    decode_lengths = {
+        name: 1 + max(len(copy_tokenizer.split_words(target))
+                      for split in text2sql.SPLITS
+                      for target in texts[name][split][1])
+        for name in config.clients}
     encode = functools.partial(_encode_copy, tokenizer,
                                source_length=source_length,
                                target_length=target_length)
   else:
+    decode_lengths = {}
     tokenizer = subword_tokenizer.load_or_train(
         tokenizer_dir, training_texts, config.vocabulary_size)
     encode = functools.partial(_encode, tokenizer, config=config)
@@ -481,13 +502,19 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                if name in config.clients}
   return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
                       source_length=source_length,
-                      target_length=target_length)
+                      target_length=target_length,
+                      decode_lengths=decode_lengths)
 
 
 def predict_sql(decode_fn, tokenizer, data: EncodedSplit, *,
-                batch_size: int) -> list[str]:
-  """Decoded SQL per example, with values filled in on the anonymised protocol."""
-  predictions = decode(decode_fn, tokenizer, data, batch_size=batch_size)
+                batch_size: int, max_length: Optional[int] = None
+                ) -> list[str]:
+  """Decoded SQL per example, with values filled in on the anonymised protocol.
+
+  `max_length`: see `seq2seq_examples.decode` (`Text2SqlTask.decode_length`).
+  """
+  predictions = decode(decode_fn, tokenizer, data, batch_size=batch_size,
+                       max_length=max_length)
   if data.variables is None:
     return predictions
   return [text2sql.fill_variables(p, v)
@@ -536,6 +563,7 @@ class _DevEvaluator:
 
   def __init__(self, task, unit, model_config, training, run_dir):
     self._task = task
+    self._dev_clients = list(unit.dev_clients)
     self._dev_parts = [task.splits[c]['dev'] for c in unit.dev_clients]
     self._dev = _concatenate(self._dev_parts)
     self._model_config = model_config
@@ -562,9 +590,12 @@ class _DevEvaluator:
     model_weights.assign_weights_to(self._keras_model)
     # Client by client: a batch then holds one client's SQL, of similar
     # lengths, and stops decoding when its longest output ends.
-    predictions = [p for part in self._dev_parts
-                   for p in predict_sql(self._decode_fn, self._task.tokenizer,
-                                        part, batch_size=self._batch_size)]
+    predictions = [p for client, part in zip(self._dev_clients,
+                                             self._dev_parts)
+                   for p in predict_sql(
+                       self._decode_fn, self._task.tokenizer, part,
+                       batch_size=self._batch_size,
+                       max_length=self._task.decode_length(client))]
     correct = sum(text2sql_metrics.exact_match(p, g)
                   for p, g in zip(predictions, self._dev.gold_sql))
     em = correct / len(self._dev)
@@ -798,7 +829,8 @@ def run_text2sql(
       test = task.splits[client]['test']
       predictions[client] = (test, predict_sql(
           decode_fn, task.tokenizer, test,
-          batch_size=training.decode_batch_size))
+          batch_size=training.decode_batch_size,
+          max_length=task.decode_length(client)))
       test_tokens[client] = token_metrics_fn(test)
 
   evaluation = text2sql_metrics.evaluate(

@@ -26,7 +26,7 @@ it keeps extending and scoring beams past their end token.)
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import tensorflow as tf
 
@@ -326,22 +326,38 @@ def make_decode_fn(
     *,
     max_length: int,
     beam_size: int = 1,
-) -> Callable[[tf.Tensor], tf.Tensor]:
+) -> Callable[..., tf.Tensor]:
   """A compiled function from encoder ids [B, S] to the best ids [B, L].
 
-  Greedy search if `beam_size` is 1, else the best beam of beam search.
+  Greedy search if `beam_size` is 1, else the best beam of beam search. The
+  function takes an optional `max_length` (at most this one) for a call:
+  e.g. a client whose longest SQL is short need not run a weak model's
+  never-ending outputs to the longest SQL of all clients. Each length is
+  traced once, on its first call.
   """
+  traced = {}
 
-  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-  def decode(encoder_token_ids):
-    if beam_size == 1:
-      return greedy_decode(
-          model, encoder_token_ids, max_length=max_length
-      ).token_ids
-    return beam_search_decode(
-        model, encoder_token_ids, beam_size=beam_size, max_length=max_length
-    ).token_ids[:, 0]
+  def build(length):
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def decode(encoder_token_ids):
+      if beam_size == 1:
+        return greedy_decode(
+            model, encoder_token_ids, max_length=length
+        ).token_ids
+      return beam_search_decode(
+          model, encoder_token_ids, beam_size=beam_size, max_length=length
+      ).token_ids[:, 0]
+    return decode
 
+  def decode(encoder_token_ids, max_length: Optional[int] = None):
+    length = limit if max_length is None else int(max_length)
+    if not 0 < length <= limit:
+      raise ValueError(f'max_length must be in 1..{limit}, got {max_length}.')
+    if length not in traced:
+      traced[length] = build(length)
+    return traced[length](encoder_token_ids)
+
+  limit = max_length
   return decode
 
 
