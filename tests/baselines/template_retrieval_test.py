@@ -174,6 +174,52 @@ class TemplateRetrievalExecutionTest(tf.test.TestCase,
     self.assertEqual(model.predict([_sentence('restaurants in city_name0')]),
                      ['SELECT 1 FROM R WHERE R.C = "city_name0" ;'])
 
+  @parameterized.named_parameters(
+      # Each training question from the others: q0 and q1 share list,
+      # flights and city_name0 (cosine 0.48 > 0), so they retrieve each
+      # other; q2 shares no word with them (cosine 0): the lowest other
+      # index, 0. q0's hint is q1's template with q0's own value (a).
+      ('with_values', True, ['SELECT "a" ;', 'SELECT 0 ;', 'SELECT 0 ;'],
+       'SELECT "c" ;'),
+      # Anonymised: the retrieved canonical SQL, variables kept.
+      ('anonymised', False,
+       ['SELECT "city_name0" ;', 'SELECT 0 ;', 'SELECT 0 ;'],
+       'SELECT "city_name0" ;'),
+  )
+  def test_leave_one_out(self, with_values, expected_train, expected_hotels):
+    train = [
+        _pair(_TRAIN[0], 'SELECT 0 ;', sentence_values={'city_name0': 'a'}),
+        _pair(_TRAIN[1], 'SELECT "city_name0" ;',
+              sentence_values={'city_name0': 'b'}),
+        _pair(_TRAIN[2], 'SELECT "city_name0" ;',
+              sentence_values={'city_name0': 'x'}),
+    ]
+    model = template_retrieval.TemplateRetrieval.fit(train)
+    sentences = [sentence for _, sentence in train]
+    # Without leaving out, every question finds itself.
+    self.assertAllEqual(model.nearest(sentences), [0, 1, 2])
+    self.assertAllEqual(model.nearest(sentences, leave_one_out=True),
+                        [1, 0, 0])
+    self.assertEqual(
+        template_retrieval.retrieved_sql(train, with_values=with_values),
+        expected_train)
+    # Other questions: the ordinary nearest (_TEST[0] -> q0, _TEST[1] -> q2,
+    # see _COSINES), with their own value c.
+    questions = [_pair(_TEST[0], sentence_values={'city_name0': 'c'}),
+                 _pair(_TEST[1], sentence_values={'city_name0': 'c'})]
+    self.assertEqual(
+        template_retrieval.retrieved_sql(train, questions,
+                                         with_values=with_values),
+        ['SELECT 0 ;', expected_hotels])
+
+  def test_leave_one_out_needs_two_examples(self):
+    with self.assertRaisesRegex(ValueError, 'at least two'):
+      template_retrieval.retrieved_sql([_pair('a b')])
+    model = template_retrieval.TemplateRetrieval.fit(
+        [_pair('a b'), _pair('c d')])
+    with self.assertRaisesRegex(ValueError, 'themselves'):
+      model.nearest([_sentence('a b')], leave_one_out=True)
+
   def test_empty(self):
     with self.assertRaisesRegex(ValueError, 'at least one training'):
       template_retrieval.TemplateRetrieval.fit([])

@@ -19,6 +19,7 @@ from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import runtime
 from tff_nlp import training
+from tff_nlp.baselines import template_retrieval
 from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.metrics import text2sql_report
@@ -200,6 +201,55 @@ def test_decode_lengths_bound_every_gold_sql_of_the_client(tmp_path):
       task.target_length)
 
 
+@pytest.mark.parametrize('with_values', [True, False],
+                         ids=['values', 'anonymised'])
+def test_retrieved_sql_hints_are_the_baselines_predictions(tmp_path,
+                                                           with_values):
+  clients = ('geography', 'yelp')
+  data = experiment.DataConfig(
+      clients=clients, schema_columns=False, tokenizer='copy_words',
+      sql_merges=50, vocabulary_size=400, max_source_length=0,
+      max_target_length=0, retrieved_sql=True, with_values=with_values)
+  task = experiment.prepare_task(data, data_dir=None, seed=0,
+                                 tokenizer_dir=str(tmp_path))
+  raw = experiment.text2sql.load_clients(clients, with_values=True)
+  baseline = template_retrieval.predict_clients(raw, split='test')
+  for client in clients:
+    test = task.splits[client]['test']
+    questions = [experiment.text2sql.model_input(
+        e.question, raw[client].schema, columns=False)
+                 for e in experiment.text2sql.load_clients(
+                     [client], with_values=with_values)[client].test]
+    hints = []
+    for source, question in zip(test.sources, questions):
+      assert source.startswith(question + ' <sql> ')
+      hints.append(source[len(question) + len(' <sql> '):])
+    if with_values:
+      # The same SQL as the baseline, which predicts from the full pool.
+      assert hints == [prediction for prediction, _ in baseline[client]]
+    else:
+      # Anonymised hints with the oracle values are right wherever the
+      # baseline is (they can be right more often: a variable only in the
+      # SQL gets the question's own value, not the retrieved example's).
+      filled = [experiment.text2sql.fill_variables(hint, variables)
+                for hint, variables in zip(hints, test.variables)]
+      for hint, (prediction, gold) in zip(filled, baseline[client]):
+        assert hint == gold or prediction != gold
+  # The baseline's test exact match (geography 137/279, yelp 5/24: the
+  # template_retrieval module docstring) is what copying the hint scores.
+  assert [sum(prediction == gold for prediction, gold in baseline[c])
+          for c in clients] == [137, 5]
+  # Training hints come from the other training questions (leave one
+  # out), yet most geography hints match (paraphrases of one query):
+  # 323/549 with the full pool (58.8%).
+  train = task.splits['geography']['train']
+  hints = [source.split(' <sql> ', 1)[1] for source in train.sources]
+  if not with_values:
+    hints = [experiment.text2sql.fill_variables(hint, variables)
+             for hint, variables in zip(hints, train.variables)]
+  assert sum(h == gold for h, gold in zip(hints, train.gold_sql)) == 323
+
+
 @pytest.mark.parametrize('spec, message', [
     (['advising=6'], 'needs a default value'),
     (['6', '7'], 'two default values'),
@@ -221,6 +271,7 @@ def test_per_client_parse_errors_name_the_flag(spec, message):
     (dict(max_train_examples=experiment.PerClient(5, (('atis', -2),))),
      'max_train_examples must be >= 0'),
     (dict(max_eval_examples=-1), 'max_eval_examples must be >= 0'),
+    (dict(retrieved_sql=True), 'retrieved_sql needs the copy_words'),
 ])
 def test_data_config_rejects(kwargs, message):
   with pytest.raises(ValueError, match=message):

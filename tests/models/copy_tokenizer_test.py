@@ -89,6 +89,49 @@ class CopyTokenizerTest(parameterized.TestCase):
     self.assertEqual(self.tokenizer.decode([2, 6, 9 + 40, 0], source),
                      'SELECT <unk>')
 
+  def test_sql_hint(self):
+    # After the mark the words are target tokens (no merges here); the mark
+    # is reserved: the first input word, id 9, whatever its count.
+    tokenizer = copy_tokenizer.CopyTokenizer.build(
+        _PAIRS, max_size=100, min_count=1,
+        reserved_input_words=(copy_tokenizer.SQL_HINT_MARK,))
+    self.assertEqual(tokenizer.input_words[0], copy_tokenizer.SQL_HINT_MARK)
+    self.assertEqual(tokenizer.output_words,
+                     (';', '=', 'SELECT', f'"{R}', f'{L}"'))
+    source = copy_tokenizer.with_sql_hint('flights to denver',
+                                          'SELECT = "boston" ;')
+    self.assertEqual(source, 'flights to denver <sql> SELECT = "boston" ;')
+    self.assertEqual(tokenizer.source_tokens(source), [
+        'flights', 'to', 'denver', '<sql>', 'SELECT', '=', f'"{R}',
+        'boston', f'{L}"', ';'])
+    # V = 15; output words keep their ids in the source (SELECT 6, = 5,
+    # "▸ 7, ◂" 8, ; 4) so the pointer copies them into those ids; flights
+    # 11, to 13, boston 10 (input words); denver unknown: V + 2.
+    self.assertEqual(tokenizer.encode_source(source),
+                     [11, 13, 15 + 2, 9, 6, 5, 7, 10, 8, 4])
+    # boston is copied from the hint (K + 7), denver from the question.
+    ids = tokenizer.encode_target('SELECT = "boston" , "denver" ;', source)
+    self.assertEqual(ids, [6, 5, 7, 9 + 7, 8, 1, 7, 9 + 2, 8, 4])
+    self.assertEqual(tokenizer.decode(ids, source),
+                     'SELECT = "boston" <unk> "denver" ;')
+    with self.assertRaisesRegex(errors.InputError, 'q.json: .*<sql>'):
+      copy_tokenizer.check_text('a <sql> b', 'q.json')
+
+  def test_sql_hint_is_merged_as_targets_are(self):
+    pairs = [('flights', 'SELECT DISTINCT x ;')] * 5
+    tokenizer = copy_tokenizer.CopyTokenizer.build(
+        pairs, max_size=100, num_merges=1)
+    # The most frequent pair of source-free words: ("DISTINCT", "x")
+    # ties ("SELECT", "DISTINCT") and ("x", ";") at 5; the smallest wins.
+    self.assertEqual(tokenizer.merges, (('DISTINCT', 'x'),))
+    source = copy_tokenizer.with_sql_hint('flights', 'SELECT DISTINCT x ;')
+    self.assertEqual(tokenizer.source_tokens(source),
+                     ['flights', '<sql>', 'SELECT', 'DISTINCT x', ';'])
+    # A copy of position 3 decodes as the merged phrase.
+    self.assertEqual(
+        tokenizer.decode([tokenizer.output_vocabulary_size() + 3], source),
+        'DISTINCT x')
+
   def test_save_and_load(self):
     directory = self.create_tempdir().full_path
     path = self.tokenizer.save(directory)

@@ -185,24 +185,87 @@ class TemplateRetrieval:
     vectors = self._tfidf.transform([tokenize(s.text) for s in sentences])
     return vectors @ self._train_vectors.T
 
-  def nearest(self, sentences: Sequence[text2sql.Sentence]) -> np.ndarray:
-    """[len(sentences)] index of each one's retrieved training example."""
+  def nearest(self, sentences: Sequence[text2sql.Sentence], *,
+              leave_one_out: bool = False) -> np.ndarray:
+    """[len(sentences)] index of each one's retrieved training example.
+
+    Args:
+      sentences: The questions.
+      leave_one_out: `sentences` are the training questions themselves, in
+        `train` order, and each is retrieved from the others (its own row
+        never wins); needs at least two training examples.
+
+    Returns:
+      The int64 indices into `train`.
+
+    Raises:
+      ValueError: If `leave_one_out` and `sentences` is not `train`'s
+        length or `train` has one example.
+    """
     if not sentences:
       return np.zeros([0], np.int64)
-    return nearest_indices(self.similarities(sentences))
+    similarities = self.similarities(sentences)
+    if leave_one_out:
+      if len(sentences) != len(self._train) or len(self._train) < 2:
+        raise ValueError(
+            'Leave-one-out retrieval needs the training questions '
+            f'themselves and at least two of them; got {len(sentences)} '
+            f'questions for {len(self._train)} training examples.')
+      np.fill_diagonal(similarities, -np.inf)
+    return nearest_indices(similarities)
 
-  def predict(self, sentences: Sequence[text2sql.Sentence]) -> list[str]:
-    """The predicted SQL, with values, of each question.
+  def predict(self, sentences: Sequence[text2sql.Sentence], *,
+              with_values: bool = True,
+              leave_one_out: bool = False) -> list[str]:
+    """The predicted SQL of each question.
 
     Args:
       sentences: The questions (anonymised `text` and their `variables`).
+      with_values: Fill the variables (the paper's protocol); False gives
+        the retrieved query's anonymised canonical SQL.
+      leave_one_out: See `nearest`.
 
     Returns:
-      For each, the retrieved query's canonical SQL filled with the
-      sentence's values, else the retrieved query's example values.
+      For each, the retrieved query's canonical SQL, with values: filled
+      with the sentence's values, else the retrieved query's example values.
     """
+    indices = self.nearest(sentences, leave_one_out=leave_one_out)
+    if not with_values:
+      return [self._train[index][0].canonical_sql for index in indices]
     return [text2sql.fill_sql(self._train[index][0], sentence)
-            for index, sentence in zip(self.nearest(sentences), sentences)]
+            for index, sentence in zip(indices, sentences)]
+
+
+def retrieved_sql(train: Sequence[QueryAndSentence],
+                  questions: Optional[Sequence[QueryAndSentence]] = None, *,
+                  with_values: bool = True) -> list[str]:
+  """The SQL retrieval predicts for each question: a parser's hint.
+
+  A retrieve-and-edit parser (`experiments.text2sql.DataConfig.
+  retrieved_sql`) reads this after the question. In training each
+  question's hint comes from the *other* training questions (leave one
+  out), as a test question's comes from training questions that are not
+  itself; only the client's own training data is read, so federated
+  clients retrieve locally.
+
+  Args:
+    train: The client's training (query, sentence) pairs: the pool.
+    questions: The questions to retrieve for; None: `train` itself, leave
+      one out.
+    with_values: See `TemplateRetrieval.predict`.
+
+  Returns:
+    One SQL string per question, in order.
+
+  Raises:
+    ValueError: If `train` is empty, or has one example and `questions` is
+      None.
+  """
+  model = TemplateRetrieval.fit(train)
+  if questions is None:
+    return model.predict([s for _, s in train], with_values=with_values,
+                         leave_one_out=True)
+  return model.predict([s for _, s in questions], with_values=with_values)
 
 
 def client_questions(client: Any, queries: Sequence[text2sql.Query],
@@ -223,8 +286,15 @@ def client_questions(client: Any, queries: Sequence[text2sql.Query],
     InputError: If an example's indices do not point to its question
       (the client was loaded from other files than `queries`).
   """
+  return example_questions(getattr(client, split), queries, split)
+
+
+def example_questions(examples: Sequence[text2sql.Example],
+                      queries: Sequence[text2sql.Query],
+                      split: str) -> list[QueryAndSentence]:
+  """`client_questions` of a list of examples (e.g. a subset of a split)."""
   pairs = []
-  for i, example in enumerate(getattr(client, split)):
+  for i, example in enumerate(examples):
     query = sentence = None
     if (0 <= example.query_index < len(queries) and
         0 <= example.sentence_index < len(

@@ -40,6 +40,12 @@ SQL_MERGES = flags.DEFINE_integer(
     'With --tokenizer=copy_words: the most SQL-phrase merges (frequent '
     'word pairs of the training SQL that no question holds become one '
     'token); 0: none.', lower_bound=0)
+RETRIEVED_SQL = flags.DEFINE_bool(
+    'retrieved_sql', False,
+    'With --tokenizer=copy_words: retrieve-and-edit. Each input ends with '
+    'the SQL of the most similar training question of the same client '
+    '(the template-retrieval baseline; leave-one-out in training), which '
+    'the parser copies and edits. Not in the paper.')
 VOCABULARY_SIZE = flags.DEFINE_integer(
     'vocabulary_size', 4000, 'Vocabulary size (upper bound).',
     lower_bound=300)
@@ -100,6 +106,7 @@ def data_config() -> experiment.DataConfig:
       schema_columns=SCHEMA_COLUMNS.value,
       tokenizer=TOKENIZER.value,
       sql_merges=SQL_MERGES.value,
+      retrieved_sql=RETRIEVED_SQL.value,
       vocabulary_size=VOCABULARY_SIZE.value,
       max_source_length=MAX_SOURCE_LENGTH.value,
       max_target_length=MAX_TARGET_LENGTH.value,

@@ -56,6 +56,7 @@ from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import vocab_sliced
+from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import seq2seq_examples
@@ -165,6 +166,14 @@ class DataConfig:
     sql_merges: With copy_words: the most SQL-phrase merges
       (`copy_tokenizer.learn_merges`: frequent word pairs of the training
       SQL that no question holds become one token); 0: none.
+    retrieved_sql: Retrieve-and-edit (copy_words only): each input ends
+      with the SQL that template retrieval (`baselines.template_retrieval.
+      retrieved_sql`, the no-learning baseline) predicts for the question
+      from the client's own training examples, leave-one-out in training
+      (`copy_tokenizer.with_sql_hint`), so the parser copies the nearest
+      example's SQL and edits it. Not in the paper (whose parser is a
+      pre-trained T5): a way for a parser trained from scratch to start at
+      the baseline.
     max_source_length: Encoder tokens; longer inputs are truncated, and
       counted in `results.json`. 0 (copy_words only): the longest input of
       the data, so none is truncated.
@@ -187,6 +196,7 @@ class DataConfig:
   tokenizer: str = 'subword'
   vocabulary_size: int = 4000
   sql_merges: int = 0
+  retrieved_sql: bool = False
   max_source_length: int = 256
   max_target_length: int = 256
   max_train_examples: PerClient | int = 0
@@ -206,6 +216,9 @@ class DataConfig:
                                and self.tokenizer != 'copy_words'):
       raise ValueError(f'sql_merges must be >= 0, and 0 unless the '
                        f'tokenizer is copy_words; got {self.sql_merges}.')
+    if self.retrieved_sql and self.tokenizer != 'copy_words':
+      raise ValueError('retrieved_sql needs the copy_words tokenizer, got '
+                       f'{self.tokenizer!r}.')
     if self.vocabulary_size < 1:
       raise ValueError(
           f'vocabulary_size must be positive, got {self.vocabulary_size}.')
@@ -410,6 +423,28 @@ def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
       truncated_targets=truncated_targets)
 
 
+def _add_sql_hints(texts, folder: str, with_values: bool) -> None:
+  """Appends each source's retrieved SQL (`DataConfig.retrieved_sql`)."""
+  for name, splits in texts.items():
+    queries = text2sql.read_client_queries(folder, name)
+    questions = {
+        split: template_retrieval.example_questions(splits[split][3],
+                                                    queries, split)
+        for split in text2sql.SPLITS}
+    for split in text2sql.SPLITS:
+      try:
+        hints = template_retrieval.retrieved_sql(
+            questions['train'],
+            None if split == 'train' else questions[split],
+            with_values=with_values)
+      except ValueError as e:
+        raise errors.InputError(
+            f'{folder}: client {name!r}: retrieved_sql: {e}') from None
+      sources, *rest = splits[split]
+      splits[split] = ([copy_tokenizer.with_sql_hint(source, hint)
+                        for source, hint in zip(sources, hints)], *rest)
+
+
 def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                  tokenizer_dir: str) -> Text2SqlTask:
   """Loads, subsets and tokenizes the clients' data.
@@ -447,7 +482,8 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                                 columns=config.schema_columns)
            for e in examples],
           [e.sql for e in examples],
-          None if config.with_values else [e.variables for e in examples])
+          None if config.with_values else [e.variables for e in examples],
+          examples)
 
   def training_texts():
     return [t for name in config.clients
@@ -464,8 +500,12 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
         tokenizer_dir,
         lambda: [pair for name in config.clients
                  for pair in zip(*texts[name]['train'][:2])],
-        max_size=config.vocabulary_size, num_merges=config.sql_merges)
-    lengths = [(len(copy_tokenizer.split_words(source)) + 1,
+        max_size=config.vocabulary_size, num_merges=config.sql_merges,
+        reserved_input_words=((copy_tokenizer.SQL_HINT_MARK,)
+                              if config.retrieved_sql else ()))
+    if config.retrieved_sql:
+      _add_sql_hints(texts, folder, config.with_values)
+    lengths = [(len(tokenizer.source_tokens(source)) + 1,
                 len(tokenizer.target_tokens(target)) + 1)
                for name in config.clients for split in text2sql.SPLITS
                for source, target in zip(*texts[name][split][:2])]
@@ -488,7 +528,7 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
   for name in config.clients:
     splits[name] = {}
     for split in text2sql.SPLITS:
-      sources, sql, variables = texts[name][split]
+      sources, sql, variables, _ = texts[name][split]
       encoded = encode(sources, sql)
       if variables is not None:
         # Anonymised protocol: the model reads and writes variable names;

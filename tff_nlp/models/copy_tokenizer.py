@@ -44,6 +44,16 @@ never have seen the pieces of a test value. Here:
     tokens (advising 52 -> 26, atis 78 -> 52, geography 22 -> 14), which
     cuts both training and decoding time.
 
+*   **A SQL hint in the source.** A source may end with `SQL_HINT_MARK`
+    and a SQL query (a retrieved example's SQL: retrieve-and-edit parsing,
+    `experiments.text2sql.DataConfig.retrieved_sql`). `source_tokens`
+    splits the words after the mark as targets are split (merges applied),
+    so the hint holds the very tokens the target is made of: an output
+    word in the hint is copied by the pointer into its own id, and a value
+    or an unmerged word by its copy id, so the parser can copy the hint
+    whole and edit it. Merges and the vocabulary are learned from sources
+    without hints (`build`'s `reserved_input_words` adds the mark).
+
 Ids are a pure function of the text (and of the source for targets): no TF
 op, no state; `save`/`load` keep the vocabulary and merges as JSON.
 """
@@ -67,6 +77,8 @@ GLUE_RIGHT = '\u25b8'  # ▸: no space after this token.
 GLUE_LEFT = '\u25c2'  # ◂: no space before this token.
 VOCABULARY_FILE = 'copy_vocabulary.json'
 # Leading and trailing quote/percent characters of a word.
+# Separates a source from the SQL hint appended to it (module docstring).
+SQL_HINT_MARK = '<sql>'
 _AFFIXES = re.compile(r'^(["\'%]*)(.*?)(["\'%]*)$', re.DOTALL)
 
 
@@ -200,6 +212,15 @@ def check_text(text: str, where: str) -> None:
     raise errors.InputError(
         f'{where}: the text contains a glue mark ({GLUE_LEFT!r} or '
         f'{GLUE_RIGHT!r}), which the copy tokenizer reserves: {text[:200]!r}')
+  if SQL_HINT_MARK in text.split():
+    raise errors.InputError(
+        f'{where}: the text contains the word {SQL_HINT_MARK!r}, which the '
+        f'copy tokenizer reserves for SQL hints: {text[:200]!r}')
+
+
+def with_sql_hint(source: str, sql: str) -> str:
+  """`source` followed by the SQL hint `sql` (the module docstring)."""
+  return f'{source} {SQL_HINT_MARK} {sql}'
 
 
 class CopyTokenizer:
@@ -230,7 +251,8 @@ class CopyTokenizer:
 
   @classmethod
   def build(cls, pairs: Iterable[tuple[str, str]], *, max_size: int,
-            min_count: int = 2, num_merges: int = 0) -> 'CopyTokenizer':
+            min_count: int = 2, num_merges: int = 0,
+            reserved_input_words: Sequence[str] = ()) -> 'CopyTokenizer':
     """Merges, output and input words of training (source, target) pairs.
 
     Merges: `learn_merges(pairs, num_merges=num_merges)`, applied to the
@@ -246,8 +268,10 @@ class CopyTokenizer:
       max_size: V, the number of ids including the 4 special ids.
       min_count: The fewest occurrences of a vocabulary word.
       num_merges: The most SQL-phrase merges (0: none).
+      reserved_input_words: Input words that come first, whatever their
+        count (e.g. `SQL_HINT_MARK` for sources with hints).
     """
-    if max_size <= NUM_SPECIAL_IDS:
+    if max_size <= NUM_SPECIAL_IDS + len(reserved_input_words):
       raise ValueError(f'max_size must exceed {NUM_SPECIAL_IDS}, got '
                        f'{max_size}.')
     pairs = list(pairs)
@@ -266,11 +290,13 @@ class CopyTokenizer:
                                    key=lambda item: (-item[1], item[0]))
               if c >= min_count]
 
-    room = max_size - NUM_SPECIAL_IDS
-    output_words = ranked(generated)[:room]
-    chosen = set(output_words)
-    input_words = [w for w in ranked(source_counts)
-                   if w not in chosen][:room - len(output_words)]
+    reserved = list(reserved_input_words)
+    room = max_size - NUM_SPECIAL_IDS - len(reserved)
+    output_words = [w for w in ranked(generated)
+                    if w not in reserved][:room]
+    chosen = set(output_words) | set(reserved)
+    input_words = reserved + [w for w in ranked(source_counts)
+                              if w not in chosen][:room - len(output_words)]
     return cls(output_words, input_words, merges)
 
   @property
@@ -297,11 +323,23 @@ class CopyTokenizer:
   def input_words(self) -> tuple[str, ...]:
     return self._words[self._output_size:]
 
+  def source_tokens(self, text: str) -> list[str]:
+    """The tokens of a source: its words, and a SQL hint's target tokens.
+
+    Copy ids number these positions (module docstring).
+    """
+    words = text.split()
+    if SQL_HINT_MARK not in words:
+      return split_words(text)
+    mark = words.index(SQL_HINT_MARK)
+    return (split_words(' '.join(words[:mark])) + [SQL_HINT_MARK]
+            + self.target_tokens(' '.join(words[mark + 1:])))
+
   def encode_source(self, text: str) -> list[int]:
     """Source ids: vocabulary ids, `V + first position` for the others."""
     first = {}
     ids = []
-    for position, token in enumerate(split_words(text)):
+    for position, token in enumerate(self.source_tokens(text)):
       token_id = self._ids.get(token)
       if token_id is None:
         token_id = first.setdefault(token, self.vocabulary_size() + position)
@@ -311,7 +349,7 @@ class CopyTokenizer:
   def encode_target(self, text: str, source: str) -> list[int]:
     """Target ids: output-word ids, else `K + s`, else UNK."""
     first = {}
-    for position, token in enumerate(split_words(source)):
+    for position, token in enumerate(self.source_tokens(source)):
       first.setdefault(token, self._output_size + position)
     ids = []
     for token in self.target_tokens(text):
@@ -327,7 +365,7 @@ class CopyTokenizer:
     A copy id names a source position; one past the source (a model that
     points at padding) decodes as `<unk>`.
     """
-    source_tokens = split_words(source)
+    source_tokens = self.source_tokens(source)
     tokens = []
     for token_id in ids:
       token_id = int(token_id)
@@ -380,7 +418,8 @@ class CopyTokenizer:
 
 
 def load_or_build(directory: str, pairs_fn, *, max_size: int,
-                  min_count: int = 2, num_merges: int = 0) -> CopyTokenizer:
+                  min_count: int = 2, num_merges: int = 0,
+                  reserved_input_words: Sequence[str] = ()) -> CopyTokenizer:
   """The tokenizer saved in `directory`, or one built and saved there.
 
   `pairs_fn` returns the training (source, target) pairs; called only when
@@ -389,7 +428,8 @@ def load_or_build(directory: str, pairs_fn, *, max_size: int,
   path = os.path.join(directory, VOCABULARY_FILE)
   if os.path.exists(path):
     return CopyTokenizer.load(path)
-  tokenizer = CopyTokenizer.build(pairs_fn(), max_size=max_size,
-                                  min_count=min_count, num_merges=num_merges)
+  tokenizer = CopyTokenizer.build(
+      pairs_fn(), max_size=max_size, min_count=min_count,
+      num_merges=num_merges, reserved_input_words=reserved_input_words)
   tokenizer.save(directory)
   return tokenizer
