@@ -22,7 +22,6 @@ import tensorflow_federated as tff
 
 from tff_nlp import algorithms
 from tff_nlp import errors
-from tff_nlp.models import copy_hints
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import subword_tokenizer
@@ -420,36 +419,6 @@ class CopyModelTest(tf.test.TestCase, parameterized.TestCase):
         model, _COPY_ENCODER_IDS, beam_size=2, max_length=6)
     self.assertAllGreaterEqual(
         beams.scores.numpy()[:, 0] - greedy.scores.numpy(), -1e-4)
-
-  def test_hint_decoding_feeds_what_teacher_forcing_feeds(self):
-    # Id 18 (an input word) marks a hint: row 0 holds output words 5-8 and
-    # an unknown word after it. Scores of the cached decoding (inputs
-    # aligned step by step) equal teacher forcing's (inputs aligned by
-    # `copy_hints.decoder_inputs`), for greedy and every beam.
-    config = dataclasses.replace(_TINY_COPY, hint_mark_id=18)
-    encoder_ids = np.array([[17, 25, 18, 5, 6, 25, 7, 8, END],
-                            [9, 10, 11, 12, 13, 14, END, 0, 0]], _I32)
-    model = seq2seq.build_keras_model(config)
-    # Seed 6 generates hint words (7 at two steps) among others.
-    _randomize(model, 6, scale=1.0)
-    greedy = seq2seq_decoding.greedy_decode(model, encoder_ids, max_length=6)
-    aligned = copy_hints.decoder_inputs(
-        greedy.token_ids, encoder_ids, generated_size=15, mark_id=18)
-    # The check is not vacuous: some generated token continued the hint.
-    self.assertTrue(np.any(aligned.numpy() != greedy.token_ids.numpy()))
-    self.assertAllClose(
-        greedy.scores,
-        seq2seq_decoding.sequence_log_probability(
-            model, encoder_ids, greedy.token_ids), atol=1e-4)
-    beams = seq2seq_decoding.beam_search_decode(
-        model, encoder_ids, beam_size=3, max_length=6)
-    for k in range(3):
-      self.assertAllClose(
-          beams.scores[:, k],
-          seq2seq_decoding.sequence_log_probability(
-              model, encoder_ids, beams.token_ids[:, k]), atol=1e-4)
-    with self.assertRaisesRegex(ValueError, 'hint_mark_id needs'):
-      dataclasses.replace(_TINY, hint_mark_id=18)
 
   def test_learns_to_copy_unseen_words(self):
     # The task: repeat the source. Every source word is outside the

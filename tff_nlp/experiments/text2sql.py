@@ -65,7 +65,6 @@ from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
 from tff_nlp.experiments.seq2seq_examples import train_dataset
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
-from tff_nlp.models import copy_hints
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
@@ -370,8 +369,7 @@ class Text2SqlTask:
         max_target_length=self.target_length,
         copy_from_source=copies,
         output_vocabulary_size=(self.tokenizer.output_vocabulary_size()
-                                if copies else 0),
-        hint_mark_id=getattr(self.tokenizer, 'hint_mark_id', 0))
+                                if copies else 0))
 
 
 def _subset(examples, limit, seed, client, split):
@@ -417,13 +415,6 @@ def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
     x_source[row, :len(source_ids) + 1] = source_ids + [seq2seq.END_ID]
     x_target[row, :len(target_ids) + 1] = [seq2seq.START_ID] + target_ids
     y[row, :len(target_ids) + 1] = target_ids + [seq2seq.END_ID]
-  if tokenizer.hint_mark_id and n:
-    # Tokens that continue a SQL hint are fed back as copies of their hint
-    # positions, as decoding will feed them (`copy_hints`).
-    fed_back = copy_hints.decoder_inputs(
-        y, x_source, generated_size=tokenizer.output_vocabulary_size(),
-        mark_id=tokenizer.hint_mark_id).numpy()
-    x_target[:, 1:] = np.where(x_target[:, 1:] != 0, fed_back[:, :-1], 0)
   return EncodedSplit(
       x=collections.OrderedDict([(seq2seq.ENCODER_TOKEN_IDS, x_source),
                                  (seq2seq.DECODER_TOKEN_IDS, x_target)]),

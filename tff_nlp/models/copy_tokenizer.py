@@ -52,9 +52,7 @@ never have seen the pieces of a test value. Here:
     word in the hint is copied by the pointer into its own id, and a value
     or an unmerged word by its copy id, so the parser can copy the hint
     whole and edit it. Merges and the vocabulary are learned from sources
-    without hints (`build`'s `reserved_input_words` adds the mark). The
-    decoder is fed the copy ids of the hint positions it has copied
-    (`models.copy_hints`), so it knows where in the hint it is.
+    without hints (`build`'s `reserved_input_words` adds the mark).
 
 Ids are a pure function of the text (and of the source for targets): no TF
 op, no state; `save`/`load` keep the vocabulary and merges as JSON.
@@ -316,12 +314,6 @@ class CopyTokenizer:
   def output_vocabulary_size(self) -> int:
     """K: the special ids and the output words; target copy ids start here."""
     return self._output_size
-
-  @property
-  def hint_mark_id(self) -> int:
-    """The id of `SQL_HINT_MARK` if the vocabulary has it (sources with SQL
-    hints, see `build`), else 0."""
-    return self._ids.get(SQL_HINT_MARK, 0)
 
   @property
   def output_words(self) -> tuple[str, ...]:

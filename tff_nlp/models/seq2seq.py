@@ -102,10 +102,6 @@ class Seq2SeqConfig:
     output_vocabulary_size: K, with `copy_from_source`: only ids below K
       are generated from the vocabulary (`copy_tokenizer`'s output words);
       0 means all `vocabulary_size` ids.
-    hint_mark_id: With `copy_from_source`, the encoder id that starts a SQL
-      hint (`copy_tokenizer.SQL_HINT_MARK`): decoding feeds tokens that
-      continue the hint back as copy ids of their hint positions, as the
-      training data does (`copy_hints`). 0: no hints.
   """
 
   vocabulary_size: int
@@ -122,7 +118,6 @@ class Seq2SeqConfig:
   seed: int = 0
   copy_from_source: bool = False
   output_vocabulary_size: int = 0
-  hint_mark_id: int = 0
 
   @property
   def generated_size(self) -> int:
@@ -151,13 +146,6 @@ class Seq2SeqConfig:
       raise ValueError(
           f'output_vocabulary_size must be in [0, vocabulary_size='
           f'{self.vocabulary_size}], got {self.output_vocabulary_size}.')
-    if self.hint_mark_id and not (
-        self.copy_from_source and END_ID < self.hint_mark_id
-        < self.vocabulary_size):
-      raise ValueError(
-          'hint_mark_id needs copy_from_source and an id in '
-          f'({END_ID}, vocabulary_size={self.vocabulary_size}), got '
-          f'{self.hint_mark_id}.')
     if self.vocabulary_size <= END_ID + 1:
       raise ValueError(
           f'vocabulary_size must exceed the special ids 0-{END_ID}, got '

@@ -30,7 +30,6 @@ from typing import Any, NamedTuple, Optional
 
 import tensorflow as tf
 
-from tff_nlp.models import copy_hints
 from tff_nlp.models import seq2seq
 
 StepFn = Callable[[tf.Tensor, tf.Tensor, Any], tuple[tf.Tensor, Any]]
@@ -246,17 +245,8 @@ def _model_step_fn_and_state(
   state = dict(cache=cache, encoder_output=encoder_output,
                encoder_padding_mask=encoder_padding_mask,
                encoder_token_ids=encoder_token_ids)
-  config = model.config
-  if config.hint_mark_id:
-    state['hint_cursor'] = copy_hints.start_cursor(encoder_token_ids,
-                                                   config.hint_mark_id)
 
   def step_fn(tokens, index, state):
-    if config.hint_mark_id:
-      tokens, cursor = copy_hints.align_step(
-          tokens, state['hint_cursor'], state['encoder_token_ids'],
-          generated_size=config.generated_size)
-      state = dict(state, hint_cursor=cursor)
     logits, cache = model.decode_step(
         tokens, index, state['encoder_output'],
         state['encoder_padding_mask'], state['cache'],
@@ -393,21 +383,16 @@ def sequence_log_probability(
     float32 [B]: the sum over non-padding positions of log p(token).
   """
   token_ids = tf.convert_to_tensor(token_ids, tf.int32)
-  encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
-  fed_back = token_ids
-  if model.config.hint_mark_id:
-    fed_back = copy_hints.decoder_inputs(
-        token_ids, encoder_token_ids,
-        generated_size=model.config.generated_size,
-        mark_id=model.config.hint_mark_id)
   decoder_inputs = tf.concat(
-      [tf.fill([tf.shape(token_ids)[0], 1], start_id), fed_back[:, :-1]],
+      [tf.fill([tf.shape(token_ids)[0], 1], start_id), token_ids[:, :-1]],
       axis=1,
   )
   mask = tf.not_equal(token_ids, pad_id)
   decoder_inputs = tf.where(mask, decoder_inputs, pad_id)
   logits = model({
-      seq2seq.ENCODER_TOKEN_IDS: encoder_token_ids,
+      seq2seq.ENCODER_TOKEN_IDS: tf.convert_to_tensor(
+          encoder_token_ids, tf.int32
+      ),
       seq2seq.DECODER_TOKEN_IDS: decoder_inputs,
   }, training=False)
   log_probs = tf.gather(tf.nn.log_softmax(logits), token_ids, batch_dims=2)
