@@ -26,6 +26,7 @@ it keeps extending and scoring beams past their end token.)
 """
 
 from collections.abc import Callable, Sequence
+import logging
 from typing import Any, NamedTuple, Optional
 
 import tensorflow as tf
@@ -321,6 +322,13 @@ def beam_search_decode(
   )
 
 
+class _DropsRetracingWarning(logging.Filter):
+  """Drops TF's "triggered tf.function retracing" warning."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return 'triggered tf.function retracing' not in record.getMessage()
+
+
 def make_decode_fn(
     model: seq2seq.Seq2SeqTransformer,
     *,
@@ -353,9 +361,19 @@ def make_decode_fn(
     length = limit if max_length is None else int(max_length)
     if not 0 < length <= limit:
       raise ValueError(f'max_length must be in 1..{limit}, got {max_length}.')
-    if length not in traced:
-      traced[length] = build(length)
-    return traced[length](encoder_token_ids)
+    if length in traced:
+      return traced[length](encoder_token_ids)
+    traced[length] = build(length)
+    # One function per length is the design, so TF's warning that several
+    # functions were traced in a row ("... triggered tf.function
+    # retracing") says nothing here.
+    logger = tf.get_logger()
+    log_filter = _DropsRetracingWarning()
+    logger.addFilter(log_filter)
+    try:
+      return traced[length](encoder_token_ids)
+    finally:
+      logger.removeFilter(log_filter)
 
   limit = max_length
   return decode
