@@ -1,7 +1,7 @@
 """Paired comparison of two text-to-SQL runs on the full test splits.
 
 Reads the test predictions of two finished runs (`<run>/predictions/
-<client>.jsonl`, one seed each, e.g. two centralized runs that differ in one
+<client>.jsonl`, or `.jsonl.gz` as archived, one seed each, e.g. two centralized runs that differ in one
 flag), scores exact match, and prints MacroAvg/MicroAvg/per-client exact
 match of run A with 95% bootstrap intervals over test examples, and the
 paired differences A - B and A - template retrieval (the no-learning
@@ -14,6 +14,7 @@ baseline, computed here on the same test examples), with
       --output=docs/results/text2sql/centralized_retrieved_sql_seed0/intervals.json
 """
 
+import gzip
 import json
 import os
 
@@ -34,8 +35,11 @@ def _outcomes(run_dir: str) -> dict[str, np.ndarray]:
   outcomes = {}
   for client in text2sql.CLIENTS:
     path = os.path.join(run_dir, 'predictions', f'{client}.jsonl')
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+      path += '.gz'  # An archived run (`text2sql_benchmark.archive_run`).
     try:
-      with open(path, encoding='utf-8') as f:
+      with (gzip.open(path, 'rt', encoding='utf-8') if path.endswith('.gz')
+            else open(path, encoding='utf-8')) as f:
         lines = [json.loads(line) for line in f]
     except (OSError, ValueError) as e:
       raise errors.InputError(f'{path}: {e}') from None
