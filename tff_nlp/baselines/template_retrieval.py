@@ -351,10 +351,9 @@ def predict_clients(
     except errors.InputError as e:
       raise errors.InputError(f'{folder}: client {name!r}: {e}') from None
     try:
-      model = TemplateRetrieval.fit(train)
+      predictions = retrieved_sql(train, questions)
     except ValueError as e:
       raise ValueError(f'Client {name!r}: {e}') from None
-    predictions = model.predict([sentence for _, sentence in questions])
     pairs[name] = [(prediction, text2sql.fill_sql(query, sentence))
                    for prediction, (query, sentence)
                    in zip(predictions, questions)]
