@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-scaling bench-round-overhead bench-text2sql bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bazel-test clean help
+.PHONY: venv test demo bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -18,6 +18,7 @@ help:
 	@echo "make venv   - create .venv with the pinned stack (idempotent)"
 	@echo "make bench  - run every benchmark (hours; not part of tests)"
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
+	@echo "make bench-text2sql-templates - Table 2 with the template parser, 3 seeds (about 2 hours; resumable)"
 	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags (minutes)"
 	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
@@ -52,7 +53,7 @@ demo: $(STAMP)
 	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0 \
 	  --verbosity=$(DEMO_VERBOSITY)
 
-bench: bench-scaling bench-round-overhead bench-text2sql bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism
+bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism
 
 # A TFF round against the same local training in pure TensorFlow (and TFF
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
@@ -97,6 +98,24 @@ bench-text2sql: $(STAMP)
 	mkdir -p docs/results/text2sql
 	cp $(TEXT2SQL_BENCH_DIR)/results.md $(TEXT2SQL_BENCH_DIR)/results.json \
 	  $(TEXT2SQL_BENCH_DIR)/*.png docs/results/text2sql/
+
+# The paper's Table 2 with the template parser (train_text2sql.templates.flags):
+# finetuning, centralized and {FedAvg, FedOPT, FedProx} x {num_examples,
+# lorar}, every method with 3 seeds, about 5 minutes a run; resumable, runs
+# archived in docs/results/text2sql_templates/runs (discussed in
+# docs/results/text2sql.md).
+TEXT2SQL_TEMPLATES_BENCH_DIR ?= runs/text2sql_templates_benchmark
+TEXT2SQL_TEMPLATES_METHODS ?= centralized,finetune,fedavg/num_examples,fedavg/lorar,fedopt/num_examples,fedopt/lorar,fedprox/num_examples,fedprox/lorar
+bench-text2sql-templates: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.templates.flags \
+	  --output_dir=$(TEXT2SQL_TEMPLATES_BENCH_DIR) --progress=off \
+	  --methods=$(TEXT2SQL_TEMPLATES_METHODS) --single_seed_methods= \
+	  --archive_dir=docs/results/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
+	mkdir -p docs/results/text2sql_templates
+	cp $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.md \
+	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.json \
+	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/*.png docs/results/text2sql_templates/
 
 # Partial models (tff.federated_select) vs dense FedAvg on the tag task; the
 # report is copied to docs/results/federated_select/ (discussed in

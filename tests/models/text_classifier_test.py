@@ -1,5 +1,7 @@
 """Tests of the fastText-style classifier against a numpy re-implementation."""
 
+import collections
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -8,6 +10,7 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp import models
 from tff_nlp import runtime
+from tff_nlp.models import text_classifier
 
 _SPEC = models.TextClassifierSpec(
     vocab_size=7, num_classes=3, max_length=5, embedding_dim=4, seed=11
@@ -125,6 +128,90 @@ class TextClassifierTest(_WeightsTestCase, parameterized.TestCase):
                      second.trainable_variables[0])
     self.assert_weights_equal(first.trainable_variables,
                               second.trainable_variables)
+
+
+# Classes 0 and 2 belong to group 0, class 1 to group 1.
+_GROUPED = models.TextClassifierSpec(
+    vocab_size=7, num_classes=3, max_length=5, embedding_dim=4, seed=11,
+    class_groups=(0, 1, 0))
+_GROUPS = np.array([0, 0, 1], np.int32)
+
+
+def _grouped_inputs():
+  return collections.OrderedDict([(text_classifier.TOKEN_IDS, _IDS),
+                                  (text_classifier.GROUP, _GROUPS)])
+
+
+class GroupedTextClassifierTest(_WeightsTestCase, parameterized.TestCase):
+  """The restricted softmax: each example's classes are its group's."""
+
+  def test_hand_derived_restricted_probabilities(self):
+    spec = models.TextClassifierSpec(
+        vocab_size=4, num_classes=3, max_length=4, embedding_dim=2, seed=0,
+        class_groups=(0, 1, 0))
+    model = models.build_keras_model(spec)
+    model.set_weights([
+        np.array([[9, 9], [0, 0], [1, 0], [0, 1]], np.float32),
+        np.array([[1, 5, 0], [0, 5, 1]], np.float32),
+        np.zeros(3, np.float32),
+    ])
+    probabilities = model(collections.OrderedDict([
+        (text_classifier.TOKEN_IDS, np.array([[2, 3, 3, 0]] * 2, np.int32)),
+        (text_classifier.GROUP, np.array([0, 1], np.int32))]))
+    # mean = (1/3, 2/3): logits (1/3, 5, 2/3). Group 0 keeps classes 0 and
+    # 2: (e^(1/3), 0, e^(2/3)) / (e^(1/3) + e^(2/3)) = (0.417430, 0,
+    # 0.582570), class 1's large logit notwithstanding; group 1 has only
+    # class 1, which gets probability 1.
+    self.assertAllClose(probabilities, [[0.41742979, 0.0, 0.58257021],
+                                        [0.0, 1.0, 0.0]])
+
+  @parameterized.parameters(0, 1)
+  def test_matches_numpy_softmax_over_the_group(self, seed):
+    model = models.build_keras_model(_GROUPED)
+    weights = _random_weights(seed)
+    model.set_weights([w.astype(np.float32) for w in weights])
+    embedding, kernel, bias = weights
+    expected = np.zeros([3, 3])
+    for row, group in enumerate(_GROUPS):
+      classes = [c for c, g in enumerate(_GROUPED.class_groups) if g == group]
+      expected[row, classes] = _numpy_probabilities(
+          _IDS[row:row + 1], embedding, kernel[:, classes], bias[classes])[0]
+    self.assertAllClose(model(_grouped_inputs()), expected, atol=1e-6)
+
+  def test_tff_loss_is_the_restricted_cross_entropy(self):
+    model = models.build_model_fn(_GROUPED)()
+    weights = _random_weights(4)
+    tf.nest.map_structure(lambda v, w: v.assign(w.astype(np.float32)),
+                          model.trainable_variables, weights)
+    labels = np.array([2, 0, 1], np.int32)  # Each in its example's group.
+    output = model.forward_pass((_grouped_inputs(), labels), training=False)
+    probabilities = np.asarray(output.predictions)
+    self.assertAllClose(probabilities.sum(axis=1), np.ones(3), atol=1e-6)
+    self.assertAllClose(
+        output.loss,
+        -np.mean(np.log(probabilities[np.arange(3), labels])), atol=1e-6)
+
+  def test_input_spec(self):
+    x_spec, y_spec = models.input_spec(5, grouped=True)
+    self.assertEqual(x_spec, collections.OrderedDict([
+        ('token_ids', tf.TensorSpec([None, 5], tf.int32)),
+        ('group', tf.TensorSpec([None], tf.int32))]))
+    self.assertEqual(y_spec, tf.TensorSpec([None], tf.int32))
+    self.assertEqual(models.build_model_fn(_GROUPED)().input_spec,
+                     (x_spec, y_spec))
+
+  @parameterized.parameters(((0, 1),), ((0, -1, 0),))
+  def test_rejects_bad_groups(self, groups):
+    with self.assertRaisesRegex(ValueError, 'class_groups'):
+      models.TextClassifierSpec(
+          vocab_size=7, num_classes=3, max_length=5, embedding_dim=4,
+          seed=0, class_groups=groups)
+
+  def test_config_round_trip(self):
+    layer = text_classifier.RestrictToGroup((0, 1, 0))
+    self.assertEqual(
+        text_classifier.RestrictToGroup.from_config(
+            layer.get_config()).class_groups, (0, 1, 0))
 
 
 class ModelFnExecutionTest(_WeightsTestCase):

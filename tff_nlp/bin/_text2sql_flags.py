@@ -11,11 +11,34 @@ from absl import flags
 
 from tff_nlp import algorithms
 from tff_nlp.bin import _seq2seq_flags as seq2seq_flags
+from tff_nlp.bin import common
 from tff_nlp.data import text2sql
 from tff_nlp.experiments import text2sql as experiment
+from tff_nlp.experiments import text2sql_templates
 
 flags.adopt_module_key_flags(seq2seq_flags)
-model_config = seq2seq_flags.model_config
+
+PARSER = flags.DEFINE_enum(
+    'parser', 'seq2seq', ['seq2seq', 'template'],
+    'seq2seq: generates the SQL (the paper\'s kind of parser; --model and '
+    'the model flags); template: classifies the question among its '
+    'database\'s training SQL templates and fills in its values '
+    '(tff_nlp.experiments.text2sql_templates; --template_* flags).')
+TEMPLATE_EMBEDDING_DIM = flags.DEFINE_integer(
+    'template_embedding_dim', 256,
+    'With --parser=template: the n-gram embedding size.', lower_bound=1)
+TEMPLATE_NGRAMS = flags.DEFINE_integer(
+    'template_ngrams', 2,
+    'With --parser=template: the longest word n-gram feature.', lower_bound=1)
+
+
+def model_config():
+  """The parser's model: a `Seq2SeqConfig` or a `TemplateParserConfig`."""
+  if PARSER.value == 'template':
+    return text2sql_templates.TemplateParserConfig(
+        embedding_dim=TEMPLATE_EMBEDDING_DIM.value,
+        ngrams=TEMPLATE_NGRAMS.value, seed=common.SEED.value)
+  return seq2seq_flags.model_config()
 
 DATA_DIR = flags.DEFINE_string(
     'data_dir', None,

@@ -60,6 +60,7 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import seq2seq_examples
+from tff_nlp.experiments import text2sql_templates
 from tff_nlp.experiments.seq2seq_examples import decode
 from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
 from tff_nlp.experiments.seq2seq_examples import train_dataset
@@ -69,6 +70,7 @@ from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import subword_tokenizer
+from tff_nlp.models import text_classifier
 from tff_nlp.training import run_dir as run_dir_lib
 
 PARADIGMS = ('finetune', 'centralized', 'federated')
@@ -315,6 +317,9 @@ class EncodedSplit:
     truncated_targets: SQL longer than `max_target_length - 1`.
     variables: On the anonymised protocol, each example's variable values,
       filled into the predicted SQL before it is scored; else None.
+    questions: The template parser's (query, sentence) of each example
+      (`text2sql_templates`), whose values fill a predicted template; else
+      None.
   """
 
   x: collections.OrderedDict
@@ -324,6 +329,7 @@ class EncodedSplit:
   truncated_sources: int
   truncated_targets: int
   variables: Optional[list[Mapping[str, str]]] = None
+  questions: Optional[list[Any]] = None
 
   def __len__(self) -> int:
     return len(self.gold_sql)
@@ -546,6 +552,115 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                       decode_lengths=decode_lengths)
 
 
+def prepare_template_task(config: DataConfig, *, data_dir: Optional[str],
+                          seed: int, ngrams: int) -> Text2SqlTask:
+  """`prepare_task` for the template parser (`text2sql_templates`).
+
+  The "tokenizer" is a `text2sql_templates.TemplateTokenizer` (n-gram
+  vocabulary and template classes), rebuilt from the data on every call
+  (it is deterministic, and takes seconds).
+  """
+  questions = text2sql_templates.load_questions(
+      config, data_dir,
+      lambda examples, name, split: _subset(
+          examples, (config.max_train_examples[name] if split == 'train'
+                     else config.max_eval_examples), seed, name, split))
+  tokenizer = text2sql_templates.build_tokenizer(
+      questions, vocabulary_size=config.vocabulary_size, ngrams=ngrams)
+  splits = {}
+  for name in config.clients:
+    splits[name] = {}
+    for split in text2sql.SPLITS:
+      pairs = questions[name][split]
+      x, y = tokenizer.encode(name, pairs)
+      splits[name][split] = EncodedSplit(
+          x=x, y=y, sources=[' '.join(s.text.split()) for _, s in pairs],
+          gold_sql=[text2sql.fill_sql(q, s) for q, s in pairs],
+          truncated_sources=0, truncated_targets=0, questions=pairs)
+  folder = text2sql_source.find_text2sql_dir(data_dir)
+  databases = {name: path for name, path in
+               text2sql_metrics.find_databases(folder).items()
+               if name in config.clients}
+  return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
+                      source_length=tokenizer.max_length, target_length=1)
+
+
+class _Seq2SeqParser:
+  """How `run_text2sql` trains and applies the seq2seq parser."""
+
+  def __init__(self, task: Text2SqlTask, config: seq2seq.Seq2SeqConfig,
+               batch_size: int):
+    self._task, self.config, self._batch_size = task, config, batch_size
+
+  def model_fn(self):
+    return seq2seq.build_model_fn(self.config)
+
+  def keras_model(self) -> tf.keras.Model:
+    return seq2seq.build_keras_model(self.config)
+
+  def train_dataset(self, data: EncodedSplit, **kwargs) -> tf.data.Dataset:
+    return train_dataset(data, **kwargs)
+
+  def predictor(self, keras_model):
+    """(client, EncodedSplit) -> predicted SQL with values."""
+    decode_fn = seq2seq_decoding.make_decode_fn(
+        keras_model, max_length=self.config.max_target_length)
+    return lambda client, data: predict_sql(
+        decode_fn, self._task.tokenizer, data, batch_size=self._batch_size,
+        max_length=self._task.decode_length(client))
+
+  def metrics_fn(self, keras_model):
+    """EncodedSplit -> {'token_loss', 'token_accuracy'}."""
+    return make_token_metrics_fn(keras_model, batch_size=self._batch_size)
+
+  def save(self, keras_model, path: str) -> None:
+    seq2seq.save_checkpoint(keras_model, path)
+
+
+class _TemplateParser:
+  """How `run_text2sql` trains and applies the template parser."""
+
+  def __init__(self, task: Text2SqlTask,
+               config: text2sql_templates.TemplateParserConfig,
+               batch_size: int):
+    self._task, self._batch_size = task, batch_size
+    self.config = text2sql_templates.classifier_spec(config, task.tokenizer)
+
+  def model_fn(self):
+    return text_classifier.build_model_fn(self.config)
+
+  def keras_model(self) -> tf.keras.Model:
+    return text_classifier.build_keras_model(self.config)
+
+  def train_dataset(self, data: EncodedSplit, **kwargs) -> tf.data.Dataset:
+    return text2sql_templates.train_dataset(data, **kwargs)
+
+  def predictor(self, keras_model):
+    inventory = self._task.tokenizer.inventory
+
+    def predict(client, data):
+      del client  # The model's input names it.
+      classes = text2sql_templates.predict_classes(
+          keras_model, data.x, batch_size=self._batch_size)
+      return [inventory.sql(c, sentence)
+              for c, (_, sentence) in zip(classes, data.questions)]
+
+    return predict
+
+  def metrics_fn(self, keras_model):
+    return functools.partial(text2sql_templates.template_metrics,
+                             keras_model, batch_size=self._batch_size)
+
+  def save(self, keras_model, path: str) -> None:
+    tf.train.Checkpoint(model=keras_model).write(path)
+
+
+def _parser(task: Text2SqlTask, model, batch_size: int):
+  if isinstance(model, text2sql_templates.TemplateParserConfig):
+    return _TemplateParser(task, model, batch_size)
+  return _Seq2SeqParser(task, task.model_config(model), batch_size)
+
+
 def predict_sql(decode_fn, tokenizer, data: EncodedSplit, *,
                 batch_size: int, max_length: Optional[int] = None
                 ) -> list[str]:
@@ -572,6 +687,8 @@ def _concatenate(parts: Sequence[EncodedSplit]) -> EncodedSplit:
       truncated_targets=sum(p.truncated_targets for p in parts),
       variables=(None if parts[0].variables is None
                  else [v for p in parts for v in p.variables]),
+      questions=(None if parts[0].questions is None
+                 else [q for p in parts for q in p.questions]),
   )
 
 
@@ -601,14 +718,13 @@ class _DevEvaluator:
   so a resumed run selects the same model as an uninterrupted one.
   """
 
-  def __init__(self, task, unit, model_config, training, run_dir):
+  def __init__(self, task, unit, parser, run_dir):
     self._task = task
     self._dev_clients = list(unit.dev_clients)
     self._dev_parts = [task.splits[c]['dev'] for c in unit.dev_clients]
     self._dev = _concatenate(self._dev_parts)
-    self._model_config = model_config
-    self._keras_model = self._decode_fn = self._token_metrics_fn = None
-    self._batch_size = training.decode_batch_size
+    self._parser = parser
+    self._keras_model = self._predict = self._token_metrics_fn = None
     self._weights_path = os.path.join(run_dir, BEST_MODEL_FILE)
     self._info_path = os.path.join(run_dir, BEST_MODEL_INFO_FILE)
     self.best = -1.0
@@ -621,21 +737,15 @@ class _DevEvaluator:
       # Built on first use, after the learning process: a Keras model built
       # before TFF traces `model_fn` fails when first called in a
       # tf.function afterwards ("invalid state", a v1 layer).
-      self._keras_model = seq2seq.build_keras_model(self._model_config)
-      self._decode_fn = seq2seq_decoding.make_decode_fn(
-          self._keras_model,
-          max_length=self._model_config.max_target_length)
-      self._token_metrics_fn = make_token_metrics_fn(
-          self._keras_model, batch_size=self._batch_size)
+      self._keras_model = self._parser.keras_model()
+      self._predict = self._parser.predictor(self._keras_model)
+      self._token_metrics_fn = self._parser.metrics_fn(self._keras_model)
     model_weights.assign_weights_to(self._keras_model)
     # Client by client: a batch then holds one client's SQL, of similar
     # lengths, and stops decoding when its longest output ends.
     predictions = [p for client, part in zip(self._dev_clients,
                                              self._dev_parts)
-                   for p in predict_sql(
-                       self._decode_fn, self._task.tokenizer, part,
-                       batch_size=self._batch_size,
-                       max_length=self._task.decode_length(client))]
+                   for p in self._predict(client, part)]
     correct = sum(text2sql_metrics.exact_match(p, g)
                   for p, g in zip(predictions, self._dev.gold_sql))
     em = correct / len(self._dev)
@@ -662,7 +772,7 @@ class _DevEvaluator:
       variable.assign(value)
 
 
-def _build_process(training: TrainingConfig, model_config, unit,
+def _build_process(training: TrainingConfig, parser, unit,
                    vocab_slice_keys: int = 0,
                    num_examples_fallback: bool = True):
   optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
@@ -672,11 +782,11 @@ def _build_process(training: TrainingConfig, model_config, unit,
   federated = training.paradigm == 'federated'
   if vocab_slice_keys:
     return vocab_sliced.build_vocab_sliced_process(
-        model_config, max_keys=vocab_slice_keys,
+        parser.config, max_keys=vocab_slice_keys,
         client_optimizer_fn=optimizer(learning_rate=learning_rate),
         with_client_config=True)
   return algorithms.build_fl_process(
-      seq2seq.build_model_fn(model_config),
+      parser.model_fn(),
       algorithm=training.algorithm if federated else 'fedavg',
       weighting=training.weighting if federated else 'num_examples',
       client_optimizer_fn=optimizer(learning_rate=learning_rate),
@@ -688,7 +798,7 @@ def _build_process(training: TrainingConfig, model_config, unit,
   )
 
 
-def _client_data_fn(task, unit, training, seed, slices=None):
+def _client_data_fn(task, unit, training, seed, parser, slices=None):
   """The round's client data; with `slices`, sub-vocabularies and local ids."""
   slices = slices or {}
   if training.paradigm == 'centralized':
@@ -697,8 +807,9 @@ def _client_data_fn(task, unit, training, seed, slices=None):
     def centralized_data(round_num, client_ids):
       del client_ids  # The one client: the union.
       return [algorithms.with_client_config(
-          train_dataset(union, batch_size=int(training.batch_sizes.default),
-                        shuffle_seed=(seed, round_num)),
+          parser.train_dataset(
+              union, batch_size=int(training.batch_sizes.default),
+              shuffle_seed=(seed, round_num)),
           learning_rate=training.learning_rates.default, num_epochs=1)]
 
     return centralized_data
@@ -710,9 +821,9 @@ def _client_data_fn(task, unit, training, seed, slices=None):
       train = slices[name][1] if name in slices else task.splits[name][
           'train']
       client = algorithms.with_client_config(
-          train_dataset(train, batch_size=int(training.batch_sizes[name]),
-                        shuffle_seed=(seed, round_num,
-                                      text2sql.CLIENTS.index(name))),
+          parser.train_dataset(
+              train, batch_size=int(training.batch_sizes[name]),
+              shuffle_seed=(seed, round_num, text2sql.CLIENTS.index(name))),
           learning_rate=training.learning_rates[name],
           num_epochs=(int(training.local_epochs[name])
                       if training.paradigm == 'federated' else 1))
@@ -729,7 +840,7 @@ def run_text2sql(
     data_dir: Optional[str],
     output_dir: str,
     data: DataConfig,
-    model: seq2seq.Seq2SeqConfig,
+    model: seq2seq.Seq2SeqConfig | text2sql_templates.TemplateParserConfig,
     training: TrainingConfig,
     loop: training_lib.LoopConfig,
     init_from: Optional[str] = None,
@@ -749,8 +860,13 @@ def run_text2sql(
     data_dir: The `shared/data` (or text2sql) folder; None finds it.
     output_dir: The run directory.
     data: Data and tokenization.
-    model: The seq2seq model; its `vocabulary_size` is replaced by the
-      tokenizer's and its maximum lengths by `data`'s.
+    model: The parser. A `seq2seq.Seq2SeqConfig`: the seq2seq model; its
+      `vocabulary_size` is replaced by the tokenizer's and its maximum
+      lengths by `data`'s. A `text2sql_templates.TemplateParserConfig`: the
+      template classifier (`data`'s `with_values`, tokenizer, merges and
+      lengths do not apply to it; `retrieved_sql` and `init_from` are
+      refused), whose records' token loss and accuracy are those of the
+      gold template.
     training: Paradigm, algorithm, weighting and local training.
     loop: Rounds (epochs outside federated runs), evaluation cadence,
       checkpoints, seed.
@@ -774,6 +890,12 @@ def run_text2sql(
     CheckpointError: If `init_from` holds no single selected model, or one
       of another configuration (checked before `output_dir` is written).
   """
+  templates = isinstance(model, text2sql_templates.TemplateParserConfig)
+  if templates and (init_from or vocab_slice_keys or data.retrieved_sql
+                    or data.sql_merges):
+    raise ValueError(
+        'The template parser takes no init_from, vocab_slice_keys, '
+        'retrieved_sql or sql_merges (they are the seq2seq parser\'s).')
   if vocab_slice_keys and (training.paradigm, training.algorithm,
                            training.weighting) != ('federated', 'fedavg',
                                                    'uniform'):
@@ -808,11 +930,16 @@ def run_text2sql(
   start = time.perf_counter()
   if init_from is not None:
     _copy_tokenizer(init_from, os.path.join(output_dir, TOKENIZER_DIR))
-  task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
-                      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
-  model = task.model_config(model)
+  if templates:
+    task = prepare_template_task(data, data_dir=data_dir, seed=loop.seed,
+                                 ngrams=model.ngrams)
+  else:
+    task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
+                        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+  parser = _parser(task, model, training.decode_batch_size)
+  model = parser.config
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
-               training.method, model.vocabulary_size,
+               training.method, task.tokenizer.vocabulary_size(),
                {c: len(task.splits[c]['train']) for c in task.clients})
 
   slices = {}
@@ -838,15 +965,15 @@ def run_text2sql(
                if training.paradigm == 'finetune'
                else os.path.join(output_dir, unit.name))
     os.makedirs(run_dir, exist_ok=True)
-    evaluator = _DevEvaluator(task, unit, model, training, run_dir)
-    process = _build_process(training, model, unit, vocab_slice_keys,
+    evaluator = _DevEvaluator(task, unit, parser, run_dir)
+    process = _build_process(training, parser, unit, vocab_slice_keys,
                              num_examples_fallback)
     num_clients = (1 if training.paradigm == 'centralized'
                    else len(unit.train_clients))
     run = training_lib.run_training(
         process,
         client_data_fn=_client_data_fn(task, unit, training, loop.seed,
-                                       slices),
+                                       parser, slices),
         num_clients=num_clients,
         config=loop,
         output_dir=run_dir,
@@ -857,20 +984,15 @@ def run_text2sql(
         initial_model_weights=initial_weights,
     )
     unit_records[unit.name] = run.records
-    keras_model = seq2seq.build_keras_model(model)
+    keras_model = parser.keras_model()
     evaluator.load_best(keras_model)
-    seq2seq.save_checkpoint(keras_model, os.path.join(
+    parser.save(keras_model, os.path.join(
         output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
-    decode_fn = seq2seq_decoding.make_decode_fn(
-        keras_model, max_length=model.max_target_length)
-    token_metrics_fn = make_token_metrics_fn(
-        keras_model, batch_size=training.decode_batch_size)
+    predict = parser.predictor(keras_model)
+    token_metrics_fn = parser.metrics_fn(keras_model)
     for client in unit.test_clients:
       test = task.splits[client]['test']
-      predictions[client] = (test, predict_sql(
-          decode_fn, task.tokenizer, test,
-          batch_size=training.decode_batch_size,
-          max_length=task.decode_length(client)))
+      predictions[client] = (test, predict(client, test))
       test_tokens[client] = token_metrics_fn(test)
 
   evaluation = text2sql_metrics.evaluate(
@@ -894,7 +1016,7 @@ def run_text2sql(
       config=config,
       method=list(training.method),
       method_label=text2sql_report.method_label(training.method),
-      vocabulary_size=model.vocabulary_size,
+      vocabulary_size=task.tokenizer.vocabulary_size(),
       examples={c: {s: len(task.splits[c][s]) for s in text2sql.SPLITS}
                 for c in task.clients},
       truncated={c: {s: {'sources': task.splits[c][s].truncated_sources,
@@ -907,6 +1029,10 @@ def run_text2sql(
           keys=int(v.num_keys), distinct_ids=int(v.distinct_ids),
           ids_to_unk=int(unknown)) for c, (v, _, unknown) in slices.items()},
       rounds=unit_records,
+      **({'template_coverage': {
+          c: dict(zip(('covered', 'total'), text2sql_templates.coverage(
+              task.splits[c]['test'].y))) for c in task.clients}}
+         if templates else {}),
       seconds=time.perf_counter() - start,
   )
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), results)
