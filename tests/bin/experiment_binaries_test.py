@@ -33,6 +33,11 @@ def _smoke_flags(binary: str) -> str:
      r'--local_epochs: needs a default value'),
     ('train_text2sql', ['--clients=imdb,nowhere'], r"nowhere"),
     ('train_text2sql', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+    # The smoke preset's seq2seq options do not apply to the template parser.
+    ('train_text2sql', ['--parser=template'],
+     r'--parser=template\) takes no .*--retrieved_sql'),
+    ('train_text2sql', ['--parser=template', '--template_ngrams=0'],
+     r'template_ngrams'),
     ('text2sql_benchmark', ['--methods=fedavg/median'],
      r"--methods: 'fedavg/median' is not a method"),
     ('text2sql_benchmark', ['--seeds=0,x'], r"--seeds: 'x' is not an integer"),

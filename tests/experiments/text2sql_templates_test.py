@@ -151,6 +151,8 @@ def test_run_reports_what_its_predictions_say(tmp_path, paradigm, algorithm,
            if g == _CLIENTS.index(client) for _, s in [test.questions[0]]}
     assert lines[0]['prediction'] in own
     outcomes[client] = [line['exact_match'] for line in lines]
+    assert results['test_tokens'][client]['tokens'] == (
+        text2sql_templates.coverage(test.y)[0])
     assert results['template_coverage'][client] == dict(zip(
         ('covered', 'total'), text2sql_templates.coverage(test.y)))
   expected = metrics.ClientAccuracies.from_outcomes(outcomes)

@@ -8,9 +8,12 @@
 the union) or `federated` (`--algorithm` x `--weighting`); see
 `tff_nlp.experiments.text2sql`. Presets in `tff_nlp/bin/flags/`:
 `train_text2sql.smoke.flags` (about two minutes: all eight clients, a few
-examples, a tiny model; checks the pipeline), `train_text2sql.demo.flags`
-(`make demo`, a few minutes per method), `train_text2sql.cpu.flags` (`make
-bench-text2sql`, about 10 minutes per method on 2 CPU cores) and
+examples, a tiny seq2seq model; checks the pipeline),
+`train_text2sql.demo.flags` (`make demo`: the template parser,
+`--parser=template`, about 1.5 minutes per method),
+`train_text2sql.templates.flags` (`make bench-text2sql-templates`, 2-6
+minutes per method), `train_text2sql.cpu.flags` (`make bench-text2sql`,
+the seq2seq parser, about an hour per method on 2 CPU cores) and
 `train_text2sql.paper.flags` (the paper's schedule and a T5-base-sized model,
 for GPUs). Running the same command again resumes.
 """

@@ -893,9 +893,10 @@ def run_text2sql(
   templates = isinstance(model, text2sql_templates.TemplateParserConfig)
   if templates and (init_from or vocab_slice_keys or data.retrieved_sql
                     or data.sql_merges):
-    raise ValueError(
-        'The template parser takes no init_from, vocab_slice_keys, '
-        'retrieved_sql or sql_merges (they are the seq2seq parser\'s).')
+    raise errors.InputError(
+        'The template parser (--parser=template) takes no --init_from, '
+        '--vocab_slice_keys, --retrieved_sql or --sql_merges: they are the '
+        'seq2seq parser\'s.')
   if vocab_slice_keys and (training.paradigm, training.algorithm,
                            training.weighting) != ('federated', 'fedavg',
                                                    'uniform'):

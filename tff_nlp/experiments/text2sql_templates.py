@@ -42,10 +42,11 @@ predictions, labelled as such in the docs). It is the "oracle entities"
 setting of Finegan-Dollak et al.; the seq2seq parser's headline protocol
 reads the question with values and must copy them.
 
-`template_loss` / `template_accuracy` (`token_metrics`) are the
-cross-entropy and accuracy of the gold class, over the examples whose
-template has a class; they take the place of the seq2seq parser's token
-metrics in the records.
+`template_metrics` gives the cross-entropy and accuracy of the gold class,
+over the examples whose template has a class, under the seq2seq parser's
+token metric names (`token_loss`, `token_accuracy`, `correct_tokens`,
+`tokens`: one "token" per covered question), so that the records, reports
+and summaries of both parsers read alike.
 """
 
 import collections
@@ -264,7 +265,8 @@ def template_metrics(keras_model: tf.keras.Model, data, *,
   """Gold-class cross-entropy and accuracy over the covered examples."""
   covered = data.y != NO_CLASS
   if not covered.any():
-    return {'token_loss': float('nan'), 'token_accuracy': 0.0}
+    return {'token_loss': float('nan'), 'token_accuracy': 0.0,
+            'correct_tokens': 0, 'tokens': 0}
   x = {k: v[covered] for k, v in data.x.items()}
   probabilities = keras_model.predict(x, batch_size=batch_size, verbose=0)
   gold = probabilities[np.arange(len(probabilities)), data.y[covered]]
@@ -272,4 +274,7 @@ def template_metrics(keras_model: tf.keras.Model, data, *,
   loss = -np.log(np.clip(gold, 1e-7, 1 - 1e-7))
   accuracy = np.argmax(probabilities, axis=1) == data.y[covered]
   return {'token_loss': float(np.mean(loss)),
-          'token_accuracy': float(np.mean(accuracy))}
+          'token_accuracy': float(np.mean(accuracy)),
+          # The seq2seq parser's token counts' names: here one "token" per
+          # covered question.
+          'correct_tokens': int(np.sum(accuracy)), 'tokens': int(len(loss))}
