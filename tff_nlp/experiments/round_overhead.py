@@ -323,15 +323,17 @@ def _build_text2sql_workload(setup: Text2SqlSetup, *,
       max_source_length=setup.data.max_source_length,
       max_target_length=setup.data.max_target_length, seed=seed)
   # The experiment's own builders, so that both measure the same thing.
-  # pylint: disable-next=protected-access
+  # pylint: disable=protected-access
   (unit,) = text2sql._units(setup.training, task.clients)
+  parser = text2sql._Seq2SeqParser(task, model_config,
+                                   setup.training.decode_batch_size)
   # Round 1's client data, as the experiment's round loop would get it.
-  # pylint: disable-next=protected-access
-  client_data = text2sql._client_data_fn(task, unit, setup.training, seed)(
-      1, range(len(unit.train_clients)))
+  client_data = text2sql._client_data_fn(
+      task, unit, setup.training, seed, parser)(
+          1, range(len(unit.train_clients)))
   prepared = time.perf_counter()
-  # pylint: disable-next=protected-access
-  process = text2sql._build_process(setup.training, model_config, unit)
+  process = text2sql._build_process(setup.training, parser, unit)
+  # pylint: enable=protected-access
   built = time.perf_counter()
   training = setup.training
   return Workload(
