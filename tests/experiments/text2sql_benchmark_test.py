@@ -187,6 +187,24 @@ def test_archived_runs_are_read_back_on_a_fresh_checkout(tmp_path, calls):
   assert not any(n.endswith('.partial') for n in os.listdir(archive))
 
 
+def test_report_only_reports_the_finished_runs(tmp_path, calls):
+  methods = [_CENTRALIZED, _FEDAVG, _FEDAVG_LORAR]
+  with pytest.raises(errors.InputError, match='no finished run'):
+    _run(tmp_path, methods, train=False)
+  _run(tmp_path, methods, seeds=[0])
+  assert len(calls) == 3
+  # Seeds 1 and 2 are not run: the report has seed 0 of each method.
+  report = _run(tmp_path, methods, seeds=[0, 1, 2], train=False)
+  assert len(calls) == 3
+  assert [report['methods'][s]['num_seeds'] for s in
+          ('centralized', 'fedavg-num_examples', 'fedavg-lorar')] == [1, 1, 1]
+  # A method without any finished run is left out.
+  report = _run(tmp_path, [_FEDAVG, ('federated', 'fedprox', 'lorar')],
+                seeds=[0], train=False)
+  assert len(calls) == 3
+  assert list(report['methods']) == ['fedavg-num_examples']
+
+
 @pytest.mark.parametrize('seeds, single, expected', [
     ([0], [], [(0, 'a'), (0, 'b')]),
     ([3, 1], [], [(3, 'a'), (3, 'b'), (1, 'a'), (1, 'b')]),

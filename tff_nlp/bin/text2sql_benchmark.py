@@ -62,6 +62,13 @@ _ARCHIVE_DIR = flags.DEFINE_string(
     'committed, so the benchmark accumulates across machines).')
 
 
+_REPORT_ONLY = flags.DEFINE_bool(
+    'report_only', False,
+    'Train nothing: report the finished runs of --methods and --seeds (a '
+    'benchmark still accumulating its seeds); missing runs are logged and '
+    'left out.')
+
+
 def _parse_seeds(values: list[str]) -> list[int]:
   seeds = []
   for value in values:
@@ -107,6 +114,7 @@ def main(argv):
         seeds=seeds,
         single_seed_methods=single_seed_methods,
         archive_dir=_ARCHIVE_DIR.value,
+        train=not _REPORT_ONLY.value,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
                            + sys.argv[1:]),
     )

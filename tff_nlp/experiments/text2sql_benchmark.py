@@ -208,6 +208,7 @@ def run_benchmark(
     baseline: bool = True,
     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
     archive_dir: Optional[str] = None,
+    train: bool = True,
 ) -> dict[str, Any]:
   """Runs (or reads back) every method with every seed, then reports them.
 
@@ -234,6 +235,9 @@ def run_benchmark(
     num_replicates: Bootstrap replicates of the intervals.
     archive_dir: If set, finished runs are archived there (`archive_run`)
       and runs archived there before are read back from there.
+    train: False: train nothing; report the runs of the schedule that are
+      finished (a benchmark still accumulating its seeds), and log the
+      missing ones. A method with no finished run is left out.
 
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
@@ -252,6 +256,11 @@ def run_benchmark(
                    text2sql_report.method_slug(method), seed, archived)
       runs[tuple(method)].append((seed, archived))
       continue
+    if finished_results(run_dir, loop.rounds) is None and not train:
+      logging.warning('%s, seed %d: not finished (%s), left out of the '
+                      'report', text2sql_report.method_slug(method), seed,
+                      run_dir)
+      continue
     if finished_results(run_dir, loop.rounds) is None:
       logging.info('%s, seed %d: running in %s',
                    text2sql_report.method_slug(method), seed, run_dir)
@@ -265,6 +274,10 @@ def run_benchmark(
       run_dir = archive_run(run_dir, archive_dir)
     runs[tuple(method)].append((seed, run_dir))
   os.makedirs(output_dir, exist_ok=True)  # Every run may be archived.
+  runs = collections.OrderedDict((m, r) for m, r in runs.items() if r)
+  if not runs:
+    raise errors.InputError(
+        f'{output_dir}: no finished run of the benchmark to report.')
   return text2sql_summary.summarize_runs(
       runs, output_dir=output_dir, command=command,
       baseline=(text2sql_seed_runs.template_retrieval_predictions(
