@@ -93,7 +93,10 @@ def report_markdown(report, read, *, table, token_table, tokens, clients,
         'Teacher-forced test token accuracy (%) of the same models (the gold '
         'prefix in, each next SQL token scored; MacroAvg over clients, '
         'MicroAvg over tokens; mean over seeds ± t half-width). It separates '
-        'models whose exact match is still 0:\n\n' + token_table + '\n')
+        'models whose exact match is still 0. (For the template parser, '
+        '`--parser=template`, a "token" is a test question whose template '
+        'has a class, scored right when the gold template is chosen.)\n\n'
+        + token_table + '\n')
   gains = lorar_gain_markdown(
       {'exact match': {m: [r.exact_match for r in v] for m, v in read.items()},
        'token accuracy': tokens})
