@@ -37,10 +37,10 @@ Precisely:
 
 Information used: the anonymised question and the annotated variable values,
 exactly what the template-retrieval baseline uses, on either protocol
-(`DataConfig.with_values` only decides nothing here: both give the same
-predictions, labelled as such in the docs). It is the "oracle entities"
-setting of Finegan-Dollak et al.; the seq2seq parser's headline protocol
-reads the question with values and must copy them.
+(`DataConfig.with_values` changes nothing here: both give the same
+predictions). It is the "oracle entities" setting of Finegan-Dollak et al.;
+the seq2seq parser's headline protocol reads the question with values and
+must copy them.
 
 `template_metrics` gives the cross-entropy and accuracy of the gold class,
 over the examples whose template has a class, under the seq2seq parser's
@@ -94,9 +94,10 @@ class TemplateParserConfig:
 def features(question: str, ngrams: int) -> list[str]:
   """The n-gram features of an anonymised question.
 
-  >>> features('list flights', 2)
-  ['<s>', 'list', 'flights', '</s>', '<s>\u2581list', 'list\u2581flights',
-   'flights\u2581</s>']
+  E.g. `features('list flights', 2)` is `<s>`, `list`, `flights`, `</s>`
+  and the bigrams `<s>▁list`, `list▁flights`, `flights▁</s>` (joined by
+  U+2581, which `tokenize` never produces: it splits on whitespace only and
+  questions do not hold it).
   """
   words = ['<s>'] + template_retrieval.tokenize(question) + ['</s>']
   result = list(words)
