@@ -22,6 +22,7 @@ from tff_nlp import training
 from tff_nlp.baselines import template_retrieval
 from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.experiments import text2sql as experiment
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
@@ -92,6 +93,14 @@ def test_runs_two_rounds_and_reports_consistently(tmp_path, training_kwargs,
       expected.macro)
   assert results['test']['exact_match']['micro_avg'] == pytest.approx(
       expected.micro)
+  # The bootstrap intervals are those of the written outcomes.
+  bootstrap = intervals.bootstrap_accuracy(
+      {c: [outcomes[c]] for c in _CLIENTS}).to_json()
+  assert json.loads(json.dumps(
+      results['test_exact_match_bootstrap_ci95'])) == json.loads(
+          json.dumps(bootstrap))
+  low, high = (bootstrap['macro_avg'][k] for k in ('low', 'high'))
+  assert low <= expected.macro <= high
   # geography has a database: execution accuracy is reported for it only.
   assert list(results['test']['execution']['per_client']) == ['geography']
   for name in ('results.json', 'results.md', 'dev_exact_match.png',

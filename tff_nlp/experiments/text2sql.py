@@ -64,6 +64,7 @@ from tff_nlp.experiments import text2sql_templates
 from tff_nlp.experiments.seq2seq_examples import decode
 from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
 from tff_nlp.experiments.seq2seq_examples import train_dataset
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
@@ -613,9 +614,6 @@ class _Seq2SeqParser:
     """EncodedSplit -> {'token_loss', 'token_accuracy'}."""
     return make_token_metrics_fn(keras_model, batch_size=self._batch_size)
 
-  def save(self, keras_model, path: str) -> None:
-    seq2seq.save_checkpoint(keras_model, path)
-
 
 class _TemplateParser:
   """How `run_text2sql` trains and applies the template parser."""
@@ -650,9 +648,6 @@ class _TemplateParser:
   def metrics_fn(self, keras_model):
     return functools.partial(text2sql_templates.template_metrics,
                              keras_model, batch_size=self._batch_size)
-
-  def save(self, keras_model, path: str) -> None:
-    tf.train.Checkpoint(model=keras_model).write(path)
 
 
 def _parser(task: Text2SqlTask, model, batch_size: int):
@@ -856,6 +851,12 @@ def run_text2sql(
   paper's numbers beside ours), `dev_exact_match.png` and, for federated
   runs, `training_loss.png`. Running it again resumes.
 
+  `results.json` holds the test exact match and execution accuracy per
+  client with MacroAvg and MicroAvg (`test`), and
+  `test_exact_match_bootstrap_ci95`: their 95 % percentile bootstrap
+  intervals over the test examples (`intervals.bootstrap_accuracy`, as
+  fractions). One run is one seed; `text2sql_benchmark` aggregates seeds.
+
   Args:
     data_dir: The `shared/data` (or text2sql) folder; None finds it.
     output_dir: The run directory.
@@ -987,7 +988,8 @@ def run_text2sql(
     unit_records[unit.name] = run.records
     keras_model = parser.keras_model()
     evaluator.load_best(keras_model)
-    parser.save(keras_model, os.path.join(
+    # Either parser's weights: `save_checkpoint` is not seq2seq-specific.
+    seq2seq.save_checkpoint(keras_model, os.path.join(
         output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
     predict = parser.predictor(keras_model)
     token_metrics_fn = parser.metrics_fn(keras_model)
@@ -1013,6 +1015,12 @@ def run_text2sql(
 
   best_rounds = {
       name: _best_round(records) for name, records in unit_records.items()}
+  # One seed: the interval covers test-set sampling only; the benchmark
+  # (`text2sql_summary`) adds seed variation over several runs.
+  bootstrap = intervals.bootstrap_accuracy(
+      {c: [[text2sql_metrics.exact_match(p, g)
+            for p, g in zip(predictions[c][1], predictions[c][0].gold_sql)]]
+       for c in task.clients})
   results = collections.OrderedDict(
       config=config,
       method=list(training.method),
@@ -1025,6 +1033,7 @@ def run_text2sql(
                      for s in text2sql.SPLITS} for c in task.clients},
       best_rounds=best_rounds,
       test=evaluation.to_json(),
+      test_exact_match_bootstrap_ci95=bootstrap.to_json(),
       test_tokens={c: test_tokens[c] for c in task.clients},
       vocab_slices={c: collections.OrderedDict(
           keys=int(v.num_keys), distinct_ids=int(v.distinct_ids),
@@ -1043,11 +1052,19 @@ def run_text2sql(
     f.write(f'# Text-to-SQL: {text2sql_report.method_label(training.method)}'
             f'\n\nTest exact match (%) of the model with the best dev exact '
             f'match (rounds {best_rounds}); the paper\'s numbers (T5-base, '
-            f'full data) beside ours.\n\n{table}\n')
+            f'full data) beside ours.\n\n{table}\n\n95 % bootstrap '
+            f'intervals over the test examples (one seed): MacroAvg '
+            f'{_percent_interval(bootstrap.macro)}, MicroAvg '
+            f'{_percent_interval(bootstrap.micro)}.\n')
   write_plots(unit_records, output_dir, federated=training.paradigm ==
               'federated', clients=task.clients)
   print(table)
   return results
+
+
+def _percent_interval(interval: intervals.Interval) -> str:
+  return (f'{100 * interval.estimate:.1f} [{100 * interval.low:.1f}, '
+          f'{100 * interval.high:.1f}]')
 
 
 def _selected_checkpoint(run_dir: str) -> str:

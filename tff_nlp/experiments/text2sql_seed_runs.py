@@ -170,12 +170,9 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
       execution=_client_accuracies(
           execution['per_client'], correct_key='correct',
           total_key='total') if execution else None,
-      # Runs from before token metrics existed have no 'test_tokens', and
-      # the template parser's first runs no counts in it.
+      # Runs from before token metrics existed have no 'test_tokens'.
       tokens=_client_accuracies(tokens, correct_key='correct_tokens',
-                                total_key='tokens')
-      if tokens and all('correct_tokens' in v for v in tokens.values())
-      else None,
+                                total_key='tokens') if tokens else None,
       seconds=results.get('seconds'),
       best_rounds=results.get('best_rounds', {}),
       split_sizes=split_sizes)
