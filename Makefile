@@ -10,12 +10,13 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bazel-test clean help
+.PHONY: venv test demo notebook bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
 	@echo "make test   - set up .venv if needed, run the test suite"
 	@echo "make venv   - create .venv with the pinned stack (idempotent)"
+	@echo "make notebook - Jupyter Notebook on colabs/ (its own .venv-notebook; .venv as the kernel)"
 	@echo "make bench  - run every benchmark (hours; not part of tests)"
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
 	@echo "make bench-text2sql-templates - Table 2 with the template parser, 3 seeds (about 2 hours; resumable)"
@@ -52,6 +53,21 @@ demo: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0 \
 	  --verbosity=$(DEMO_VERBOSITY)
+
+# Jupyter Notebook on the colabs/, served from its own environment
+# (.venv-notebook, made on first use: Jupyter needs typing_extensions>=4.6,
+# which TensorFlow 2.14 refuses) with .venv as the notebooks' kernel.
+# NOTEBOOK_FLAGS passes options, e.g. NOTEBOOK_FLAGS='--no-browser --port=8888'.
+NOTEBOOK_VENV ?= .venv-notebook
+NOTEBOOK_FLAGS ?=
+notebook: $(STAMP)
+	@test -x "$(NOTEBOOK_VENV)/bin/jupyter-notebook" || { \
+	  "$(PYTHON)" -m venv "$(NOTEBOOK_VENV)" && \
+	  "$(NOTEBOOK_VENV)/bin/pip" install -q -r requirements-notebook.txt; }
+	"$(PY)" -m ipykernel install --prefix "$(NOTEBOOK_VENV)" --name python3 \
+	  --display-name "Python 3 (tff_nlp .venv)" > /dev/null 2>&1
+	"$(NOTEBOOK_VENV)/bin/jupyter" notebook --notebook-dir=colabs \
+	  $(if $(filter 0,$(shell id -u)),--allow-root) $(NOTEBOOK_FLAGS)
 
 bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism
 

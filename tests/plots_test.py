@@ -28,6 +28,32 @@ def test_metric_series_takes_records_that_have_the_metric():
   assert plots.metric_series(_RECORDS, 'eval/missing') == ([], [])
 
 
+@pytest.mark.parametrize('record, metric, expected', [
+    # A flat key holding '/' (as nmt's 'dev_bleu/avg'), found from the path.
+    ({'eval': {'dev_bleu/avg': 0.31}}, 'eval/dev_bleu/avg', 0.31),
+    # Nested keys, as before.
+    ({'eval': {'dev_bleu': {'avg': 0.05}}}, 'eval/dev_bleu/avg', 0.05),
+    # The longest key wins where both exist.
+    ({'a': {'b/c': 1.0, 'b': {'c': 2.0}}}, 'a/b/c', 1.0),
+    ({'a/b': {'c': 3.0}}, 'a/b/c', 3.0),
+])
+def test_lookup_finds_flat_keys_with_slashes(record, metric, expected):
+  assert plots.lookup(record, metric) == expected
+  assert plots.metric_series([dict(record, round=4)], metric) == (
+      [4], [expected])
+
+
+@pytest.mark.parametrize('record, metric', [
+    ({'eval': {'dev_bleu/avg': 0.31}}, 'eval/dev_bleu'),
+    ({'eval': {'dev_bleu/avg': 0.31}}, 'eval/dev_bleu/avg/x'),
+    ({'eval': 0.3}, 'eval/x'),
+    ({}, 'eval'),
+])
+def test_lookup_of_an_absent_metric_is_a_key_error(record, metric):
+  with pytest.raises(KeyError):
+    plots.lookup(record, metric)
+
+
 def test_client_loss_series_counts_each_clients_own_steps():
   series = plots.client_loss_series(_RECORDS)
   # Client 0: 3 steps, then 3 more (6); its empty round 3 adds no point.

@@ -26,10 +26,26 @@ Series = tuple[list[float], list[float]]
 
 
 def lookup(record: Mapping[str, Any], metric: str) -> Any:
-  """`record['a']['b']` for `metric='a/b'`; KeyError if absent."""
+  """`record['a']['b']` for `metric='a/b'`; KeyError if absent.
+
+  Metric names may hold '/' themselves (TFF's and ours do, e.g. the flat key
+  `'dev_bleu/avg'` of `record['eval']`): at each level the longest run of
+  the remaining parts that is a key is taken, so `'eval/dev_bleu/avg'`
+  finds `record['eval']['dev_bleu/avg']` as well as
+  `record['eval']['dev_bleu']['avg']`.
+  """
+  parts = metric.split('/')
   value = record
-  for key in metric.split('/'):
-    value = value[key]
+  while parts:
+    if not isinstance(value, Mapping):
+      raise KeyError(metric)
+    for end in range(len(parts), 0, -1):
+      key = '/'.join(parts[:end])
+      if key in value:
+        value, parts = value[key], parts[end:]
+        break
+    else:
+      raise KeyError(metric)
   return value
 
 

@@ -18,7 +18,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _PRESETS = {'train_text2sql': 'train_text2sql', 'text2sql_benchmark':
             'train_text2sql', 'train_nmt': 'train_nmt',
-            'train_fcl': 'train_fcl'}
+            'train_fcl': 'train_fcl', 'weighting_demo': 'weighting_demo',
+            'train_sparse_tags': 'train_sparse_tags'}
 
 
 def _smoke_flags(binary: str) -> str:
@@ -54,10 +55,32 @@ def _smoke_flags(binary: str) -> str:
     ('train_nmt', ['--generic_domain=php_docs', '--domains=wmt_news'],
      r'generic_domain'),
     ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+    ('train_nmt', ['--clients_per_round=2'],
+     r'--clients_per_round does not apply to train_nmt'),
     ('train_fcl', ['--methods=fedavg,fedx'], r"Unknown FCL method.*'fedx'"),
     ('train_fcl', ['--rounds=3'], r'--rounds does not apply.*rounds_per_task'),
     ('train_fcl', ['--datasets=trec6,nowhere'], r'nowhere'),
     ('train_fcl', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+    # Two labels cannot make the smoke preset's distinct tasks.
+    ('train_fcl', ['--datasets=subj'],
+     r"Dataset 'subj' has 2 labels with test documents \(objective, "
+     r'subjective\), which make 1 distinct label set.*tasks_per_client=\d+ '
+     r'.*--allow_repeated_label_sets'),
+    # More clients than the data can be split into: the flag, its value and
+    # the limit (r8 has 5,485 training texts, 50 per client at least).
+    ('weighting_demo', ['--num_clients=100'],
+     r'error: num_clients=100: no split into 100 clients .*at most 109 '
+     r'clients'),
+    ('train_sparse_tags', ['--num_clients=1000'],
+     r'error: num_clients=1000: .*so at most \d+ clients'),
+    # The smoke preset has 4 clients.
+    ('train_sparse_tags', ['--clients_per_round=5'],
+     r'error: clients_per_round=5 is more than the 4 clients'),
+    ('weighting_demo', ['--clients_per_round=4'],
+     r'error: clients_per_round=4 is more than the 3 clients'),
+    # absl's own wording once doubled the prefix ('error: ERROR:: ...').
+    ('train_nmt', ['--flagfile=/no/such.flags'],
+     r'^train_nmt.py: error: Unable to open flagfile: .*/no/such.flags'),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
   result = subprocess.run(

@@ -9,7 +9,9 @@ context), which the check at the end makes sure of.
 
 import glob
 import os
+import shutil
 import subprocess
+import sys
 
 import nbclient
 import nbformat
@@ -77,3 +79,36 @@ def test_notebook_runs(path, monkeypatch):
   assert 'nothing to do' in install_outputs
   leftover = _worker_pids() - workers_before
   assert not leftover, f'{path} left TFF workers running: {leftover}'
+
+
+_REPO = os.path.dirname(_COLABS_DIR)
+
+
+def test_local_instructions_are_commands_that_exist():
+  # `.venv/bin/python -m jupyter notebook` failed: Jupyter Notebook cannot
+  # live in .venv (it needs typing_extensions>=4.6; TensorFlow 2.14 refuses
+  # it). `make notebook` serves it from its own environment.
+  texts = {os.path.basename(p): open(p, encoding='utf-8').read()
+           for p in _NOTEBOOKS}
+  texts['README.md'] = open(os.path.join(_REPO, 'README.md'),
+                            encoding='utf-8').read()
+  for name, text in texts.items():
+    assert '-m jupyter notebook' not in text, name
+    assert 'jupyter lab' not in text, name
+  assert 'make notebook' in texts['quickstart.ipynb']
+  assert 'make notebook' in texts['README.md']
+  # The target exists and installs Jupyter beside, not into, .venv; the
+  # notebooks' kernel is .venv's Python.
+  dry_run = subprocess.run(
+      ['make', '-n', '-o', '.venv/.tff_nlp-installed', 'notebook',
+       'NOTEBOOK_VENV=/nowhere/nb'],
+      cwd=_REPO, capture_output=True, text=True, check=True).stdout
+  assert '"/nowhere/nb/bin/pip" install -q -r requirements-notebook.txt' in (
+      dry_run)
+  assert '.venv/bin/python" -m ipykernel install --prefix "/nowhere/nb"' in (
+      dry_run)
+  assert '"/nowhere/nb/bin/jupyter" notebook --notebook-dir=colabs' in dry_run
+  # .venv itself can run a notebook without a browser.
+  assert os.path.exists(os.path.join(_REPO, 'requirements-notebook.txt'))
+  assert shutil.which('jupyter-execute', path=os.path.dirname(
+      sys.executable)), 'jupyter-execute is missing from .venv'

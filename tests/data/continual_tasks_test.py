@@ -64,6 +64,10 @@ def _fingerprint(seqs):
 class SyntheticTest(parameterized.TestCase):
 
   def _build(self, train, test, dev=None, **kwargs):
+    # The rules are checked on small label pools, where tasks repeat label
+    # sets; test_too_few_label_sets_for_a_clients_tasks_is_refused checks
+    # the refusal.
+    kwargs.setdefault('allow_repeated_label_sets', True)
     root = _make_dataset(self.create_tempdir().full_path, train, test, dev)
     return continual_tasks.load_task_sequences('toy', root, **kwargs)
 
@@ -181,6 +185,37 @@ class SyntheticTest(parameterized.TestCase):
       for task in tasks:
         for split in (task.train, task.valid, task.test):
           self.assertFalse([t for t in split.texts if t.startswith('dev-')])
+
+  @parameterized.named_parameters(
+      # C(2, 2) = 1 label set for 2 tasks; C(3, 2) = 3 for 4.
+      ('two_labels', {'a': 8, 'b': 8}, 2, 2, 1),
+      ('three_labels', {'a': 8, 'b': 8, 'c': 8}, 4, 2, 3),
+  )
+  def test_too_few_label_sets_for_a_clients_tasks_is_refused(
+      self, counts, tasks_per_client, labels_per_task, distinct):
+    train, test = _docs(counts), _docs({k: 2 for k in counts})
+    with self.assertRaisesRegex(
+        errors.InputError,
+        rf"Dataset 'toy' has {len(counts)} labels with test documents "
+        rf"\({', '.join(sorted(counts))}\), which make {distinct} distinct "
+        rf'label set\(s\) of labels_per_task={labels_per_task}: fewer than '
+        rf'the tasks_per_client={tasks_per_client} tasks'):
+      self._build(train, test, num_clients=1,
+                  tasks_per_client=tasks_per_client,
+                  labels_per_task=labels_per_task,
+                  allow_repeated_label_sets=False)
+    # Allowed, the tasks repeat label sets but not documents.
+    seqs = self._build(train, test, num_clients=1,
+                       tasks_per_client=tasks_per_client,
+                       labels_per_task=labels_per_task,
+                       allow_repeated_label_sets=True)
+    (tasks,) = seqs.clients
+    self.assertLen({t.label_names for t in tasks}, min(distinct,
+                                                      tasks_per_client))
+    # Enough label sets: C(3, 2) = 3 for 3 tasks.
+    if len(counts) == 3:
+      self._build(train, test, num_clients=1, tasks_per_client=3,
+                  labels_per_task=2, allow_repeated_label_sets=False)
 
   def test_labels_without_test_documents_are_never_drawn(self):
     # d has training but no test documents, so the pool is (a, b, c).
@@ -304,7 +339,9 @@ class RealDataTest(parameterized.TestCase):
   )
   def test_default_sequences(self, name, labels_per_task, pool_size):
     dataset = _real(name)
-    seqs = continual_tasks.build_task_sequences(dataset)
+    # Subj's two labels make one label set: every task repeats it.
+    seqs = continual_tasks.build_task_sequences(
+        dataset, allow_repeated_label_sets=labels_per_task == 2)
     self.assertEqual((seqs.dataset, seqs.num_clients, seqs.tasks_per_client),
                      (name, 3, 5))
     self.assertEqual(seqs.config['num_tasks'], 15)

@@ -5,6 +5,7 @@ from absl.testing import parameterized
 import numpy as np
 
 from tff_nlp import data
+from tff_nlp import errors
 
 
 def _labels(counts) -> np.ndarray:
@@ -103,15 +104,27 @@ class DirichletLabelSkewTest(parameterized.TestCase):
     self.assertGreater(split.num_draws, 1)
     self.assertGreaterEqual(min(split.train_sizes()), 200)
 
+  # Too many clients for the data: an InputError (the binaries' one-line
+  # error) naming num_clients, its value and the limit: 1360 // 273 = 4,
+  # 546 // 110 = 4; with 250 each, 1360 // 250 = 5 clients fit by size.
   @parameterized.named_parameters(
       ('impossible_train_minimum', dict(min_train_examples=273),
-       r'5 clients with at least 273 training examples each need 1365, but '
-       r'there are 1360'),
+       r'^num_clients=5: 5 clients with at least 273 training examples each '
+       r'need 1365, but there are 1360, so at most 4 clients\.$'),
       ('impossible_test_minimum', dict(min_test_examples=110),
-       r'at least 110 test examples each need 550, but there are 546'),
+       r'^num_clients=5: .* at least 110 test examples each need 550, but '
+       r'there are 546, so at most 4 clients\.$'),
       ('draws_exhausted', dict(alpha=0.05, min_train_examples=250,
                                max_draws=3),
-       r'No split into 5 clients .* in 3 Dirichlet\(alpha=0.05\) draws'),
+       r'^num_clients=5: no split into 5 clients .* in 3 '
+       r'Dirichlet\(alpha=0.05\) draws \(the sizes alone allow at most 5 '
+       r'clients\)'),
+  )
+  def test_too_many_clients(self, kwargs, message):
+    with self.assertRaisesRegex(errors.InputError, message):
+      _split(**kwargs)
+
+  @parameterized.named_parameters(
       ('zero_clients', dict(num_clients=0), 'num_clients must be positive'),
       ('zero_alpha', dict(alpha=0.0), 'alpha must be a positive number'),
       ('nan_alpha', dict(alpha=float('nan')), 'alpha must be a positive'),

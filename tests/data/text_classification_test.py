@@ -131,8 +131,24 @@ class LoadDatasetTest(parameterized.TestCase):
   def test_missing_dataset_lists_available(self):
     root = _make_dataset(self.create_tempdir().full_path, 'toy', {
         'train': b'a\tx\n', 'test': b'a\ty\n'})
-    with self.assertRaisesRegex(ValueError, r"not found.*\['toy'\]"):
+    # Neither a checksum file nor a folder without both splits is a dataset.
+    _write(os.path.join(root, 'text_classification'), 'SHA256SUMS', b'x\n')
+    _make_dataset(root, 'half', {'train': b'a\tx\n'})
+    with self.assertRaisesRegex(ValueError, r"not found.*: \['toy'\]\.$"):
       data.load_dataset('r9', root)
+
+  def test_list_datasets(self):
+    root = self.create_tempdir().full_path
+    for name in ('zz', 'aa'):
+      _make_dataset(root, name, {'train': b'a\tx\n', 'test': b'a\ty\n'})
+    _make_dataset(root, 'no_test', {'train': b'a\tx\n'})
+    _write(os.path.join(root, 'text_classification'), 'SHA256SUMS', b'x\n')
+    self.assertEqual(text_classification.list_datasets(root), ('aa', 'zz'))
+    self.assertEqual(text_classification.list_datasets(
+        self.create_tempdir().full_path), ())
+    # The shared data holds exactly the built-in datasets.
+    self.assertEqual(text_classification.list_datasets(),
+                     text_classification.BUILT_IN_DATASETS)
 
   def test_real_r8_matches_its_documentation(self):
     # shared/data/SOURCES.md: "train 5,485 / test 2,189. 8 labels: acq, crude,

@@ -6,8 +6,10 @@ import shutil
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
+from tff_nlp import errors
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
 
@@ -210,3 +212,22 @@ class RunTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+def test_a_users_dataset_left_out_is_named(tmp_path, caplog):
+  folder = tmp_path / 'text_classification'
+  for name in ('trec6', 'mine'):
+    os.makedirs(folder / name)
+    for split in ('train', 'test'):
+      (folder / name / f'{split}.tsv').write_text('a\tx\nb\ty\n')
+  with caplog.at_level('WARNING'):
+    # 'nowhere' is refused after the warning, before any training.
+    with pytest.raises(errors.InputError, match='nowhere'):
+      fcl.run_fcl(datasets=['nowhere', 'trec6'], methods=['fedavg'],
+                  data=_DATA, training=_TRAINING,
+                  output_dir=str(tmp_path / 'out'), data_dir=str(tmp_path))
+  # The built-in trec6 is listed; 'mine', a user's own, is named.
+  (warning,) = [r.getMessage() for r in caplog.records
+                if r.levelname == 'WARNING']
+  assert warning.endswith('not used, as --datasets does not list them: '
+                          'mine.')

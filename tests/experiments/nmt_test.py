@@ -116,7 +116,14 @@ def test_tiny_run_trains_every_kind_and_reports(tmp_path):
       'parameters_pushed_per_client']
   assert traffic['bytes_pulled_per_client'] == pytest.approx(
       4 * traffic['parameters_pulled_per_client'])
-  assert 'dev_bleu/avg' in federated['records']['federated'][-1]['eval']
+  # The figure plots every evaluated round's mean dev BLEU (a lookup of the
+  # flat key as nested keys once plotted nothing).
+  evaluated = [r for r in federated['records']['federated'] if 'eval' in r]
+  assert evaluated
+  report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
+  assert report['dev_bleu_by_round']['federated-dp_l-r1'] == {
+      'rounds': [r['round'] for r in evaluated],
+      'values': [r['eval']['dev_bleu/avg'] for r in evaluated]}
   assert (run_dir / 'clients' / 'ubuntu_l10n.npz').exists()
 
   table = (tmp_path / 'results.md').read_text()
@@ -174,3 +181,39 @@ def test_modes_table_numbers():
   assert ('| DP_l (less active half), rms | 5 | ours | 9.00 | 15.00 | 12.00 '
           '| 100 | 1,000 | 0.100× |') in table
   assert table.count('| paper |') == 2
+
+
+def _domain_folders(root, names):
+  for name in names:
+    os.makedirs(root / name)
+    for split in ('train', 'dev', 'test'):
+      for lang in ('de', 'en'):
+        (root / name / f'{split}.{lang}').write_text(f'{name} {lang}\n')
+  (root / 'SHA256SUMS').write_text('not a domain\n')
+
+
+def test_select_domains_discovers_every_domain_folder(tmp_path):
+  # A user's sixth domain ('legal') and another ('aaa') beside two of the
+  # paper's: the paper's come first in their order, then the others by name.
+  _domain_folders(tmp_path, ['legal', 'php_docs', 'aaa', 'wmt_news'])
+  assert nmt.select_domains(str(tmp_path)) == (
+      'wmt_news', 'php_docs', 'aaa', 'legal')
+
+
+def test_select_domains_names_the_users_domains_left_out(tmp_path, caplog):
+  _domain_folders(tmp_path, ['legal', 'php_docs', 'wmt_news'])
+  with caplog.at_level('WARNING'):
+    assert nmt.select_domains(str(tmp_path), ['wmt_news']) == ('wmt_news',)
+  (record,) = [r for r in caplog.records if r.levelname == 'WARNING']
+  # The paper's php_docs left out is a choice; the added 'legal' is named.
+  assert 'not used, as --domains does not list them: legal.' in (
+      record.getMessage())
+  caplog.clear()
+  with caplog.at_level('WARNING'):
+    nmt.select_domains(str(tmp_path), ['wmt_news', 'legal'])
+  assert not [r for r in caplog.records if r.levelname == 'WARNING']
+
+
+def test_select_domains_of_a_folder_without_domains(tmp_path):
+  with pytest.raises(errors.InputError, match='holds neither'):
+    nmt.select_domains(str(tmp_path))

@@ -111,6 +111,12 @@ def test_runs_two_rounds_and_reports_consistently(tmp_path, training_kwargs,
   # The paper's row where the paper has the method (not FedProx + uniform).
   method = tuple(results['method'])
   assert ('| paper |' in table) == (method in text2sql_report.PAPER_RESULTS)
+  # The README's promise: execution and token accuracy, the selected rounds
+  # in words (once a Python dict).
+  assert '| geography | 3 | ' in table and '| imdb | 3 | ' in table
+  assert 'token accuracy (%)' in table and 'execution accuracy (%)' in table
+  assert 'Selected models (best merged-dev exact match): ' in table
+  assert '{' not in table
 
 
 @pytest.mark.parametrize('with_values', [True, False],

@@ -263,3 +263,49 @@ class Table2JsonTest(parameterized.TestCase):
              'label': 'FedAvg + uniform', 'ours': None, 'paper': None},
         ],
     })
+
+
+class RunMarkdownTest(parameterized.TestCase):
+
+  def test_one_run(self):
+    # geography: 2 of 4 right, a database, 1 of its 4 gold queries fails,
+    # 3 of 4 execute to the gold result; imdb: 1 of 2, no database.
+    outcomes = {'geography': [[1, 0, 1, 0]], 'imdb': [[0, 1]]}
+    evaluation = text2sql.Text2SqlEvaluation(
+        exact_match=text2sql.ClientAccuracies(('geography', 'imdb'), (2, 1),
+                                              (4, 2)),
+        execution=text2sql.ClientAccuracies(('geography',), (3,), (4,)),
+        gold_errors={'geography': 1})
+    bootstrap = intervals.bootstrap_accuracy(outcomes, num_replicates=200)
+    text = report.run_markdown(
+        ('federated', 'fedavg', 'lorar'), evaluation, bootstrap=bootstrap,
+        token_accuracy={'geography': 0.875, 'imdb': 0.5},
+        best_rounds={'federated': 7})
+    self.assertStartsWith(text, '# Text-to-SQL: FedAvg + Lorar\n')
+    geography = bootstrap.per_client['geography']
+    self.assertIn(
+        f'| geography | 4 | 50.00 [{100 * geography.low:.2f}, '
+        f'{100 * geography.high:.2f}] | 75.00 | 3 of 4 | 87.50 |', text)
+    self.assertIn('| imdb | 2 | 50.00 [', text)
+    self.assertIn('| – (no database) | – | 50.00 |', text)
+    # MacroAvg (50 + 50) / 2, MicroAvg 3 / 6.
+    self.assertIn('MacroAvg 50.00 [', text)
+    self.assertIn('MicroAvg 50.00 [', text)
+    self.assertIn('| FedAvg + Lorar | ours |', text)
+    self.assertIn('| FedAvg + Lorar | paper |', text)
+    self.assertEndsWith(
+        text, 'Selected models (best merged-dev exact match): federated: '
+        'round 7.\n')
+
+  def test_units_without_evaluation(self):
+    text = report.run_markdown(
+        ('finetune',),
+        text2sql.Text2SqlEvaluation(
+            exact_match=text2sql.ClientAccuracies(('yelp',), (0,), (2,)),
+            execution=None, gold_errors={}),
+        bootstrap=intervals.bootstrap_accuracy({'yelp': [[0, 0]]},
+                                               num_replicates=50),
+        token_accuracy={}, best_rounds={'yelp': None})
+    self.assertIn('| yelp | 2 | 0.00 [0.00, 0.00] | – (no database) | – | – |',
+                  text)
+    self.assertIn('yelp: none (never evaluated).', text)

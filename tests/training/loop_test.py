@@ -242,6 +242,20 @@ def test_loop_config_rejects(field, value):
     training.LoopConfig(**kwargs)
 
 
+@pytest.mark.parametrize('per_round', [len(_CLIENTS) + 1, 100])
+def test_more_clients_per_round_than_clients_is_refused(tmp_path, per_round):
+  with pytest.raises(errors.InputError,
+                     match=rf'clients_per_round={per_round} is more than the '
+                     rf'{len(_CLIENTS)} clients of this run; use 1 to '
+                     rf'{len(_CLIENTS)}'):
+    training.run_training(
+        _process(), client_data_fn=_client_data, num_clients=len(_CLIENTS),
+        config=training.LoopConfig(rounds=1, clients_per_round=per_round),
+        output_dir=str(tmp_path))
+  # Refused before anything was written.
+  assert not os.listdir(tmp_path)
+
+
 @pytest.mark.parametrize('progress, shown', [(True, True), (False, False),
                                              (None, False)])
 def test_progress_bar(tmp_path, capsys, progress, shown):

@@ -7,6 +7,10 @@ context flags. A binary adopts them as key flags so `--helpshort` lists them
 next to its own, sets its own defaults with `flags.set_default`, and starts
 with `common.run(main)`.
 
+`run` logs warnings and errors only unless `--verbosity` is given
+(`--verbosity=0`: INFO lines too), so the default output is the progress
+bar, warnings and the final table.
+
 `run` makes bad input exit with status 2 and one line on stderr, naming what
 is wrong: an unknown flag or flag value, an unreadable `--flagfile`, and any
 `tff_nlp.errors.InputError` (a missing data directory, a malformed data file,
@@ -16,6 +20,7 @@ their traceback.
 
 import logging
 import os
+import re
 import sys
 
 from absl import app
@@ -80,9 +85,19 @@ def _exit_on_bad_input(program: str, message: str) -> None:
 
 def _parse_flags(argv: list[str]) -> list[str]:
   try:
-    return flags.FLAGS(argv)
+    remaining = flags.FLAGS(argv)
   except flags.Error as e:
-    _exit_on_bad_input(os.path.basename(argv[0]), e)
+    # absl words some of its errors 'ERROR:: ...' (an unreadable --flagfile);
+    # the line already starts with '<program>: error:'.
+    _exit_on_bad_input(os.path.basename(argv[0]),
+                       re.sub(r'^ERROR:+\s*', '', str(e)))
+  if not flags.FLAGS['verbosity'].present:
+    # absl turns an unset --verbosity into INFO; a run's per-round INFO lines
+    # (checkpoints saved, rounds evaluated) would break the progress bar.
+    # The default is the bar, warnings, errors and the final table;
+    # --verbosity=0 brings the INFO lines back.
+    flags.FLAGS.verbosity = absl_logging.WARNING
+  return remaining
 
 
 def run(main) -> None:

@@ -37,6 +37,11 @@ _DATA_DIR = flags.DEFINE_string(
 _DATASETS = flags.DEFINE_list(
     'datasets', ['r8', 'tmn', 'trec6'],
     'Datasets: folders of <data_dir>/text_classification/.')
+_ALLOW_REPEATED_LABEL_SETS = flags.DEFINE_bool(
+    'allow_repeated_label_sets', False,
+    'Accept a dataset whose labels cannot give a client distinct tasks (a '
+    '2-label dataset: every task is the same pair; the paper\'s Subj). '
+    'Without it such a dataset is refused.')
 _METHODS = flags.DEFINE_list(
     'methods', list(fcl.METHODS), f'Methods, of {list(fcl.METHODS)}.')
 _NUM_CLIENTS = flags.DEFINE_integer('num_clients', 3, 'Clients, C.',
@@ -114,7 +119,8 @@ def main(argv):
       max_train_per_task=_MAX_TRAIN.value or None,
       max_test_per_task=_MAX_TEST.value or None,
       vocabulary_size=_VOCABULARY_SIZE.value, max_length=_MAX_LENGTH.value,
-      seed=_TASK_SEED.value)
+      seed=_TASK_SEED.value,
+      allow_repeated_label_sets=_ALLOW_REPEATED_LABEL_SETS.value)
   training = fcl.TrainingConfig(
       rounds_per_task=_ROUNDS_PER_TASK.value,
       local_epochs=_LOCAL_EPOCHS.value, batch_size=_BATCH_SIZE.value,

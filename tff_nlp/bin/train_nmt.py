@@ -42,8 +42,10 @@ _DATA_DIR = flags.DEFINE_string(
     '(sub-folders with {train,dev,test}.{de,en}). Unset: $TFF_NLP_DATA_DIR, '
     'else <repository>/../shared/data.')
 _DOMAINS = flags.DEFINE_list(
-    'domains', list(nmt_data.DOMAINS),
-    'Domains (clients), the generic one included.')
+    'domains', [],
+    'Domains (clients), the generic one included. Unset: every domain folder '
+    'of --data_dir (sub-folders with {train,dev,test}.{de,en}): the '
+    f'paper\'s {",".join(nmt_data.DOMAINS)} first, then any other by name.')
 _GENERIC_DOMAIN = flags.DEFINE_string(
     'generic_domain', 'wmt_news',
     'The domain of the generic engine that initialises the others.')
@@ -97,6 +99,10 @@ _ENGINES = flags.DEFINE_list(
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if common.CLIENTS_PER_ROUND.present:
+    raise app.UsageError(
+        '--clients_per_round does not apply to train_nmt: every domain takes '
+        'part in every federated round, as in the paper.')
   try:
     controller_layers = tuple(int(v) for v in _CONTROLLER_LAYERS.value)
   except ValueError:
@@ -107,7 +113,8 @@ def main(argv):
              for spec in _ENGINES.value]
   try:
     data = nmt.DataConfig(
-        domains=tuple(_DOMAINS.value), generic_domain=_GENERIC_DOMAIN.value,
+        domains=nmt.select_domains(_DATA_DIR.value, _DOMAINS.value),
+        generic_domain=_GENERIC_DOMAIN.value,
         vocabulary_size=_VOCABULARY_SIZE.value, max_length=_MAX_LENGTH.value,
         max_train_examples=_MAX_TRAIN.value,
         max_eval_examples=_MAX_EVAL.value)

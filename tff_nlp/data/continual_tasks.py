@@ -83,10 +83,13 @@ cannot be trained or scored as a classification task), whose validation or
 test set is empty. Arguments are refused by name: non-positive counts, a
 `labels_per_task` below 2 or above the pool size, `num_tasks` below
 `num_clients * tasks_per_client`, `valid_fraction` outside (0, 1), a
-negative seed, or a cap below `labels_per_task`.
+negative seed, or a cap below `labels_per_task`. A dataset whose labels make
+fewer distinct label sets than a client's tasks (a 2-label dataset: every
+task is the same {a, b} task) is refused unless `allow_repeated_label_sets`.
 """
 
 import dataclasses
+import math
 import numbers
 from typing import Any, Optional
 
@@ -311,6 +314,7 @@ def build_task_sequences(
     seed: int = 42,
     max_train_per_task: Optional[int] = None,
     max_test_per_task: Optional[int] = None,
+    allow_repeated_label_sets: bool = False,
 ) -> TaskSequences:
   """Cuts a dataset into per-client task sequences (see the module docstring).
 
@@ -329,6 +333,12 @@ def build_task_sequences(
       to this many documents by a seeded stratified sample.
     max_test_per_task: If set, a task's test set is cut to this many
       documents by a seeded stratified sample.
+    allow_repeated_label_sets: Accept a dataset whose labels make fewer
+      distinct label sets of `labels_per_task` than `tasks_per_client`, so
+      that a client meets the same labels again (the tasks then differ only
+      in their documents, and forgetting and backward transfer measure a
+      repeated task): the paper's Subj setting, 2 labels and 2 per task.
+      False refuses such a dataset.
 
   Returns:
     A `TaskSequences` with C sequences of T distinct tasks.
@@ -383,6 +393,18 @@ def build_task_sequences(
           f'({labels_per_task}), so that every class keeps a document; got '
           f'{cap!r}.'
       )
+  distinct_sets = math.comb(len(pool), labels_per_task)
+  if distinct_sets < tasks_per_client and not allow_repeated_label_sets:
+    raise errors.InputError(
+        f'Dataset {data.name!r} has {len(pool)} labels with test documents '
+        f'({", ".join(data.label_names[k] for k in pool)}), which make '
+        f'{distinct_sets} distinct label set(s) of labels_per_task='
+        f'{labels_per_task}: fewer than the tasks_per_client='
+        f'{tasks_per_client} tasks of a client, so every client would repeat '
+        'a task and its forgetting and backward transfer would mean nothing. '
+        'Use a dataset with more labels or fewer tasks per client, or allow '
+        'repeated label sets (allow_repeated_label_sets, '
+        '--allow_repeated_label_sets: the paper\'s Subj setting).')
   seed, num_tasks = int(seed), int(num_tasks)
   valid_fraction = float(valid_fraction)
 

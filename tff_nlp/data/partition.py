@@ -22,6 +22,8 @@ import dataclasses
 
 import numpy as np
 
+from tff_nlp import errors
+
 
 @dataclasses.dataclass(frozen=True)
 class Partition:
@@ -108,9 +110,10 @@ def dirichlet_label_skew(
     A `Partition`.
 
   Raises:
-    ValueError: If an argument is out of range, the minimum sizes cannot be
-      met by any split, or `max_draws` draws did not meet them (the message
-      suggests a larger `alpha` or smaller minimums).
+    ValueError: If an argument is out of range.
+    InputError: (a ValueError) naming `num_clients` if the minimum sizes
+      cannot be met by any split (with the largest number of clients they
+      allow), or `max_draws` draws did not meet them.
   """
   train_labels = np.asarray(train_labels)
   test_labels = np.asarray(test_labels)
@@ -133,10 +136,15 @@ def dirichlet_label_skew(
       ('test', test_labels, min_test_examples),
   ):
     if num_clients * minimum > len(labels):
-      raise ValueError(
-          f'{num_clients} clients with at least {minimum} {name} examples '
-          f'each need {num_clients * minimum}, but there are {len(labels)}.'
+      raise errors.InputError(
+          f'num_clients={num_clients}: {num_clients} clients with at least '
+          f'{minimum} {name} examples each need {num_clients * minimum}, but '
+          f'there are {len(labels)}, so at most '
+          f'{len(labels) // minimum} clients.'
       )
+  size_limit = min(len(labels) // minimum if minimum else len(labels)
+                    for labels, minimum in ((train_labels, min_train_examples),
+                                            (test_labels, min_test_examples)))
   num_labels = int(max(train_labels.max(initial=-1),
                        test_labels.max(initial=-1))) + 1
 
@@ -157,9 +165,10 @@ def dirichlet_label_skew(
           label_proportions=proportions,
           num_draws=draw,
       )
-  raise ValueError(
-      f'No split into {num_clients} clients with at least '
-      f'{min_train_examples} training and {min_test_examples} test examples '
-      f'each in {max_draws} Dirichlet(alpha={alpha}) draws; use a larger '
-      'alpha, fewer clients or smaller minimums.'
+  raise errors.InputError(
+      f'num_clients={num_clients}: no split into {num_clients} clients with '
+      f'at least {min_train_examples} training and {min_test_examples} test '
+      f'examples each in {max_draws} Dirichlet(alpha={alpha}) draws (the '
+      f'sizes alone allow at most {size_limit} clients); use fewer clients, '
+      'a larger alpha or smaller minimums.'
   )

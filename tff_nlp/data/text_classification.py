@@ -24,6 +24,10 @@ TRAIN_SPLIT = 'train'
 DEV_SPLIT = 'dev'
 TEST_SPLIT = 'test'
 SPLIT_SUFFIX = '.tsv'
+# The datasets `shared/data/SOURCES.md` describes; a folder beside them is a
+# user's own.
+BUILT_IN_DATASETS = ('r8', 'reuters8_fedseit', 'subj', 'tmn', 'trec50',
+                     'trec6')
 
 # The folder holding the `tff_nlp` package, i.e. the repository root in a
 # source checkout; the shared data sits next to the repository.
@@ -191,6 +195,28 @@ def _to_split(
   return Split(texts=tuple(texts), labels=ids)
 
 
+def list_datasets(data_dir: Optional[str] = None) -> tuple[str, ...]:
+  """The dataset folders of `<data_dir>/text_classification/`, sorted.
+
+  A dataset folder holds `train.tsv` and `test.tsv`; other entries (files
+  such as `SHA256SUMS`, hidden or incomplete folders) are not datasets.
+
+  Args:
+    data_dir: The `shared/data` folder; see `find_data_dir`.
+
+  Returns:
+    The names; empty if the folder does not exist.
+  """
+  parent = os.path.join(find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR)
+  if not os.path.isdir(parent):
+    return ()
+  return tuple(
+      name for name in sorted(os.listdir(parent))
+      if not name.startswith('.') and all(
+          os.path.isfile(os.path.join(parent, name, split + SPLIT_SUFFIX))
+          for split in (TRAIN_SPLIT, TEST_SPLIT)))
+
+
 def load_dataset(
     name: str, data_dir: Optional[str] = None
 ) -> TextClassificationData:
@@ -213,11 +239,9 @@ def load_dataset(
       find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR, name
   )
   if not os.path.isdir(dataset_dir):
-    parent = os.path.dirname(dataset_dir)
-    available = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
     raise errors.InputError(
-        f'Dataset folder {dataset_dir!r} not found; datasets in {parent!r}: '
-        f'{available}.'
+        f'Dataset folder {dataset_dir!r} not found; datasets in '
+        f'{os.path.dirname(dataset_dir)!r}: {list(list_datasets(data_dir))}.'
     )
 
   def path_of(split):

@@ -60,6 +60,9 @@ class DataConfig:
     vocabulary_size: Word ids including padding and OOV.
     max_length: Tokens kept per document (longer ones are cut and counted).
     seed: Seed of the task generation (spec: 42).
+    allow_repeated_label_sets: Accept a dataset with too few labels for a
+      client's tasks to differ (see `continual_tasks.build_task_sequences`;
+      the paper's Subj). It changes no task, so no run's cache key.
   """
 
   num_clients: int = 3
@@ -69,6 +72,7 @@ class DataConfig:
   vocabulary_size: int = 20000
   max_length: int = 64
   seed: int = 42
+  allow_repeated_label_sets: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +173,8 @@ def encode_dataset(name: str, data: DataConfig,
       dataset, num_clients=data.num_clients,
       tasks_per_client=data.tasks_per_client,
       max_train_per_task=data.max_train_per_task,
-      max_test_per_task=data.max_test_per_task, seed=data.seed)
+      max_test_per_task=data.max_test_per_task, seed=data.seed,
+      allow_repeated_label_sets=data.allow_repeated_label_sets)
   vocabulary = vocabulary_lib.Vocabulary.build(dataset.train.texts,
                                                data.vocabulary_size)
   truncated = 0
@@ -217,8 +222,10 @@ def fcl_config(method: str, data: DataConfig,
 def run_key(dataset: str, method: str, data: DataConfig,
             training: TrainingConfig) -> dict[str, Any]:
   """What defines a run (its cache key)."""
+  data_key = dataclasses.asdict(data)
+  del data_key['allow_repeated_label_sets']  # Refuses or not; changes no task.
   return {'dataset': dataset, 'method': method,
-          'data': dataclasses.asdict(data),
+          'data': data_key,
           'training': dataclasses.asdict(training)}
 
 
@@ -474,6 +481,16 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
   """
   check_methods(methods)
   training_lib.check_output_dir(output_dir)
+  # A dataset folder a user added is never silently left out.
+  unused = [d for d in text_classification.list_datasets(data_dir)
+            if d not in datasets
+            and d not in text_classification.BUILT_IN_DATASETS]
+  if unused:
+    logging.warning(
+        'Datasets of %s not used, as --datasets does not list them: %s.',
+        os.path.join(text_classification.find_data_dir(data_dir),
+                     text_classification.TEXT_CLASSIFICATION_SUBDIR),
+        ', '.join(unused))
   # Every dataset is read and checked before any training.
   encoded = [encode_dataset(name, data, data_dir) for name in datasets]
   results = collections.OrderedDict()

@@ -64,6 +64,9 @@ MODEL_FILE = 'model.npz'
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
 DEV_PLOT_FILE = 'dev_bleu.png'
+# What DEV_PLOT_FILE plots (and results.json's `dev_bleu_by_round` holds):
+# the flat key 'dev_bleu/avg' of each round's 'eval' record.
+DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
 SERVER = 'server'
 _MODES = tuple(m.value for m in dynamic_pulling.Mode)
@@ -264,6 +267,39 @@ class NmtTask:
                     'targets': v.encoded.truncated_targets}
                 for s, v in splits.items()}
             for d, splits in self.splits.items()}
+
+
+def select_domains(data_dir: Optional[str],
+                   requested: Sequence[str] = ()) -> tuple[str, ...]:
+  """The domains (clients) of a run: `requested`, or every domain found.
+
+  Args:
+    data_dir: The `shared/data` folder or a folder of domains; None finds
+      it (`nmt.find_nmt_dir`).
+    requested: Domain names; empty for every domain folder of `data_dir`,
+      in `nmt.list_domains` order (the paper's five first, then any other
+      sorted by name).
+
+  Returns:
+    The domains. With `requested`, a domain folder found but not requested
+    that is not one of the paper's five (a user's own) is named in a
+    warning, so an added domain is never silently left out.
+
+  Raises:
+    InputError: If the folder holds no domain (`nmt.find_nmt_dir`).
+  """
+  folder = nmt.find_nmt_dir(data_dir)
+  found = nmt.list_domains(folder)
+  if not requested:
+    logging.info('Domains of %s: %s', folder, ', '.join(found))
+    return found
+  unused = [d for d in found if d not in requested and d not in nmt.DOMAINS]
+  if unused:
+    logging.warning(
+        'Domain folders of %s not used, as --domains does not list them: '
+        '%s. Leave --domains unset to use every domain folder.', folder,
+        ', '.join(unused))
+  return tuple(requested)
 
 
 def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
@@ -702,7 +738,8 @@ def write_report(results: Mapping[str, Mapping[str, Any]], output_dir: str, *,
                  data: DataConfig, command: str = '',
                  truncated: Optional[Mapping[str, Any]] = None) -> str:
   """Writes `results.md` (the paper's tables), `results.json` and the
-  federated engines' merged-dev BLEU by round (`dev_bleu.png`).
+  federated engines' merged-dev BLEU by round (`dev_bleu.png`; its points
+  are `results.json`'s `dev_bleu_by_round`).
 
   Returns:
     The Markdown tables.
@@ -714,13 +751,17 @@ def write_report(results: Mapping[str, Mapping[str, Any]], output_dir: str, *,
   federated = {name: r['records']['federated'] for name, r in results.items()
                if r['spec']['kind'] == 'federated'}
   figures = []
-  if federated:
+  dev_bleu = collections.OrderedDict(
+      (name, plots.metric_series(records, DEV_PLOT_METRIC))
+      for name, records in federated.items())
+  if any(rounds for rounds, _ in dev_bleu.values()):
     plots.plot_metric_by_round(
-        {name: plots.metric_series(records, 'eval/dev_bleu/avg')
-         for name, records in federated.items()},
-        os.path.join(output_dir, DEV_PLOT_FILE),
+        dev_bleu, os.path.join(output_dir, DEV_PLOT_FILE),
         y_label='dev BLEU, mean over domains', title='Federated server model')
     figures.append(DEV_PLOT_FILE)
+  elif federated:
+    logging.warning('No federated engine recorded %s (--eval_every?): %s is '
+                    'not written.', DEV_PLOT_METRIC, DEV_PLOT_FILE)
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE),
                           collections.OrderedDict(
                               command=command, data=data,
@@ -728,7 +769,12 @@ def write_report(results: Mapping[str, Mapping[str, Any]], output_dir: str, *,
                               engines={n: {k: v for k, v in r.items()
                                            if k != 'records'}
                                        for n, r in results.items()},
-                              figures=figures))
+                              figures=figures,
+                              dev_bleu_by_round=collections.OrderedDict(
+                                  (name, collections.OrderedDict(
+                                      rounds=rounds, values=values))
+                                  for name, (rounds, values)
+                                  in dev_bleu.items())))
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
     f.write('# Federated mixed-domain NMT: BLEU (SacreBLEU, detokenized)\n\n')
     if command:

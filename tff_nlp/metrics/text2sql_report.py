@@ -409,3 +409,78 @@ def table2_json(
         ) if theirs else None,
     ))
   return collections.OrderedDict(clients=list(CLIENTS), methods=entries)
+
+
+def _interval_percent(interval: intervals.Interval) -> str:
+  return (f'{_percent(interval.estimate)} [{_percent(interval.low)}, '
+          f'{_percent(interval.high)}]')
+
+
+def run_markdown(
+    method: MethodKey,
+    evaluation: text2sql.Text2SqlEvaluation,
+    *,
+    bootstrap: intervals.AccuracyIntervals,
+    token_accuracy: Mapping[str, float],
+    best_rounds: Mapping[str, Optional[int]],
+    token_accuracy_of: str = 'the gold SQL, teacher-forced',
+) -> str:
+  """The report of one run (one method, one seed) in Markdown.
+
+  The paper's Table 2 layout with the paper's numbers beside ours, the
+  MacroAvg and MicroAvg bootstrap intervals over the test examples, a table
+  per client (test examples, exact match with its interval, execution
+  accuracy and the gold queries that fail, token accuracy) and the selected
+  model of each trained unit.
+
+  Args:
+    method: The run's method.
+    evaluation: Its test evaluation.
+    bootstrap: `intervals.bootstrap_accuracy` of its exact-match outcomes.
+    token_accuracy: Client -> test token accuracy (a fraction).
+    best_rounds: Trained unit ('federated', 'centralized' or a client) ->
+      the round (epoch) of its selected model; None if it never evaluated.
+    token_accuracy_of: What the token accuracy measures, for the heading.
+
+  Returns:
+    The Markdown, ending with a newline.
+  """
+  execution = evaluation.execution
+  executed = (dict(zip(execution.clients, zip(execution.correct,
+                                              execution.totals)))
+              if execution else {})
+  rows = []
+  for i, client in enumerate(evaluation.exact_match.clients):
+    total = evaluation.exact_match.totals[i]
+    if client in executed:
+      correct, n = executed[client]
+      failing = evaluation.gold_errors.get(client, 0)
+      execution_cells = (f'{_percent(correct / n)} | '
+                         f'{n - failing} of {n}')
+    else:
+      execution_cells = f'{MISSING} (no database) | {MISSING}'
+    tokens = token_accuracy.get(client)
+    rows.append(
+        f'| {client} | {total} | '
+        f'{_interval_percent(bootstrap.per_client[client])} | '
+        f'{execution_cells} | '
+        f'{MISSING if tokens is None else _percent(tokens)} |')
+  selected = ', '.join(
+      f'{unit}: {"none (never evaluated)" if r is None else f"round {r}"}'
+      for unit, r in best_rounds.items())
+  table = table2_markdown({method: evaluation.exact_match}, methods=[method])
+  return (
+      f'# Text-to-SQL: {method_label(method)}\n\n'
+      'Test exact match (%) of the model with the best merged-dev exact '
+      'match; the paper\'s numbers (T5-base, pre-trained, full data) beside '
+      f'ours.\n\n{table}\n\n'
+      '95 % bootstrap intervals over the test examples (one seed): MacroAvg '
+      f'{_interval_percent(bootstrap.macro)}, MicroAvg '
+      f'{_interval_percent(bootstrap.micro)}.\n\n'
+      '## Per client\n\n'
+      '| client | test examples | exact match (%) [95% CI] | execution '
+      'accuracy (%) | gold queries that execute | token accuracy (%) of '
+      f'{token_accuracy_of} |\n'
+      '|---|---:|---|---:|---:|---:|\n'
+      + '\n'.join(rows) +
+      f'\n\nSelected models (best merged-dev exact match): {selected}.\n')

@@ -303,9 +303,15 @@ def run_training(
     A `TrainingRun` with the final state and every round's record.
 
   Raises:
+    InputError: If `config.clients_per_round` is more than `num_clients`.
     CheckpointError: If the latest checkpoint cannot be loaded or holds more
       rounds than `config.rounds`.
   """
+  if config.clients_per_round > num_clients:
+    raise errors.InputError(
+        f'clients_per_round={config.clients_per_round} is more than the '
+        f'{num_clients} clients of this run; use 1 to {num_clients}, or 0 '
+        'for every client in every round.')
   checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
   state_manager = tff.program.FileProgramStateManager(
       checkpoint_dir, prefix=CHECKPOINT_PREFIX, keep_total=3, keep_first=True)
