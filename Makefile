@@ -40,8 +40,12 @@ $(STAMP): requirements.txt requirements-tff.txt pyproject.toml
 	"$(PY)" -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch "$(STAMP)"
 
+# Two pytest workers (pytest-xdist), a test file each at a time: the suite
+# is mostly single-threaded Python around small TensorFlow ops, so two
+# processes use both cores. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	"$(PY)" -m pytest --durations=15 tests
+	"$(PY)" -m pytest -n $(TEST_WORKERS) --dist=loadfile --durations=15 tests
 
 # The Lorar paper's comparison at demo scale: FedAvg vs FedAvg + Lorar on the
 # eight text-to-SQL clients, one seed, beside the template-retrieval baseline;
