@@ -22,19 +22,28 @@ Modules:
   plots        Matplotlib figures of training runs (PNG).
 
 Binaries (`python -m tff_nlp.bin.<name>`) live in `tff_nlp.bin`; they are
-entry points, not API, and are not imported here.
+entry points, not API, and are not imported here. `experiments` and `plots`
+are imported on first use (`tff_nlp.experiments`, or `from tff_nlp import
+plots`): the computations do not need the experiments' runs or matplotlib.
 """
+
+from tff_nlp import _lazy
 
 from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp import data
 from tff_nlp import errors
-from tff_nlp import experiments
 from tff_nlp import metrics
 from tff_nlp import models
-from tff_nlp import plots
 from tff_nlp import runtime
 from tff_nlp import sparse
 from tff_nlp import training
+
+_LAZY_EXPORTS = {
+    'experiments': ('tff_nlp.experiments', None),
+    'plots': ('tff_nlp.plots', None),
+}
+
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS)
 
 __version__ = '0.1.0'

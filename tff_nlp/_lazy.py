@@ -5,15 +5,15 @@ and is not needed by every user of the package; they are imported when
 first accessed instead of when the package is.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 import importlib
-from typing import Any, Optional
+import sys
+from typing import Optional
 
 
 def lazy_exports(
     package: str,
     exports: Mapping[str, tuple[str, Optional[str]]],
-    eager_names: Callable[[], Any],
 ):
   """`(__getattr__, __dir__)` for a package with lazily imported exports.
 
@@ -21,7 +21,6 @@ def lazy_exports(
     package: The package's `__name__`, for error messages.
     exports: Exported name -> (module, attribute of it, or None for the
       module itself).
-    eager_names: The package's `globals` (called for `dir()`).
 
   Returns:
     The package's `__getattr__` and `__dir__`.
@@ -35,6 +34,8 @@ def lazy_exports(
     return module if attribute is None else getattr(module, attribute)
 
   def dir_():
-    return sorted(set(eager_names()) | set(exports))
+    # The package's own names (read when called: the package is still being
+    # initialised when this runs) and the lazy ones.
+    return sorted(set(vars(sys.modules[package])) | set(exports))
 
   return getattr_, dir_

@@ -9,6 +9,8 @@
 `build_dynamic_pulling_process` (module `dynamic_pulling`): dynamic pulling
 with stateful clients (Passban et al., NAACL 2022), a
 `tff.templates.IterativeProcess`.
+`build_fcl_process` (module `fcl`, imported on first use): local, FedAvg,
+FedProx, FedWeIT, FedSeIT and FedSeIT + SIT for federated continual learning.
 `sit`: Selective Inter-client Transfer for federated continual learning
 (Chaudhary et al., Findings of EMNLP 2022): task representations, overlap
 scores and top-K selection of foreign task-adaptive weights.
@@ -37,9 +39,11 @@ from tff_nlp.algorithms.weighting import Weighting
 
 # name -> (module, attribute or None for the module itself).
 _LAZY_EXPORTS = {
+    'fcl': ('tff_nlp.algorithms.fcl', None),
+    'build_fcl_process': ('tff_nlp.algorithms.fcl', 'build_fcl_process'),
     'vocab_sliced': ('tff_nlp.algorithms.vocab_sliced', None),
     'build_vocab_sliced_process': (
         'tff_nlp.algorithms.vocab_sliced', 'build_vocab_sliced_process'),
 }
 
-__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS, globals)
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS)

@@ -36,10 +36,12 @@ import math
 import numbers
 from typing import NamedTuple, Optional
 
-import matplotlib
-from matplotlib import figure
-from matplotlib.backends import backend_agg
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+  from matplotlib import figure  # pylint: disable=g-import-not-at-top
 
 # A cell without a number.
 MISSING = '–'
@@ -172,7 +174,7 @@ def heatmap_png(matrix,
                 fmt: str = '.2f',
                 vmin: Optional[float] = None,
                 vmax: Optional[float] = None,
-                cmap: str = 'viridis') -> figure.Figure:
+                cmap: str = 'viridis') -> 'figure.Figure':
   """Saves a matrix as an annotated heatmap (PNG).
 
   Each finite cell shows its value (`fmt`); NaN cells (e.g. tasks not yet
@@ -212,6 +214,11 @@ def heatmap_png(matrix,
     raise ValueError(
         f'{len(row_labels)} row and {len(col_labels)} column labels for a '
         f'{rows} x {columns} matrix.')
+  # Imported here: the metrics (and `import tff_nlp`) do not need
+  # matplotlib, which takes a second to import.
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  from matplotlib import figure  # pylint: disable=g-import-not-at-top,redefined-outer-name
+  from matplotlib.backends import backend_agg  # pylint: disable=g-import-not-at-top
   fig = figure.Figure(
       figsize=(max(4.0, 1.5 + 0.7 * columns), max(3.0, 1.2 + 0.5 * rows)),
       layout='constrained')

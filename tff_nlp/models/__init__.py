@@ -41,4 +41,4 @@ _LAZY_EXPORTS = {
 }
 
 
-__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS, globals)
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS)
