@@ -8,7 +8,6 @@ MSE), whose first two layers are the 'encoder' (tensors 0-3) and last two the
 
 import collections
 import dataclasses
-import functools
 import math
 
 from absl.testing import parameterized
@@ -18,51 +17,23 @@ import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
+from tests.algorithms import process_fixtures
 from tff_nlp import algorithms
 from tff_nlp import training
 from tff_nlp.algorithms import dynamic_pulling
 
 _F32, _F64, _I32, _I64 = np.float32, np.float64, np.int32, np.int64
-_LR = 0.05
-_GROUPS = ('encoder',) * 4 + ('decoder',) * 4
-# Controllers: the first encoder layer and the last decoder layer.
-_EXCHANGED = (True, True, False, False, False, False, True, True)
-_MODES = ('default', 'dp_g', 'dp_l', 'random', 'dp_l_33', 'controllers')
-_LAYER_SIZES = (3, 4, 3, 2, 1)
-
-
-def _initial_weights() -> list[np.ndarray]:
-  rng = np.random.default_rng(42)
-  weights = []
-  for fan_in, fan_out in zip(_LAYER_SIZES[:-1], _LAYER_SIZES[1:]):
-    weights.append((0.6 * rng.normal(size=(fan_in, fan_out))).astype(_F32))
-    weights.append((0.1 * rng.normal(size=fan_out)).astype(_F32))
-  return weights
-
-
-_INITIAL = _initial_weights()
+_LR = process_fixtures.DP_LEARNING_RATE
+_GROUPS = process_fixtures.DP_GROUPS
+_EXCHANGED = process_fixtures.DP_EXCHANGED
+_MODES = process_fixtures.DP_MODES
+_LAYER_SIZES = process_fixtures.DP_LAYER_SIZES
+_INITIAL = process_fixtures.DP_INITIAL
 _SIZES = [w.size for w in _INITIAL]
 
 
-def _model_fn() -> tff.learning.models.VariableModel:
-  layers = [tf.keras.Input((_LAYER_SIZES[0],))]
-  for kernel, bias in zip(_INITIAL[::2], _INITIAL[1::2]):
-    layers.append(tf.keras.layers.Dense(
-        kernel.shape[1],
-        kernel_initializer=tf.keras.initializers.Constant(kernel),
-        bias_initializer=tf.keras.initializers.Constant(bias)))
-  return tff.learning.models.from_keras_model(
-      tf.keras.Sequential(layers), loss=tf.keras.losses.MeanSquaredError(),
-      input_spec=linear_model.INPUT_SPEC)
-
-
-@functools.lru_cache(maxsize=None)
-def _process(mode, **kwargs):
-  if mode == 'controllers':
-    kwargs['exchanged'] = _EXCHANGED
-  return dynamic_pulling.build_dynamic_pulling_process(
-      _model_fn, mode=mode, tensor_groups=_GROUPS,
-      client_optimizer_fn=tff.learning.optimizers.build_sgdm(_LR), **kwargs)
+_model_fn = process_fixtures.dp_model_fn
+_process = process_fixtures.build_dynamic_pulling
 
 
 # ---------------------------------------------------------------------------
@@ -221,10 +192,7 @@ def _with_learning_rate(state, learning_rate):
       learning_rate=np.float32(learning_rate)))
 
 
-def _weights_type():
-  return tff.to_type(tff.learning.models.ModelWeights(
-      trainable=[tff.TensorType(_F32, w.shape) for w in _INITIAL],
-      non_trainable=[]))
+_weights_type = process_fixtures.dp_weights_type
 
 
 class DynamicPullingComputationTest(tf.test.TestCase, parameterized.TestCase):

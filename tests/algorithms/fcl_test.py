@@ -14,7 +14,6 @@ task's A over both banks is 24 + 36 = 60 floats = 240 bytes.
 """
 
 import collections
-import functools
 import math
 
 from absl.testing import parameterized
@@ -22,30 +21,20 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests.algorithms import process_fixtures
 from tff_nlp.algorithms import fcl
 from tff_nlp.algorithms import sit
 from tff_nlp.models import fcl_cnn
 
 _F32, _F64, _I32, _I64 = np.float32, np.float64, np.int32, np.int64
-_C, _T = 3, 2
+_C = process_fixtures.FCL_NUM_CLIENTS
+_T = process_fixtures.FCL_TASKS_PER_CLIENT
 _SIZES = (4, 8, 4)
-_WIDTHS = (2, 3)
-_LR = 0.01
-_SPARSITY = 0.02  # λ1: prunes a good part of A = B/5 (|B| ~ 0.35)
-_DECOMPOSED = ('fedweit', 'fedseit', 'fedseit_sit')
-
-
-@functools.lru_cache(maxsize=None)
-def _process(method, **kwargs):
-  config_kwargs = dict(learning_rate=_LR, sparsity=_SPARSITY, sit_top_k=2,
-                       sit_max_vectors=4)
-  config_kwargs.update(kwargs)
-  config = fcl.FclConfig(method=method, num_clients=_C, tasks_per_client=_T,
-                         **config_kwargs)
-  spec = fcl.model_spec(config, vocab_size=30, max_length=8, num_classes=3,
-                        embedding_dim=4, filter_widths=_WIDTHS,
-                        num_filters=3, dropout=0.0, seed=1)
-  return fcl.build_fcl_process(config, spec)
+_WIDTHS = process_fixtures.FCL_WIDTHS
+_LR = process_fixtures.FCL_LEARNING_RATE
+_SPARSITY = process_fixtures.FCL_SPARSITY
+_DECOMPOSED = process_fixtures.FCL_DECOMPOSED
+_process = process_fixtures.build_fcl
 
 
 def _slot(client, task):

@@ -10,25 +10,15 @@ import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
+from tests.algorithms import process_fixtures
 from tff_nlp import algorithms
 from tff_nlp import analysis
 
-ALGORITHMS = ('fedavg', 'fedopt', 'fedprox')
-WEIGHTINGS = ('num_examples', 'uniform', 'loss_reduction', 'lorar')
-CLIENT_LEARNING_RATE = 0.05
-PROXIMAL_STRENGTH = 0.5  # large enough to move the result well beyond 1e-5
-
-
-def _build(algorithm='fedavg', weighting='lorar', **kwargs):
-  kwargs.setdefault(
-      'client_optimizer_fn',
-      tff.learning.optimizers.build_sgdm(CLIENT_LEARNING_RATE),
-  )
-  if algorithm == 'fedprox':
-    kwargs.setdefault('proximal_strength', PROXIMAL_STRENGTH)
-  return algorithms.build_fl_process(
-      linear_model.model_fn, algorithm=algorithm, weighting=weighting, **kwargs
-  )
+ALGORITHMS = process_fixtures.FL_ALGORITHMS
+WEIGHTINGS = process_fixtures.FL_WEIGHTINGS
+CLIENT_LEARNING_RATE = process_fixtures.FL_CLIENT_LEARNING_RATE
+PROXIMAL_STRENGTH = process_fixtures.FL_PROXIMAL_STRENGTH
+_build = process_fixtures.build_fl
 
 
 def _reference_kwargs(algorithm):

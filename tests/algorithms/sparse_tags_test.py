@@ -8,97 +8,14 @@ import tensorflow_federated as tff
 
 from tff_nlp import training
 from tff_nlp.algorithms import sparse_tags
-from tff_nlp.data import tags
 from tff_nlp.models import tag_regression
-
-# The spec's tiny example: 12 words + 1 OOV bucket, 3 tags + 1 OOV bucket.
-_WORDS = tuple('w%d' % i for i in range(12))
-_VOCAB = tags.TagVocabularies(words=_WORDS, tags=('t0', 't1', 't2'))
-_V, _T = _VOCAB.num_word_rows, _VOCAB.num_tag_columns  # 13, 4
-_LR = 0.5
-
-
-def _examples(*docs):
-  """`(words, tags)` pairs as TagExamples."""
-  return [tags.TagExample(tokens=w, title='', tags=t) for w, t in docs]
-
-
-# Client 0: 4 distinct words, one of them OOV ('zz' -> row 12).
-# Client 1: 6 distinct words, an OOV tag ('new' -> column 3).
-# Client 2: 2 distinct words. Rows 7..11 occur nowhere.
-_CLIENTS = [
-    _examples(('w0 w1 w1 zz', 't0|t1'), ('w1 w2', 't1'), ('w0 w1', 't2')),
-    _examples(('w3 w4 w5 w0', 't0'), ('w6 w0 w3', 'new'),
-              ('w2 w3', 't1|t2'), ('w4', 't0')),
-    _examples(('w5 w5 w6', 't2')),
-]
-
-
-def _datasets(batch_size=2):
-  return [tags.to_dataset(tags.encode(c, _VOCAB), num_words=_V,
-                          batch_size=batch_size) for c in _CLIENTS]
-
-
-def _faulty_dataset(examples, fault):
-  """The test hook: a client's dataset with a NaN / Inf label, or empty.
-
-  'nan' sets one tag of the first example to NaN, 'inf' every tag to +Inf:
-  the loss, so the update, is non-finite. 'empty' drops every example (the
-  same element type, no batch).
-  """
-  encoded = tags.encode(examples if fault != 'empty' else [], _VOCAB)
-  if fault == 'nan':
-    encoded.tags[0, 0] = np.nan
-  elif fault == 'inf':
-    encoded.tags[:] = np.inf
-  return tags.to_dataset(encoded, num_words=_V, batch_size=2)
-
-
-def _reference_round(table, clients, *, max_keys, divisor, batch_size=2):
-  """A numpy re-implementation of one round (spec steps 1-7)."""
-  total = np.zeros_like(table, np.float64)
-  touches = np.zeros(len(table))
-  contributing = 0
-  for examples in clients:
-    encoded = tags.encode(examples, _VOCAB)
-    # 1. Keys: example counts, most frequent first, ties by smaller id.
-    counts = collections.Counter(
-        int(i) for ids in encoded.word_ids for i in ids)
-    ranked = sorted(counts, key=lambda i: (-counts[i], i))[:max_keys]
-    keys = sorted(ranked)
-    local = {k: i for i, k in enumerate(keys)}
-    # 2.-4. Select the rows, drop unselected words, SGD per batch.
-    weights = table[keys].astype(np.float64)
-    start = weights.copy()
-    for b in range(0, len(encoded), batch_size):
-      rows = range(b, min(b + batch_size, len(encoded)))
-      x = np.zeros([len(rows), len(keys)])
-      for r, e in enumerate(rows):
-        for i, c in zip(encoded.word_ids[e], encoded.word_counts[e]):
-          if int(i) in local:
-            x[r, local[int(i)]] = c
-      y = encoded.tags[list(rows)]
-      p = 1 / (1 + np.exp(-(x @ weights)))
-      # d(mean over [B, T] of sigmoid CE)/dW = x^T (p - y) / (B * T).
-      weights = weights - _LR * x.T @ (p - y) / y.size
-    # 5.-6. Upload initial minus trained rows; sum at the server.
-    for k, update in zip(keys, start - weights):
-      total[k] += update
-      touches[k] += 1
-    contributing += bool(keys)
-  if divisor == 'clients':
-    mean = total / contributing
-  else:
-    mean = total / np.maximum(touches, 1)[:, None]
-  # 7. Subtract the mean update (server SGD, learning rate 1).
-  return table - mean
-
+from tests.algorithms import tag_fixtures as fx
 
 class SparseTagProcessComputationTest:
 
   def test_round_type_signature_is_the_tutorials(self):
     round_fn = sparse_tags.build_sparse_tag_round(
-        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+        num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     # From shared/docs/federated_select.md, "Expected shapes".
     assert str(round_fn.type_signature) == (
         '(<server_model=float32[13,4]@SERVER,client_data={<tokens=<indices='
@@ -107,7 +24,7 @@ class SparseTagProcessComputationTest:
 
   def test_process_next_type_signature(self):
     process = sparse_tags.build_sparse_tag_process(
-        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
+        num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     assert isinstance(process, tff.learning.templates.LearningProcess)
     state_type = process.initialize.type_signature.result
     tff.test.assert_types_equivalent(
@@ -133,22 +50,10 @@ class SparseTagProcessComputationTest:
       (dict(divisor='rows'), "Unknown divisor 'rows'"),
   ])
   def test_rejects_bad_arguments(self, kwargs, match):
-    args = dict(num_words=_V, num_tags=_T, max_keys=3,
-                client_learning_rate=_LR)
+    args = dict(num_words=fx.V, num_tags=fx.T, max_keys=3,
+                client_learning_rate=fx.LR)
     with pytest.raises(ValueError, match=match):
       sparse_tags.build_sparse_tag_process(**dict(args, **kwargs))
-
-
-def _start_table():
-  return np.random.default_rng(3).normal(size=[_V, _T]).astype(np.float32)
-
-
-def _run_round(process, table, datasets):
-  state = process.set_model_weights(
-      process.initialize(),
-      tff.learning.models.ModelWeights(trainable=[table], non_trainable=[]))
-  output = process.next(state, datasets)
-  return process.get_model_weights(output.state).trainable[0], output.metrics
 
 
 class SparseTagProcessExecutionTest:
@@ -161,11 +66,11 @@ class SparseTagProcessExecutionTest:
   @pytest.mark.parametrize('divisor', ['clients', 'touching_clients'])
   def test_matches_numpy_reference(self, max_keys, divisor):
     process = sparse_tags.build_sparse_tag_process(
-        num_words=_V, num_tags=_T, max_keys=max_keys,
-        client_learning_rate=_LR, divisor=divisor)
-    table = _start_table()
-    new_table, metrics = _run_round(process, table, _datasets())
-    expected = _reference_round(table, _CLIENTS, max_keys=max_keys,
+        num_words=fx.V, num_tags=fx.T, max_keys=max_keys,
+        client_learning_rate=fx.LR, divisor=divisor)
+    table = fx.start_table()
+    new_table, metrics = fx.run_round(process, table, fx.datasets())
+    expected = fx.reference_round(table, fx.CLIENTS, max_keys=max_keys,
                                 divisor=divisor)
     np.testing.assert_allclose(new_table, expected, rtol=1e-5, atol=1e-6)
     # Rows 7..11 occur in no client's data: unchanged.
@@ -178,8 +83,8 @@ class SparseTagProcessExecutionTest:
 
   def test_dropped_tokens_are_counted(self):
     process = sparse_tags.build_sparse_tag_process(
-        num_words=_V, num_tags=_T, max_keys=1, client_learning_rate=_LR)
-    _, metrics = _run_round(process, _start_table(), _datasets()[:1])
+        num_words=fx.V, num_tags=fx.T, max_keys=1, client_learning_rate=fx.LR)
+    _, metrics = fx.run_round(process, fx.start_table(), fx.datasets()[:1])
     # Client 0 keeps w1 (in all 3 examples): entries per example are
     # {w0, w1, zz}, {w1, w2}, {w0, w1}: 7 entries, 3 kept, 4 dropped.
     assert metrics['client_work']['train']['dropped_tokens'] == 4
@@ -188,10 +93,10 @@ class SparseTagProcessExecutionTest:
     # Two rounds; M = V keeps every word, so sparse == FedAvg with uniform
     # weights on the dense model (an independent tff.learning code path).
     sparse_process = sparse_tags.build_sparse_tag_process(
-        num_words=_V, num_tags=_T, max_keys=_V, client_learning_rate=_LR)
+        num_words=fx.V, num_tags=fx.T, max_keys=fx.V, client_learning_rate=fx.LR)
     dense_process = sparse_tags.build_dense_tag_process(
-        num_words=_V, num_tags=_T, client_learning_rate=_LR)
-    datasets = _datasets()
+        num_words=fx.V, num_tags=fx.T, client_learning_rate=fx.LR)
+    datasets = fx.datasets()
     sparse_state = sparse_process.initialize()
     dense_state = dense_process.initialize()
     for _ in range(2):
@@ -205,14 +110,14 @@ class SparseTagProcessExecutionTest:
     np.testing.assert_allclose(sparse_table, dense_table, atol=1e-5)
 
   def test_tutorial_round_equals_process_round(self):
-    kwargs = dict(num_words=_V, num_tags=_T, max_keys=3,
-                  client_learning_rate=_LR)
+    kwargs = dict(num_words=fx.V, num_tags=fx.T, max_keys=3,
+                  client_learning_rate=fx.LR)
     round_fn = sparse_tags.build_sparse_tag_round(**kwargs)
     process = sparse_tags.build_sparse_tag_process(**kwargs)
-    table = _start_table()
+    table = fx.start_table()
     np.testing.assert_allclose(
-        round_fn(table, _datasets()),
-        _run_round(process, table, _datasets())[0], rtol=1e-6)
+        round_fn(table, fx.datasets()),
+        fx.run_round(process, table, fx.datasets())[0], rtol=1e-6)
 
   @pytest.mark.parametrize('fault,expected', [
       # Client 2's one example is trained on, but its update is NaN: it is
@@ -224,11 +129,11 @@ class SparseTagProcessExecutionTest:
       ('empty', dict(non_finite_clients=0, num_examples=7, selected_keys=6)),
   ], ids=['nan', 'empty'])
   def test_faulty_client_is_dropped_and_counted(self, fault, expected):
-    datasets = _datasets()[:2] + [_faulty_dataset(_CLIENTS[2], fault)]
+    datasets = fx.datasets()[:2] + [fx.faulty_dataset(fx.CLIENTS[2], fault)]
     process = sparse_tags.build_sparse_tag_process(
-        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
-    table = _start_table()
-    new_table, metrics = _run_round(process, table, datasets)
+        num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
+    table = fx.start_table()
+    new_table, metrics = fx.run_round(process, table, datasets)
     assert np.isfinite(new_table).all()
     train = metrics['client_work']['train']
     for key, value in expected.items():
@@ -243,9 +148,9 @@ class SparseTagProcessExecutionTest:
     # The round is the round of the two healthy clients: the numpy
     # reference, and the process run on them alone.
     np.testing.assert_allclose(
-        new_table, _reference_round(table, _CLIENTS[:2], max_keys=3,
+        new_table, fx.reference_round(table, fx.CLIENTS[:2], max_keys=3,
                                     divisor='clients'), rtol=1e-5, atol=1e-6)
-    alone_table, alone = _run_round(process, table, _datasets()[:2])
+    alone_table, alone = fx.run_round(process, table, fx.datasets()[:2])
     np.testing.assert_allclose(new_table, alone_table, rtol=0, atol=1e-6)
     np.testing.assert_allclose(train['loss'],
                                alone['client_work']['train']['loss'],
@@ -264,10 +169,10 @@ class SparseTagProcessExecutionTest:
   def test_round_without_a_usable_client_keeps_the_model(self, fault,
                                                          expected):
     process = sparse_tags.build_sparse_tag_process(
-        num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
-    table = _start_table()
-    new_table, metrics = _run_round(
-        process, table, [_faulty_dataset(c, fault) for c in _CLIENTS])
+        num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
+    table = fx.start_table()
+    new_table, metrics = fx.run_round(
+        process, table, [fx.faulty_dataset(c, fault) for c in fx.CLIENTS])
     np.testing.assert_array_equal(new_table, table)  # exactly
     train = metrics['client_work']['train']
     for key, value in expected.items():
@@ -283,8 +188,8 @@ class SparseTagProcessExecutionTest:
 
 def test_training_loop_records_bytes_per_client(tmp_path):
   process = sparse_tags.build_sparse_tag_process(
-      num_words=_V, num_tags=_T, max_keys=3, client_learning_rate=_LR)
-  datasets = _datasets()
+      num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
+  datasets = fx.datasets()
   run = training.run_training(
       process, client_data_fn=lambda r, ids: [datasets[i] for i in ids],
       num_clients=3, config=training.LoopConfig(rounds=1, progress=False),

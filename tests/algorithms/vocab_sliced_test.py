@@ -8,18 +8,18 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests.algorithms import process_fixtures
 from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp.algorithms import client_data as client_data_lib
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.models import seq2seq
 
-_V, _M, _D = 40, 12, 8
-_CONFIG = seq2seq.Seq2SeqConfig(
-    vocabulary_size=_V, num_encoder_layers=1, num_decoder_layers=1,
-    num_heads=2, hidden_dim=_D, intermediate_dim=16, dropout=0.0,
-    max_source_length=8, max_target_length=8, seed=1)
-_LR = 0.5
+_V = process_fixtures.VS_VOCABULARY
+_M = process_fixtures.VS_MAX_KEYS
+_D = process_fixtures.VS_HIDDEN
+_CONFIG = process_fixtures.vs_config()
+_LR = process_fixtures.VS_LEARNING_RATE
 
 
 def test_sub_vocabulary_ranks_by_examples_and_keeps_special_ids():

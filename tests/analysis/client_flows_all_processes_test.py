@@ -32,10 +32,8 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-from tests.algorithms import dynamic_pulling_test
-from tests.algorithms import fcl_test
-from tests.algorithms import fl_process_test
 from tests.algorithms import linear_model
+from tests.algorithms import process_fixtures
 from tff_nlp import analysis
 from tff_nlp.algorithms import fcl
 from tff_nlp.algorithms import sparse_tags
@@ -125,7 +123,7 @@ def _fcl_round(shared, first_task, adaptive):
 
 
 def _fcl_flows(method):
-  decomposed = method in fcl_test._DECOMPOSED  # pylint: disable=protected-access
+  decomposed = method in process_fixtures.FCL_DECOMPOSED
   shared = _FCL_DECOMPOSED_SHARED if decomposed else _FCL_DENSE_SHARED
   if method == 'local':  # Nothing is averaged: only the weight is summed.
     return dict(
@@ -243,10 +241,10 @@ def _check(computation, expected, model_shapes, **kwargs):
 # The builders.
 
 
-@pytest.mark.parametrize('algorithm', fl_process_test.ALGORITHMS)
-@pytest.mark.parametrize('weighting', fl_process_test.WEIGHTINGS)
+@pytest.mark.parametrize('algorithm', process_fixtures.FL_ALGORITHMS)
+@pytest.mark.parametrize('weighting', process_fixtures.FL_WEIGHTINGS)
 def test_fl_process(algorithm, weighting):
-  process = fl_process_test._build(algorithm, weighting)  # pylint: disable=protected-access
+  process = process_fixtures.build_fl(algorithm, weighting)
   assert _flows(process.initialize) == []
   _check(process.next, _FL_FLOWS[weighting],
          _model_shapes(linear_model.weights_type().trainable))
@@ -268,10 +266,10 @@ def test_dense_tag_process():
 
 @pytest.mark.parametrize('mode', ['default', 'dp_l', 'controllers'])
 def test_dynamic_pulling_process(mode):
-  process = dynamic_pulling_test._process(mode)  # pylint: disable=protected-access
+  process = process_fixtures.build_dynamic_pulling(mode)
   assert _flows(process.initialize) == []
   _check(process.next, _DP_FLOWS,
-         _model_shapes(dynamic_pulling_test._weights_type().trainable))  # pylint: disable=protected-access
+         _model_shapes(process_fixtures.dp_weights_type().trainable))
 
 
 def _fcl_computations(process):
@@ -283,7 +281,7 @@ def _fcl_computations(process):
 
 @pytest.mark.parametrize('method', fcl.METHODS)
 def test_fcl_process(method):
-  process = fcl_test._process(method)  # pylint: disable=protected-access
+  process = process_fixtures.build_fcl(method)
   computations = _fcl_computations(process)
   # No computation of the class is missed.
   assert set(computations) == {
@@ -308,13 +306,12 @@ def test_fcl_process(method):
 
 @functools.lru_cache(maxsize=None)
 def _vocab_sliced_process():
-  from tests.algorithms import vocab_sliced_test  # pylint: disable=g-import-not-at-top
   from tff_nlp.algorithms import vocab_sliced  # pylint: disable=g-import-not-at-top
-  config = vocab_sliced_test._CONFIG  # pylint: disable=protected-access
+  config = process_fixtures.vs_config()
   process = vocab_sliced.build_vocab_sliced_process(
-      config, max_keys=vocab_sliced_test._M,  # pylint: disable=protected-access
+      config, max_keys=process_fixtures.VS_MAX_KEYS,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
-          learning_rate=vocab_sliced_test._LR))  # pylint: disable=protected-access
+          learning_rate=process_fixtures.VS_LEARNING_RATE))
   return process, config
 
 

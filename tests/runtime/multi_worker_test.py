@@ -16,7 +16,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
-from tests.algorithms import sparse_tags_test
+from tests.algorithms import tag_fixtures
 from tff_nlp import algorithms
 from tff_nlp import runtime
 from tff_nlp.runtime import flags as runtime_flags
@@ -116,16 +116,16 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # Partial models: each client selects its rows with federated_select;
     # the split round must equal the numpy re-implementation of one round.
     process = algorithms.build_sparse_tag_process(
-        num_words=sparse_tags_test._V, num_tags=sparse_tags_test._T,  # pylint: disable=protected-access
-        max_keys=3, client_learning_rate=sparse_tags_test._LR,  # pylint: disable=protected-access
+        num_words=tag_fixtures.V, num_tags=tag_fixtures.T,
+        max_keys=3, client_learning_rate=tag_fixtures.LR,
         divisor=divisor)
-    table = sparse_tags_test._start_table()  # pylint: disable=protected-access
+    table = tag_fixtures.start_table()
     unsplit_before = len(self.context.tff_context.unsplit_computations)
     with self._installed():
-      new_table, _ = sparse_tags_test._run_round(  # pylint: disable=protected-access
-          process, table, sparse_tags_test._datasets())  # pylint: disable=protected-access
-    expected = sparse_tags_test._reference_round(  # pylint: disable=protected-access
-        table, sparse_tags_test._CLIENTS, max_keys=3, divisor=divisor)  # pylint: disable=protected-access
+      new_table, _ = tag_fixtures.run_round(
+          process, table, tag_fixtures.datasets())
+    expected = tag_fixtures.reference_round(
+        table, tag_fixtures.CLIENTS, max_keys=3, divisor=divisor)
     np.testing.assert_allclose(new_table, expected, rtol=1e-5, atol=1e-6)
     self.assertLen(
         self.context.tff_context.unsplit_computations, unsplit_before)
