@@ -3,11 +3,15 @@
 - every module under tff_nlp/ is a source of //tff_nlp or //tff_nlp/bin:bin;
 - every tests/**/*_test.py has its py_test //tests:<path>_test, and every
   other module of tests/ is in //tests:test_support;
-- everything analyses (`bazel build --nobuild //...`), and one small, fast
-  test target passes under `bazel test`.
+- every target builds (`bazel build //...`), and a few small test targets,
+  one per layer (data, algorithms, the package's public API), pass under
+  `bazel test`: they import the library and the test helper modules through
+  Bazel's runfiles, which is where a missing dependency shows
+  (`make bazel-test` runs every target).
 
-Skipped when `bazel` is not on PATH, and inside Bazel itself (this file drives
-Bazel, so it is not a Bazel target). Bazel runs with this Python's folder (the
+Skipped when `bazel` is not on PATH (an error instead when
+TFF_NLP_REQUIRE_BAZEL=1, as `.ci/run` sets after installing it), and inside
+Bazel itself (this file drives Bazel, so it is not a Bazel target). Bazel runs with this Python's folder (the
 virtualenv's bin/) first on PATH and without any startup option, so it reuses
 the workspace's Bazel server and cache (`make bazel-test` warms them); the
 server is stopped (`bazel shutdown`) at the end so none lingers. Bazel's
@@ -22,28 +26,24 @@ import subprocess
 import sys
 import tempfile
 
-import pytest
+from absl.testing import absltest
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BAZEL = shutil.which('bazel')
-# A small, fast target (about 20 s): the data package's partition tests.
-_SMALL_TEST_TARGET = '//tests:data/partition_test'
+# Small, fast targets (seconds each when the machine is idle), one per layer:
+# data, algorithms (with a helper module of tests/), the public API.
+_SMALL_TEST_TARGETS = (
+    '//tests:data/partition_test',
+    '//tests:algorithms/weighting_test',
+    '//tests:package_test',
+)
 # Test files that are not Bazel targets (see _NOT_BAZEL_TESTS in tests/BUILD).
 _NOT_BAZEL_TESTS = ('tests/bazel_test.py',)
 # Bazel's own flags for quiet, non-interactive output.
 _QUIET = ('--color=no', '--curses=no', '--noshow_progress')
 
-pytestmark = [
-    pytest.mark.skipif(
-        _BAZEL is None,
-        reason='bazel is not on PATH: the Bazel build is not checked.',
-    ),
-    pytest.mark.skipif(
-        bool(os.environ.get('TEST_SRCDIR')),
-        reason='running inside Bazel (TEST_SRCDIR is set): this test drives '
-        'Bazel itself.',
-    ),
-]
+_REQUIRED = os.environ.get('TFF_NLP_REQUIRE_BAZEL') == '1'
+_INSIDE_BAZEL = bool(os.environ.get('TEST_SRCDIR'))
 
 
 def _bazel(*args: str, timeout: float = 300) -> str:
@@ -94,47 +94,57 @@ def _files(pattern: str) -> set[str]:
   }
 
 
-@pytest.fixture(scope='module', autouse=True)
-def _stop_bazel_server():
-  yield
-  # No Bazel server (a JVM) may outlive the test session.
-  _bazel('shutdown', timeout=120)
+@absltest.skipIf(_INSIDE_BAZEL, 'running inside Bazel (TEST_SRCDIR is set): '
+                 'this test drives Bazel itself.')
+class BazelBuildTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    if _BAZEL is None:
+      if _REQUIRED:
+        raise AssertionError(
+            'bazel is not on PATH but TFF_NLP_REQUIRE_BAZEL=1 (.ci/run '
+            'installs Debian\'s bazel-bootstrap; see DEVELOPERS.md, "Bazel").')
+      raise absltest.SkipTest(
+          'bazel is not on PATH: the Bazel build is not checked.')
+
+  @classmethod
+  def tearDownClass(cls):
+    # No Bazel server (a JVM) may outlive the test session.
+    if _BAZEL is not None:
+      _bazel('shutdown', timeout=120)
+    super().tearDownClass()
+
+  def test_every_library_module_is_in_a_target(self):
+    modules = _files('tff_nlp/**/*.py')
+    declared = _query_files('labels(srcs, //tff_nlp + //tff_nlp/bin:bin)')
+    self.assertEmpty(
+        sorted(modules - declared),
+        'modules in no Bazel target. A folder under tff_nlp/ with its own '
+        'BUILD file leaves the //tff_nlp glob; see tff_nlp/BUILD.')
+
+  def test_every_test_file_has_a_target(self):
+    test_files = _files('tests/**/*_test.py') - set(_NOT_BAZEL_TESTS)
+    expected = {'//tests:' + path[len('tests/'):-len('.py')] for path in
+                test_files}
+    targets = set(
+        _bazel('query', *_QUIET, 'kind(py_test, //tests/...)').split())
+    self.assertEmpty(sorted(expected - targets),
+                     'test files without a py_test; see tests/BUILD.')
+    test_srcs = _query_files('labels(srcs, kind(py_test, //tests/...))')
+    self.assertEmpty(sorted(test_files - test_srcs))
+    helpers = _files('tests/**/*.py') - _files('tests/**/*_test.py') - {
+        'tests/bazel_pytest_main.py'}
+    support = _query_files('labels(srcs, //tests:test_support)')
+    self.assertEmpty(sorted(helpers - support),
+                     'not in //tests:test_support')
+
+  def test_everything_builds_and_small_tests_pass(self):
+    _bazel('build', *_QUIET, '//...')
+    _bazel('test', *_QUIET, '--test_output=errors', *_SMALL_TEST_TARGETS,
+           timeout=900)
 
 
-def test_every_library_module_is_in_a_target():
-  modules = _files('tff_nlp/**/*.py')
-  declared = _query_files('labels(srcs, //tff_nlp + //tff_nlp/bin:bin)')
-  missing = sorted(modules - declared)
-  assert not missing, (
-      f'modules in no Bazel target: {missing}. A folder under tff_nlp/ with '
-      'its own BUILD file leaves the //tff_nlp glob; see tff_nlp/BUILD.'
-  )
-
-
-def test_every_test_file_has_a_target():
-  test_files = _files('tests/**/*_test.py') - set(_NOT_BAZEL_TESTS)
-  expected = {'//tests:' + path[len('tests/'):-len('.py')] for path in
-              test_files}
-  targets = set(
-      _bazel('query', *_QUIET, 'kind(py_test, //tests/...)').split()
-  )
-  assert expected <= targets, (
-      f'test files without a py_test: {sorted(expected - targets)}; see '
-      'tests/BUILD.'
-  )
-  test_srcs = _query_files('labels(srcs, kind(py_test, //tests/...))')
-  assert test_files <= test_srcs, sorted(test_files - test_srcs)
-  helpers = _files('tests/**/*.py') - _files('tests/**/*_test.py') - {
-      'tests/bazel_pytest_main.py'
-  }
-  support = _query_files('labels(srcs, //tests:test_support)')
-  missing = sorted(helpers - support)
-  assert not missing, f'not in //tests:test_support: {missing}'
-
-
-def test_everything_analyses_and_a_small_test_passes():
-  _bazel('build', *_QUIET, '--nobuild', '//...')
-  _bazel(
-      'test', *_QUIET, '--test_output=errors', _SMALL_TEST_TARGET,
-      timeout=600,
-  )
+if __name__ == '__main__':
+  absltest.main()
