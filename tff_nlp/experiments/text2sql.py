@@ -70,6 +70,7 @@ from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
+from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import subword_tokenizer
 from tff_nlp.models import text_classifier
 from tff_nlp.training import run_dir as run_dir_lib
@@ -308,7 +309,7 @@ class EncodedSplit:
   """One split of one client as model inputs.
 
   Attributes:
-    x: `seq2seq.input_spec` inputs (numpy, all examples).
+    x: `seq2seq_inputs.input_spec` inputs (numpy, all examples).
     y: Target ids [N, T].
     sources: The model input texts.
     gold_sql: The gold SQL strings.
@@ -400,7 +401,7 @@ def _encode(tokenizer, sources, gold_sql, config: DataConfig) -> EncodedSplit:
 
 def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
                  *, source_length: int, target_length: int) -> EncodedSplit:
-  """`seq2seq.pack_inputs`' layout with `copy_tokenizer` ids, in numpy."""
+  """`seq2seq_inputs.pack_inputs`' layout with `copy_tokenizer` ids, numpy."""
   n = len(sources)
   x_source = np.zeros([n, source_length], np.int32)
   x_target = np.zeros([n, target_length], np.int32)
@@ -594,7 +595,7 @@ class _Seq2SeqParser:
     self._task, self.config, self._batch_size = task, config, batch_size
 
   def model_fn(self):
-    return seq2seq.build_model_fn(self.config)
+    return seq2seq_model_fn.build_model_fn(self.config)
 
   def keras_model(self) -> tf.keras.Model:
     return seq2seq.build_keras_model(self.config)
@@ -960,7 +961,7 @@ def run_text2sql(
   if init_checkpoint is not None:
     initial_weights = tf.nest.map_structure(
         lambda v: v.numpy(),
-        seq2seq.load_model_weights(model, init_checkpoint))
+        seq2seq_model_fn.load_model_weights(model, init_checkpoint))
   predictions, unit_records, test_tokens = {}, {}, {}
   for unit in _units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
