@@ -18,7 +18,6 @@ import numpy as np
 from tff_nlp import data
 from tff_nlp import errors
 from tff_nlp.data import continual_tasks
-from tff_nlp.data import text_classification
 
 
 def _make_dataset(root, train, test, dev=None, name='toy'):
@@ -322,8 +321,7 @@ _REAL = {}
 def _real(name):
   """Loads a real dataset once for the whole test file."""
   if name not in _REAL:
-    _REAL[name] = data.load_dataset(name,
-                                    text_classification.find_data_dir())
+    _REAL[name] = data.load_dataset(name, data.find_data_dir())
   return _REAL[name]
 
 

@@ -1,6 +1,8 @@
 """Readers of the datasets in `shared/data` and federated splits of them."""
 
 from tff_nlp.data import continual_tasks
+from tff_nlp.data.data_root import DATA_DIR_ENV_VAR
+from tff_nlp.data.data_root import find_data_dir
 from tff_nlp.data import nmt
 from tff_nlp.data.nmt import find_nmt_dir
 from tff_nlp.data.nmt import list_domains
@@ -29,9 +31,10 @@ from tff_nlp.data.text2sql import Table
 from tff_nlp.data.text2sql_source import find_text2sql_dir
 from tff_nlp.data.text2sql_stats import ClientStats
 from tff_nlp.data.text2sql_stats import load_stats
-from tff_nlp.data.text_classification import DATA_DIR_ENV_VAR
-from tff_nlp.data.text_classification import find_data_dir
 from tff_nlp.data.text_classification import load_dataset
 from tff_nlp.data.text_classification import read_tsv
 from tff_nlp.data.text_classification import Split
 from tff_nlp.data.text_classification import TextClassificationData
+from tff_nlp.data import vocabulary
+from tff_nlp.data.vocabulary import tokenize
+from tff_nlp.data.vocabulary import Vocabulary
