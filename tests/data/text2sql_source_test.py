@@ -80,7 +80,7 @@ class DownloadTest(absltest.TestCase):
         self.assertEqual(hashlib.sha256(f.read()).hexdigest(), expected,
                          name)
     # The reader's files are all pinned: every client's JSON and schema.
-    for client in data.CLIENTS:
+    for client in data.text2sql.CLIENTS:
       self.assertIn(f'{client}.json', text2sql_source.FILES)
       self.assertIn(f'{client}-schema.csv', text2sql_source.FILES)
 

@@ -137,7 +137,7 @@ class RealStatsTest(absltest.TestCase):
     cls.stats = data.load_stats()
 
   def test_counts(self):
-    self.assertEqual(list(self.stats), list(data.CLIENTS))
+    self.assertEqual(list(self.stats), list(data.text2sql.CLIENTS))
     # Queries and sentences of each file (`len(json)`, and the sum of
     # `len(q["sentences"])`), advising's 956 `exclude` sentences included.
     self.assertEqual(

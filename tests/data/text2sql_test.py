@@ -406,7 +406,7 @@ class RealDataTest(absltest.TestCase):
   def test_split_counts(self):
     counts = {name: (len(c.train), len(c.dev), len(c.test))
               for name, c in self.clients.items()}
-    self.assertEqual(list(counts), list(data.CLIENTS))
+    self.assertEqual(list(counts), list(data.text2sql.CLIENTS))
     expected = dict(_PAPER_COUNTS, imdb=(79, 26, 26))
     self.assertEqual(counts, expected)
 

@@ -12,8 +12,7 @@ from tff_nlp.data.nmt import read_parallel
 from tff_nlp.data.partition import dirichlet_label_skew
 from tff_nlp.data.partition import Partition
 from tff_nlp.data import tags
-from tff_nlp.data.text2sql import ClientData
-from tff_nlp.data.text2sql import CLIENTS
+from tff_nlp.data import text2sql
 from tff_nlp.data.text2sql import Example
 from tff_nlp.data.text2sql import FoldSplit
 from tff_nlp.data.text2sql import load_client
@@ -28,6 +27,7 @@ from tff_nlp.data.text2sql import seeded_folds
 from tff_nlp.data.text2sql import Sentence
 from tff_nlp.data.text2sql import serialize_schema
 from tff_nlp.data.text2sql import Table
+from tff_nlp.data.text2sql import Text2SqlClientData
 from tff_nlp.data.text2sql_source import find_text2sql_dir
 from tff_nlp.data.text2sql_stats import ClientStats
 from tff_nlp.data.text2sql_stats import load_stats
