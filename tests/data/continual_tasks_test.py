@@ -11,9 +11,9 @@ import collections
 import json
 import os
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
@@ -60,7 +60,7 @@ def _fingerprint(seqs):
             t.test.labels.tolist()) for t in tasks] for tasks in seqs.clients]
 
 
-class SyntheticTest(parameterized.TestCase):
+class SyntheticExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _build(self, train, test, dev=None, **kwargs):
     # The rules are checked on small label pools, where tasks repeat label
@@ -325,7 +325,7 @@ def _real(name):
   return _REAL[name]
 
 
-class RealDataTest(parameterized.TestCase):
+class RealDataExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('trec6', 'trec6', 4, 6),
@@ -423,4 +423,4 @@ class RealDataTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -13,7 +13,7 @@ import shutil
 import threading
 from unittest import mock
 
-from absl.testing import absltest
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
@@ -57,7 +57,7 @@ class _Server:
     self._thread.join()
 
 
-class DownloadTest(absltest.TestCase):
+class DownloadExecutionTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -183,7 +183,7 @@ class DownloadTest(absltest.TestCase):
     self.assertLen(self.server.requests, len(text2sql_source.FILES))
 
 
-class FindText2sqlDirTest(absltest.TestCase):
+class FindText2sqlDirExecutionTest(tf.test.TestCase):
 
   def _shared_data(self) -> str:
     root = self.create_tempdir().full_path
@@ -231,4 +231,4 @@ class FindText2sqlDirTest(absltest.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -2,9 +2,9 @@
 
 import os
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp.data import text_classification
@@ -26,7 +26,7 @@ def _make_dataset(root: str, name: str, splits: dict[str, bytes]) -> str:
   return root
 
 
-class ReadTsvTest(parameterized.TestCase):
+class ReadTsvExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_reads_labels_and_texts_in_order(self):
     path = _write(
@@ -75,7 +75,7 @@ class ReadTsvTest(parameterized.TestCase):
       data.read_tsv(path)
 
 
-class LoadDatasetTest(parameterized.TestCase):
+class LoadDatasetExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_label_ids_follow_sorted_training_labels(self):
     root = _make_dataset(
@@ -165,4 +165,4 @@ class LoadDatasetTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

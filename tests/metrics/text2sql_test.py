@@ -7,6 +7,7 @@ import re
 import sqlite3
 
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
@@ -75,7 +76,7 @@ def _gold_pairs(client: str) -> list[tuple[str, str]]:
   return [(g, g) for g in golds]
 
 
-class NormalizeSqlTest(parameterized.TestCase):
+class NormalizeSqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('unchanged', 'SELECT a FROM t ;', 'SELECT a FROM t ;'),
@@ -92,7 +93,7 @@ class NormalizeSqlTest(parameterized.TestCase):
     self.assertEqual(text2sql.normalize_sql(sql), expected)
 
 
-class ExactMatchTest(parameterized.TestCase):
+class ExactMatchExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   _GOLD = 'SELECT COUNT( * ) FROM city AS c WHERE c.name = "austin" ;'
 
@@ -111,7 +112,7 @@ class ExactMatchTest(parameterized.TestCase):
     self.assertEqual(text2sql.exact_match(prediction, self._GOLD), expected)
 
 
-class ClientAccuraciesTest(parameterized.TestCase):
+class ClientAccuraciesExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_macro_and_micro(self):
     accuracies = text2sql.ClientAccuracies(
@@ -147,7 +148,7 @@ class ClientAccuraciesTest(parameterized.TestCase):
                                 totals=totals)
 
 
-class OrderByTest(parameterized.TestCase):
+class OrderByExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('none', 'SELECT a FROM t ;', False),
@@ -165,7 +166,7 @@ class OrderByTest(parameterized.TestCase):
     self.assertEqual(text2sql.has_top_level_order_by(sql), expected)
 
 
-class ExecutionTest(parameterized.TestCase):
+class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -274,7 +275,7 @@ class ExecutionTest(parameterized.TestCase):
     self.assertFalse(os.path.exists(missing))
 
 
-class EvaluateTest(parameterized.TestCase):
+class EvaluateExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_exact_match_and_execution(self):
     db_path = _make_db(self.create_tempdir().full_path)
@@ -319,7 +320,7 @@ class EvaluateTest(parameterized.TestCase):
                         db_paths={'a': '/nonexistent/a-db.sqlite'})
 
 
-class UpstreamDatabasesTest(parameterized.TestCase):
+class UpstreamDatabasesExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """The gold queries on the two databases upstream marks "untested"."""
 
   def test_find_databases(self):
@@ -403,7 +404,8 @@ _GEOGRAPHY_GOLD = {
 }
 
 
-class GoldExecutionCountsTest(parameterized.TestCase):
+class GoldExecutionCountsExecutionTest(tf.test.TestCase,
+                                       parameterized.TestCase):
   """`gold_execution_counts` on the paper's splits, and the renamed column."""
 
   @classmethod
@@ -518,7 +520,7 @@ class GoldExecutionCountsTest(parameterized.TestCase):
     self.assertEqual(_sha256(db_path), digest)
 
 
-class GoldColumnNamesTest(parameterized.TestCase):
+class GoldColumnNamesExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """The renaming on toy databases: only where the file needs it."""
 
   @parameterized.named_parameters(
@@ -545,3 +547,7 @@ class GoldColumnNamesTest(parameterized.TestCase):
     cursor = connection.execute('SELECT * FROM RESTAURANT')
     self.assertEqual(cursor.fetchall(), [(7,)])
     self.assertEqual([d[0] for d in cursor.description], expected)
+
+
+if __name__ == '__main__':
+  tf.test.main()

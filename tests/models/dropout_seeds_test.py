@@ -32,7 +32,7 @@ def _key(value):
   return tf.constant(value, tf.int64)
 
 
-class FingerprintTest(tf.test.TestCase, parameterized.TestCase):
+class FingerprintExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_tensors_and_arrays_agree(self):
     self.assertEqual(
@@ -68,7 +68,7 @@ class FingerprintTest(tf.test.TestCase, parameterized.TestCase):
                         int(dropout_seeds.fingerprint(b)))
 
 
-class SeededMasksTest(tf.test.TestCase, parameterized.TestCase):
+class SeededMasksExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _masks(self, model, key, training=True):
     with dropout_seeds.step_seed(_key(key)):
@@ -160,7 +160,7 @@ _SEQ2SEQ = seq2seq.Seq2SeqConfig(
 )
 
 
-class ModelsTest(tf.test.TestCase):
+class ModelsExecutionTest(tf.test.TestCase):
 
   def test_every_dropout_of_the_seq2seq_model_is_seeded(self):
     model = seq2seq.build_keras_model(_SEQ2SEQ)
@@ -195,7 +195,7 @@ def _client_dataset(seed):
   return tf.data.Dataset.from_tensor_slices((x, y)).batch(1)
 
 
-class FederatedRoundTest(tf.test.TestCase):
+class FederatedRoundExecutionTest(tf.test.TestCase):
 
   def test_a_round_with_dropout_is_a_function_of_its_inputs(self):
     # Before seeded masks, Keras's stateful dropout ops in TFF's worker drew

@@ -25,7 +25,7 @@ _ENCODER_LAYER_TENSORS = 8 + 4 + 4
 _DECODER_LAYER_TENSORS = 8 + 8 + 6 + 4
 
 
-class TensorLayoutTest(tf.test.TestCase):
+class TensorLayoutExecutionTest(tf.test.TestCase):
 
   @classmethod
   def setUpClass(cls):

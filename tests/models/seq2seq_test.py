@@ -22,6 +22,7 @@ import tensorflow_federated as tff
 
 from tff_nlp import algorithms
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import seq2seq_inputs
@@ -193,7 +194,7 @@ def _expected_num_parameters(c):
           + 2 * layer_norm)  # final LayerNorms
 
 
-class Seq2SeqConfigTest(tf.test.TestCase, parameterized.TestCase):
+class Seq2SeqConfigExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_presets(self):
     small = seq2seq.Seq2SeqConfig.from_preset('small', vocabulary_size=500)
@@ -235,7 +236,7 @@ class Seq2SeqConfigTest(tf.test.TestCase, parameterized.TestCase):
       self.assertBetween(model.count_params(), 215e6, 230e6)
 
 
-class Seq2SeqModelTest(tf.test.TestCase, parameterized.TestCase):
+class Seq2SeqModelExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(0, 1)
   def test_forward_pass_matches_numpy(self, seed):
@@ -381,7 +382,7 @@ _COPY_DECODER_IDS = np.array([[START, 16, 17, 5, 0],
                               [START, 4, 15 + 5, 0, 0]], _I32)
 
 
-class CopyModelTest(tf.test.TestCase, parameterized.TestCase):
+class CopyModelExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(0, 1)
   def test_forward_pass_matches_numpy(self, seed):
@@ -473,7 +474,7 @@ def _numpy_cross_entropy(labels, logits):
   return -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
 
 
-class LossAndMetricTest(tf.test.TestCase, parameterized.TestCase):
+class LossAndMetricExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   _LABELS = np.array([[4, 5, 3, 0], [6, 3, 0, 0], [3, 0, 0, 0]], _I32)
 
@@ -530,7 +531,7 @@ class LossAndMetricTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((restored.name, restored.pad_id), ('token_accuracy', 0))
 
 
-class CheckpointTest(tf.test.TestCase):
+class CheckpointExecutionTest(tf.test.TestCase):
 
   def test_save_and_load_give_the_same_logits(self):
     model = seq2seq.build_keras_model(_TINY)
@@ -620,7 +621,7 @@ def _python_greedy(table, max_length):
   return tokens, score
 
 
-class SearchTest(tf.test.TestCase, parameterized.TestCase):
+class SearchExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _search(self, rows_list, beam_size, max_length):
     tables = tf.constant(np.stack([_bigram_log_table(r) for r in rows_list]))
@@ -691,7 +692,7 @@ class SearchTest(tf.test.TestCase, parameterized.TestCase):
       self._search([_EASY], 0, 3)
 
 
-class ModelDecodingTest(tf.test.TestCase, parameterized.TestCase):
+class ModelDecodingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -799,7 +800,7 @@ def _fl_process(algorithm):
   return _PROCESSES[algorithm]
 
 
-class FederatedTest(tf.test.TestCase, parameterized.TestCase):
+class FederatedExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters('fedavg', 'fedopt', 'fedprox')
   def test_one_round(self, algorithm):
@@ -851,12 +852,10 @@ def _imdb_pairs():
   """(question, canonical SQL) of imdb's folds 0-5, with values filled.
 
   Variable names (whole tokens) are replaced by the sentence's values, else
-  the query's examples. Read from the JSON directly (not tff_nlp.data).
+  the query's examples. Read from the JSON directly (not tff_nlp.data's
+  readers).
   """
-  data_dir = os.environ.get('TFF_NLP_DATA_DIR') or os.path.join(
-      os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, 'shared',
-      'data')
-  with open(os.path.join(data_dir, 'text2sql', 'imdb.json'),
+  with open(os.path.join(data_root.find_data_dir(), 'text2sql', 'imdb.json'),
             encoding='utf-8') as f:
     queries = json.load(f)
 
@@ -877,7 +876,7 @@ def _imdb_pairs():
   return pairs
 
 
-class OverfitTest(tf.test.TestCase):
+class OverfitExecutionTest(tf.test.TestCase):
 
   def test_tiny_model_memorises_eight_imdb_examples(self):
     start = time.perf_counter()
