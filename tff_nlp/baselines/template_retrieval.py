@@ -58,6 +58,7 @@ import numpy as np
 from tff_nlp import errors
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
+from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 
 # Cosines within this of the best count as ties (broken by the lowest
@@ -375,7 +376,7 @@ def evaluate_clients(
     data_dir: The folder `clients` were loaded from; None finds it.
     split: 'test' or 'dev'.
     db_paths: Client name -> SQLite database for execution accuracy; None
-      takes `metrics.text2sql.find_databases` of the data folder
+      takes `metrics.sql_execution.find_databases` of the data folder
       (geography, restaurants); {} skips execution.
 
   Returns:
@@ -390,6 +391,6 @@ def evaluate_clients(
   """
   pairs = predict_clients(clients, data_dir=data_dir, split=split)
   if db_paths is None:
-    db_paths = text2sql_metrics.find_databases(
+    db_paths = sql_execution.find_databases(
         text2sql_source.find_text2sql_dir(data_dir))
   return text2sql_metrics.evaluate(pairs, db_paths=db_paths)

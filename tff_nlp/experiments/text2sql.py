@@ -65,6 +65,7 @@ from tff_nlp.experiments.seq2seq_examples import decode
 from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
 from tff_nlp.experiments.seq2seq_examples import train_dataset
 from tff_nlp.metrics import intervals
+from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
@@ -546,7 +547,7 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                             for q, v in zip(sql, variables)]
       splits[name][split] = encoded
   databases = {name: path for name, path in
-               text2sql_metrics.find_databases(folder).items()
+               sql_execution.find_databases(folder).items()
                if name in config.clients}
   return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
                       source_length=source_length,
@@ -581,7 +582,7 @@ def prepare_template_task(config: DataConfig, *, data_dir: Optional[str],
           truncated_sources=0, truncated_targets=0, questions=pairs)
   folder = text2sql_source.find_text2sql_dir(data_dir)
   databases = {name: path for name, path in
-               text2sql_metrics.find_databases(folder).items()
+               sql_execution.find_databases(folder).items()
                if name in config.clients}
   return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
                       source_length=tokenizer.max_length, target_length=1)
