@@ -16,6 +16,7 @@ import tensorflow as tf
 from tff_nlp.models import seq2seq
 from tff_nlp.models._keras_nlp import keras_nlp
 
+
 def input_spec() -> tuple[
     collections.OrderedDict[str, tf.TensorSpec], tf.TensorSpec
 ]:

@@ -11,7 +11,6 @@ from typing import NamedTuple, Optional
 
 from tff_nlp.models import seq2seq
 
-
 ENCODER_GROUP = 'encoder'
 DECODER_GROUP = 'decoder'
 

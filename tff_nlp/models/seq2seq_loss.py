@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tff_nlp.models import subword_tokenizer
 
+
 @tf.keras.utils.register_keras_serializable(package='tff_nlp')
 class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
   """Cross-entropy on logits, averaged over the non-padding target tokens.

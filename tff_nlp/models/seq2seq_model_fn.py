@@ -28,8 +28,9 @@ def build_model_fn(
   Returns:
     A no-arg callable that builds a new Keras model (same initial weights on
     every call) and wraps it with `tff.learning.models.from_keras_model`,
-    with `masked_loss`, `MaskedTokenAccuracy` and example and batch counts as
-    metrics, taking batches as described by `input_spec`.
+    with `seq2seq_loss.masked_loss`, `seq2seq_loss.MaskedTokenAccuracy` and
+    example and batch counts as metrics, taking batches as described by
+    `seq2seq_inputs.input_spec`.
   """
 
   def model_fn() -> tff.learning.models.VariableModel:
