@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_loss
 
 _SHAPES = ((40, 30), (60, 40), (80, 60))  # (source, target) tokens
 _BATCH = 32
@@ -35,7 +36,7 @@ def main():
       max_target_length=448, copy_from_source=True,
       output_vocabulary_size=1100)
   model = seq2seq.build_keras_model(config)
-  loss_fn = seq2seq.masked_loss()
+  loss_fn = seq2seq_loss.masked_loss()
   rng = np.random.default_rng(0)
   batches = [({seq2seq.ENCODER_TOKEN_IDS: tf.constant(
       rng.integers(4, 6000, (_BATCH, s)), tf.int32),

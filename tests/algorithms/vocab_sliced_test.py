@@ -14,6 +14,8 @@ from tff_nlp import analysis
 from tff_nlp.algorithms import client_data as client_data_lib
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_inputs
+from tff_nlp.models import seq2seq_loss
 
 _V = process_fixtures.VS_VOCABULARY
 _M = process_fixtures.VS_MAX_KEYS
@@ -58,9 +60,9 @@ def test_max_keys_must_hold_the_special_ids():
 def _client(rng, low, high, n=6):
   source = rng.integers(low, high, size=[n, 5])
   target = rng.integers(low, high, size=[n, 4])
-  x, y = seq2seq.pack_inputs(tf.ragged.constant(source),
-                             tf.ragged.constant(target), source_length=8,
-                             target_length=8)
+  x, y = seq2seq_inputs.pack_inputs(tf.ragged.constant(source),
+                                    tf.ragged.constant(target), source_length=8,
+                                    target_length=8)
   vocabulary, local_x, local_y, unknown = vocab_sliced.local_examples(
       {k: v.numpy() for k, v in x.items()}, y.numpy(), max_keys=_M)
   batches = tf.data.Dataset.from_tensor_slices((local_x, local_y)).batch(3)
@@ -105,7 +107,7 @@ def test_one_client_round_equals_training_its_local_model(process):
   trainable[0] = trainable[0][vocabulary.keys]
   for variable, value in zip(local.trainable_weights, trainable):
     variable.assign(value)
-  loss_fn = seq2seq.masked_loss()
+  loss_fn = seq2seq_loss.masked_loss()
   for x, y in batches:
     with tf.GradientTape() as tape:
       loss = loss_fn(y, local(x, training=True))

@@ -104,8 +104,7 @@ class TfidfExecutionTest(tf.test.TestCase, parameterized.TestCase):
         vectorizer.transform(test).toarray())
 
 
-class TemplateRetrievalExecutionTest(tf.test.TestCase,
-                                     parameterized.TestCase):
+class TemplateRetrievalExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # Questions 1 and 2 are the same words: cosine 1 with both, the lower
@@ -306,7 +305,7 @@ def _make_data_dir(root: str, queries=None) -> str:
   return root
 
 
-class EvaluateClientsTest(tf.test.TestCase, parameterized.TestCase):
+class EvaluateClientsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -360,7 +359,7 @@ class EvaluateClientsTest(tf.test.TestCase, parameterized.TestCase):
       template_retrieval.predict_clients(clients, data_dir=other_root)
 
 
-class PaperSplitsTest(tf.test.TestCase):
+class PaperSplitsExecutionTest(tf.test.TestCase):
   """The baseline on the real data: the paper's full test splits."""
 
   def test_full_test_splits(self):
@@ -385,3 +384,7 @@ class PaperSplitsTest(tf.test.TestCase):
         {'geography': (145, 279), 'restaurants': (73, 74)})
     self.assertEqual(evaluation.gold_errors,
                      {'geography': 2, 'restaurants': 0})
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -39,7 +39,7 @@ class Text2sqlStatsBinaryTest(absltest.TestCase):
     result = _run(f'--data_dir={data.find_data_dir()}')
     self.assertEqual(result.returncode, 0, result.stderr)
     stats = json.loads(result.stdout)  # One JSON object, nothing else.
-    self.assertEqual(list(stats), list(data.CLIENTS))
+    self.assertEqual(list(stats), list(data.text2sql.CLIENTS))
     self.assertEqual(list(stats['atis']), _FIELDS)
     # The paper's split sizes (lorar.md); imdb differs, see text2sql.py.
     self.assertEqual(

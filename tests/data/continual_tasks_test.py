@@ -11,14 +11,13 @@ import collections
 import json
 import os
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
 from tff_nlp.data import continual_tasks
-from tff_nlp.data import text_classification
 
 
 def _make_dataset(root, train, test, dev=None, name='toy'):
@@ -61,7 +60,7 @@ def _fingerprint(seqs):
             t.test.labels.tolist()) for t in tasks] for tasks in seqs.clients]
 
 
-class SyntheticTest(parameterized.TestCase):
+class SyntheticExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _build(self, train, test, dev=None, **kwargs):
     # The rules are checked on small label pools, where tasks repeat label
@@ -322,12 +321,11 @@ _REAL = {}
 def _real(name):
   """Loads a real dataset once for the whole test file."""
   if name not in _REAL:
-    _REAL[name] = data.load_dataset(name,
-                                    text_classification.find_data_dir())
+    _REAL[name] = data.load_dataset(name, data.find_data_dir())
   return _REAL[name]
 
 
-class RealDataTest(parameterized.TestCase):
+class RealDataExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('trec6', 'trec6', 4, 6),
@@ -425,4 +423,4 @@ class RealDataTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

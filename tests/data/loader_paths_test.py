@@ -18,8 +18,8 @@ import os
 import re
 from typing import Any
 
-from absl.testing import absltest
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp.data import continual_tasks
@@ -132,7 +132,7 @@ _DIRECTORY_ONLY_CASES = {
 }
 
 
-class LoaderPathsTest(parameterized.TestCase):
+class LoaderPathsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _write(self, case: _Case, bom_target: bool = False) -> str:
     root = self.create_tempdir().full_path
@@ -199,4 +199,4 @@ class LoaderPathsTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -4,9 +4,9 @@ import os
 import re
 from unittest import mock
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
@@ -59,7 +59,7 @@ def _corpus(name: str, split: str, indices) -> nmt.ParallelCorpus:
       targets=tuple(f'{name} {split} en {i}' for i in indices))
 
 
-class ReadParallelTest(parameterized.TestCase):
+class ReadParallelExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_reads_pairs_in_order_and_strips_only_the_newline(self):
     directory = self.create_tempdir().full_path
@@ -139,7 +139,7 @@ class ReadParallelTest(parameterized.TestCase):
         f'{source} has {num_sources} lines but {target} has {num_targets};')
 
 
-class ParallelCorpusTest(parameterized.TestCase):
+class ParallelCorpusExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -174,7 +174,7 @@ class ParallelCorpusTest(parameterized.TestCase):
       self.corpus.subset(n, seed=0)
 
 
-class ListDomainsTest(parameterized.TestCase):
+class ListDomainsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_known_domains_in_paper_order_then_custom_sorted(self):
     root = self.create_tempdir().full_path
@@ -232,7 +232,7 @@ class ListDomainsTest(parameterized.TestCase):
                         source_lang=source_lang, target_lang=target_lang)
 
 
-class FindNmtDirTest(absltest.TestCase):
+class FindNmtDirExecutionTest(tf.test.TestCase):
 
   def test_shared_data_folder_gives_its_nmt_de_en(self):
     root = self.create_tempdir().full_path
@@ -270,7 +270,7 @@ class FindNmtDirTest(absltest.TestCase):
                      os.path.join(data.find_data_dir(), 'nmt_de_en'))
 
 
-class LoadDomainsTest(parameterized.TestCase):
+class LoadDomainsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -346,7 +346,7 @@ class LoadDomainsTest(parameterized.TestCase):
       data.load_domains(self.root)
 
 
-class RealDataTest(parameterized.TestCase):
+class RealDataExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -390,4 +390,4 @@ class RealDataTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -1,8 +1,8 @@
 """Tests of the Dirichlet label-skew client split."""
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
@@ -30,7 +30,7 @@ def _label_counts(labels, indices, num_labels=8):
                    for i in indices], axis=1)  # [num_labels, num_clients]
 
 
-class DirichletLabelSkewTest(parameterized.TestCase):
+class DirichletLabelSkewExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_same_seed_same_split(self):
     a, b = _split(seed=7), _split(seed=7)
@@ -147,4 +147,4 @@ class DirichletLabelSkewTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

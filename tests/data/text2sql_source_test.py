@@ -13,10 +13,11 @@ import shutil
 import threading
 from unittest import mock
 
-from absl.testing import absltest
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.data import text2sql_source
 
 _SMALL_FILES = ('restaurants.json', 'restaurants-schema.csv',
@@ -56,7 +57,7 @@ class _Server:
     self._thread.join()
 
 
-class DownloadTest(absltest.TestCase):
+class DownloadExecutionTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -79,7 +80,7 @@ class DownloadTest(absltest.TestCase):
         self.assertEqual(hashlib.sha256(f.read()).hexdigest(), expected,
                          name)
     # The reader's files are all pinned: every client's JSON and schema.
-    for client in data.CLIENTS:
+    for client in data.text2sql.CLIENTS:
       self.assertIn(f'{client}.json', text2sql_source.FILES)
       self.assertIn(f'{client}-schema.csv', text2sql_source.FILES)
 
@@ -170,10 +171,10 @@ class DownloadTest(absltest.TestCase):
         '5050bad2309a93636ea4788d3660c9202bf11e0e/data/')
 
   def test_find_downloads_when_no_folder_is_found(self):
-    missing = os.path.join(self.root, 'no', 'text2sql')
-    with mock.patch.object(text2sql_source, '_DEFAULT_TEXT2SQL_DIR', missing):
+    missing = os.path.join(self.root, 'no')
+    with mock.patch.object(data_root, '_DEFAULT_DATA_DIR', missing):
       with mock.patch.dict(os.environ, {
-          text2sql_source.DATA_DIR_ENV_VAR: '',
+          data_root.DATA_DIR_ENV_VAR: '',
           'BUILD_WORKSPACE_DIRECTORY': '',
           text2sql_source.BASE_URL_ENV_VAR: self.server.base_url,
       }):
@@ -182,7 +183,7 @@ class DownloadTest(absltest.TestCase):
     self.assertLen(self.server.requests, len(text2sql_source.FILES))
 
 
-class FindText2sqlDirTest(absltest.TestCase):
+class FindText2sqlDirExecutionTest(tf.test.TestCase):
 
   def _shared_data(self) -> str:
     root = self.create_tempdir().full_path
@@ -191,17 +192,18 @@ class FindText2sqlDirTest(absltest.TestCase):
 
   def test_argument_then_environment_then_default(self):
     explicit, from_env = self._shared_data(), self._shared_data()
-    default = os.path.join(self._shared_data(), 'text2sql')
-    with mock.patch.object(text2sql_source, '_DEFAULT_TEXT2SQL_DIR', default):
+    default_root = self._shared_data()
+    default = os.path.join(default_root, 'text2sql')
+    with mock.patch.object(data_root, '_DEFAULT_DATA_DIR', default_root):
       with mock.patch.dict(os.environ, {
-          text2sql_source.DATA_DIR_ENV_VAR: from_env,
+          data_root.DATA_DIR_ENV_VAR: from_env,
           'BUILD_WORKSPACE_DIRECTORY': ''}):
         self.assertEqual(data.find_text2sql_dir(explicit + '/'),
                          os.path.join(explicit, 'text2sql'))
         self.assertEqual(data.find_text2sql_dir(),
                          os.path.join(from_env, 'text2sql'))
       with mock.patch.dict(os.environ, {
-          text2sql_source.DATA_DIR_ENV_VAR: '',
+          data_root.DATA_DIR_ENV_VAR: '',
           'BUILD_WORKSPACE_DIRECTORY': ''}):
         self.assertEqual(data.find_text2sql_dir(), default)
 
@@ -209,7 +211,8 @@ class FindText2sqlDirTest(absltest.TestCase):
     repo = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     self.assertEqual(
-        os.path.normpath(text2sql_source._DEFAULT_TEXT2SQL_DIR),
+        os.path.normpath(os.path.join(data_root._DEFAULT_DATA_DIR,
+                                      text2sql_source.TEXT2SQL_SUBDIR)),
         os.path.join(os.path.dirname(repo), 'shared', 'data', 'text2sql'))
 
   def test_explicit_folder_without_text2sql_is_an_error(self):
@@ -220,7 +223,7 @@ class FindText2sqlDirTest(absltest.TestCase):
         f"'{expected}' \\(from the data_dir argument\\) does not exist"):
       data.find_text2sql_dir(empty)
     with mock.patch.dict(os.environ,
-                         {text2sql_source.DATA_DIR_ENV_VAR: empty}):
+                         {data_root.DATA_DIR_ENV_VAR: empty}):
       with self.assertRaisesRegex(errors.InputError,
                                   'from the environment variable '
                                   'TFF_NLP_DATA_DIR'):
@@ -228,4 +231,4 @@ class FindText2sqlDirTest(absltest.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -3,8 +3,8 @@
 import json
 import os
 
-from absl.testing import absltest
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp.data import text2sql_stats
@@ -41,7 +41,7 @@ _QUERIES = [
 ]
 
 
-class PatternTest(parameterized.TestCase):
+class PatternExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # A quoted and a bare variable both become VALUE: one pattern.
@@ -84,7 +84,7 @@ class PatternTest(parameterized.TestCase):
     self.assertEqual(text2sql_stats.count_selects(sql), selects)
 
 
-class CraftedStatsTest(absltest.TestCase):
+class CraftedStatsExecutionTest(tf.test.TestCase):
 
   def test_hand_derived_stats(self):
     root = self.create_tempdir().full_path
@@ -129,7 +129,7 @@ class CraftedStatsTest(absltest.TestCase):
     self.assertLen(table, 10)
 
 
-class RealStatsTest(absltest.TestCase):
+class RealStatsExecutionTest(tf.test.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -137,7 +137,7 @@ class RealStatsTest(absltest.TestCase):
     cls.stats = data.load_stats()
 
   def test_counts(self):
-    self.assertEqual(list(self.stats), list(data.CLIENTS))
+    self.assertEqual(list(self.stats), list(data.text2sql.CLIENTS))
     # Queries and sentences of each file (`len(json)`, and the sum of
     # `len(q["sentences"])`), advising's 956 `exclude` sentences included.
     self.assertEqual(
@@ -180,4 +180,4 @@ class RealStatsTest(absltest.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -5,8 +5,8 @@ import json
 import os
 import re
 
-from absl.testing import absltest
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
@@ -116,7 +116,7 @@ def _fold_queries(num_sentences_per_fold=1):
   } for q in range(2)]
 
 
-class ValuesTest(absltest.TestCase):
+class ValuesExecutionTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -165,7 +165,7 @@ class ValuesTest(absltest.TestCase):
                      ['train', 'exclude', 'test'])
 
 
-class SplitsTest(parameterized.TestCase):
+class SplitsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_paper_folds_and_their_counts(self):
     root = _make_client(self.create_tempdir().full_path, 'restaurants',
@@ -213,7 +213,7 @@ class SplitsTest(parameterized.TestCase):
       data.FoldSplit(train=train, dev=dev, test=test)
 
 
-class SchemaTest(parameterized.TestCase):
+class SchemaExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_read_and_serialize(self):
     path = _write(self.create_tempdir().full_path, 's.csv', _SCHEMA_CSV)
@@ -274,7 +274,7 @@ def _without(record, key):
   return {k: v for k, v in record.items() if k != key}
 
 
-class ErrorsTest(parameterized.TestCase):
+class ErrorsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _load_error(self, content, name='geography'):
     root = _make_client(self.create_tempdir().full_path, name, content)
@@ -393,7 +393,7 @@ _PAPER_COUNTS = {
 }
 
 
-class RealDataTest(absltest.TestCase):
+class RealDataExecutionTest(tf.test.TestCase):
   """All eight clients of shared/data (TFF_NLP_DATA_DIR or the default)."""
 
   @classmethod
@@ -406,7 +406,7 @@ class RealDataTest(absltest.TestCase):
   def test_split_counts(self):
     counts = {name: (len(c.train), len(c.dev), len(c.test))
               for name, c in self.clients.items()}
-    self.assertEqual(list(counts), list(data.CLIENTS))
+    self.assertEqual(list(counts), list(data.text2sql.CLIENTS))
     expected = dict(_PAPER_COUNTS, imdb=(79, 26, 26))
     self.assertEqual(counts, expected)
 
@@ -490,4 +490,4 @@ class RealDataTest(absltest.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -1,11 +1,10 @@
-"""Tests of the strict `label<TAB>text` reader and the data-dir lookup."""
+"""Tests of the strict `label<TAB>text` reader of text-classification data."""
 
 import os
-from unittest import mock
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp.data import text_classification
@@ -27,7 +26,7 @@ def _make_dataset(root: str, name: str, splits: dict[str, bytes]) -> str:
   return root
 
 
-class ReadTsvTest(parameterized.TestCase):
+class ReadTsvExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_reads_labels_and_texts_in_order(self):
     path = _write(
@@ -76,7 +75,7 @@ class ReadTsvTest(parameterized.TestCase):
       data.read_tsv(path)
 
 
-class LoadDatasetTest(parameterized.TestCase):
+class LoadDatasetExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_label_ids_follow_sorted_training_labels(self):
     root = _make_dataset(
@@ -165,42 +164,5 @@ class LoadDatasetTest(parameterized.TestCase):
     self.assertEqual((counts[0], counts[2], counts[3]), (1596, 2840, 41))
 
 
-class FindDataDirTest(absltest.TestCase):
-
-  def test_argument_wins(self):
-    explicit = self.create_tempdir().full_path
-    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: '/nonexistent'}):
-      self.assertEqual(data.find_data_dir(explicit + '/'), explicit)
-
-  def test_environment_variable_then_default(self):
-    from_env = self.create_tempdir().full_path
-    default = self.create_tempdir().full_path
-    with mock.patch.object(text_classification, '_DEFAULT_DATA_DIR', default):
-      with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: from_env}):
-        self.assertEqual(data.find_data_dir(), from_env)
-      with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: ''}):
-        self.assertEqual(data.find_data_dir(), default)
-
-  def test_default_is_next_to_the_repository(self):
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    self.assertEqual(
-        os.path.normpath(text_classification._DEFAULT_DATA_DIR),
-        os.path.join(os.path.dirname(repo), 'shared', 'data'),
-    )
-
-  def test_missing_directory_says_where_it_came_from(self):
-    missing = os.path.join(self.create_tempdir().full_path, 'none')
-    with self.assertRaisesRegex(ValueError, 'from the data_dir argument'):
-      data.find_data_dir(missing)
-    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: missing}):
-      with self.assertRaisesRegex(ValueError, 'TFF_NLP_DATA_DIR'):
-        data.find_data_dir()
-    with mock.patch.object(text_classification, '_DEFAULT_DATA_DIR', missing):
-      with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: ''}):
-        with self.assertRaisesRegex(ValueError, 'default location'):
-          data.find_data_dir()
-
-
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -26,6 +26,9 @@ from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_inputs
+from tff_nlp.models import seq2seq_loss
+from tff_nlp.models import seq2seq_model_fn
 
 _CLIENTS = ('geography', 'imdb')
 _DATA = experiment.DataConfig(
@@ -354,10 +357,10 @@ def test_init_from_a_run_of_another_model_is_refused(
         max_source_length=data.max_source_length,
         max_target_length=data.max_target_length)
   if loads:  # What the check is for: nothing else would notice.
-    seq2seq.load_model_weights(built, checkpoint)
+    seq2seq_model_fn.load_model_weights(built, checkpoint)
   else:
     with pytest.raises(errors.CheckpointError, match='another configuration'):
-      seq2seq.load_model_weights(built, checkpoint)
+      seq2seq_model_fn.load_model_weights(built, checkpoint)
   with pytest.raises(errors.CheckpointError) as e:
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path / 'run'), data=data,
@@ -440,8 +443,8 @@ def test_token_metrics_match_one_padded_batch(batch_size):
   model = seq2seq.build_keras_model(config)
   sources = tf.ragged.constant([[5, 6, 7], [8], [9, 10, 11, 12], [4, 4]])
   targets = tf.ragged.constant([[7, 8], [9, 10, 11], [4], [5, 6, 7, 8]])
-  x, y = seq2seq.pack_inputs(sources, targets, source_length=6,
-                             target_length=5)
+  x, y = seq2seq_inputs.pack_inputs(sources, targets, source_length=6,
+                                    target_length=5)
   data = experiment.EncodedSplit(
       x={k: v.numpy() for k, v in x.items()}, y=y.numpy(),
       sources=['a'] * 4, gold_sql=['b'] * 4, truncated_sources=0,
@@ -451,7 +454,7 @@ def test_token_metrics_match_one_padded_batch(batch_size):
   logits = model(x).numpy()
   mask = y.numpy() != seq2seq.PAD_ID
   assert mask.sum() == 14
-  expected_loss = float(seq2seq.masked_loss()(y, logits))
+  expected_loss = float(seq2seq_loss.masked_loss()(y, logits))
   expected_correct = int(((logits.argmax(-1) == y.numpy()) & mask).sum())
   token_metrics = experiment.make_token_metrics_fn(model,
                                                    batch_size=batch_size)

@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
-from tff_nlp import models
 from tff_nlp import runtime
 from tff_nlp import training
 from tff_nlp.experiments import federated_text
@@ -134,7 +133,7 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     # reference counts r8's texts with the encoder's tokenizer.
     r8 = data.load_dataset('r8')
     def longer(texts):
-      return sum(len(models.tokenize(t)) > 16 for t in texts)
+      return sum(len(data.tokenize(t)) > 16 for t in texts)
     truncated = report['truncated']
     self.assertEqual(truncated['max_length'], 16)
     self.assertEqual((truncated['train'], truncated['test']),

@@ -3,9 +3,9 @@
 import json
 import math
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import sacrebleu
+import tensorflow as tf
 
 from tff_nlp import metrics
 from tff_nlp.metrics import bleu
@@ -40,7 +40,7 @@ _HEADER = ('| Model | Source | wmt_news | ted_iwslt14 | php_docs | avg |\n'
            '|---|---|---:|---:|---:|---:|\n')
 
 
-class CorpusBleuTest(parameterized.TestCase):
+class CorpusBleuExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_perfect_translation_scores_100(self):
     sentences = ['Das ist ein Test .', 'A man rides a red bike down the hill.',
@@ -107,7 +107,7 @@ class CorpusBleuTest(parameterized.TestCase):
     self.assertIs(metrics.bleu_table_markdown, bleu.bleu_table_markdown)
 
 
-class BleuTableMarkdownTest(parameterized.TestCase):
+class BleuTableMarkdownExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_ours_paper_averages_and_missing_cells(self):
     scores = {
@@ -174,4 +174,4 @@ class BleuTableMarkdownTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

@@ -5,6 +5,7 @@ import math
 from absl.testing import parameterized
 import matplotlib.image
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp import metrics
 from tff_nlp.metrics import continual
@@ -37,7 +38,7 @@ _ACC_B = [[0.60, _NAN, _NAN],
           [0.50, 0.70, 0.90]]
 
 
-class MacroF1Test(parameterized.TestCase):
+class MacroF1ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_hand_example(self):
     # labels      0 0 1 1 2      class 0: TP 1 (doc 0), FN 1 (doc 1),
@@ -82,7 +83,7 @@ class MacroF1Test(parameterized.TestCase):
       continual.macro_f1(np.array(labels, int), np.array(predictions, int), 3)
 
 
-class AccuracyMatrixTest(parameterized.TestCase):
+class AccuracyMatrixExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('a', _ACC_A, 2.35 / 3, 0.075, -0.075),
@@ -125,7 +126,7 @@ class AccuracyMatrixTest(parameterized.TestCase):
         fn(acc)
 
 
-class HeatmapTest(parameterized.TestCase):
+class HeatmapExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_writes_an_annotated_png_with_blank_nan_cells(self):
     path = self.create_tempfile('acc.png').full_path
@@ -175,7 +176,7 @@ _FEDSEIT_GAIN = (12.0 + 700 / 77 + 5.0) / 3
 _SIT_GAIN = (1100 / 75 + 900 / 77 + 7.5) / 3
 
 
-class ResultsTableTest(parameterized.TestCase):
+class ResultsTableExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_table_and_gain_line(self):
     self.assertAlmostEqual(_FEDSEIT_GAIN, 8.6970, places=4)
@@ -265,3 +266,7 @@ class ResultsTableTest(parameterized.TestCase):
 
   def test_exported_from_metrics(self):
     self.assertIs(metrics.continual, continual)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -5,6 +5,7 @@ import math
 
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 from tff_nlp.metrics import intervals
 
@@ -121,7 +122,7 @@ def _reference(methods, num_replicates, resample_seeds, seed, confidence):
   return dict(zip(clients, result[:-2])), result[-2], result[-1]
 
 
-class TQuantileTest(parameterized.TestCase):
+class TQuantileExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(p=(0.975, 0.95, 0.995, 0.6, 0.025, 0.9999))
   def test_closed_form_quantiles(self, p):
@@ -171,7 +172,7 @@ class TQuantileTest(parameterized.TestCase):
       intervals.t_quantile(p, df)
 
 
-class SeedIntervalTest(parameterized.TestCase):
+class SeedIntervalExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # Mean 2, s = 1, t_{2,0.975} = 4.302652729749464 (= 0.95 /
@@ -213,7 +214,7 @@ class SeedIntervalTest(parameterized.TestCase):
       intervals.seed_interval(values, confidence)
 
 
-class VerdictTest(parameterized.TestCase):
+class VerdictExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('contains_zero', (0.01, -0.02, 0.04), {}, 'no difference'),
@@ -233,7 +234,7 @@ class VerdictTest(parameterized.TestCase):
         intervals.verdict(intervals.Interval(*interval), **names), expected)
 
 
-class BootstrapReferenceTest(parameterized.TestCase):
+class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """The vectorised bootstrap against `_reference` with the same draws."""
 
   def _assert_matches(self, result, expected):
@@ -296,7 +297,8 @@ class BootstrapReferenceTest(parameterized.TestCase):
                                             0.95))
 
 
-class BootstrapPropertiesTest(parameterized.TestCase):
+class BootstrapPropertiesExecutionTest(tf.test.TestCase,
+                                       parameterized.TestCase):
 
   @parameterized.product(resample_seeds=(False, True))
   def test_identical_methods_give_zero(self, resample_seeds):
@@ -393,7 +395,7 @@ class BootstrapPropertiesTest(parameterized.TestCase):
     self.assertEqual(data['num_seeds'], [2])
 
 
-class BootstrapInputTest(parameterized.TestCase):
+class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('no_clients', {}, _B, 'at least one client'),
@@ -419,3 +421,7 @@ class BootstrapInputTest(parameterized.TestCase):
   def test_invalid_arguments(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
       intervals.bootstrap_accuracy(_A, **kwargs)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -6,6 +6,7 @@ import os
 import re
 
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import algorithms
 from tff_nlp import data
@@ -35,7 +36,7 @@ _HEADER = (
     '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n')
 
 
-class MethodKeyTest(parameterized.TestCase):
+class MethodKeyExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_table2_labels(self):
     self.assertEqual(
@@ -73,7 +74,7 @@ class MethodKeyTest(parameterized.TestCase):
       report.method_label(method)
 
 
-class PaperResultsTest(parameterized.TestCase):
+class PaperResultsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_one_entry_per_table_row(self):
     self.assertCountEqual(report.PAPER_RESULTS, report.TABLE2_METHODS)
@@ -102,7 +103,7 @@ class PaperResultsTest(parameterized.TestCase):
          for m, p in report.PAPER_RESULTS.items()})
 
 
-class Table2MarkdownTest(parameterized.TestCase):
+class Table2MarkdownExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_crafted_table(self):
     table = report.table2_markdown(
@@ -173,7 +174,7 @@ _THREE_SEEDS = [text2sql.ClientAccuracies(
 _T_2 = 0.95 / math.sqrt(0.04875)
 
 
-class SeedsTest(parameterized.TestCase):
+class SeedsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_summarize_seeds(self):
     summary = report.summarize_seeds(_THREE_SEEDS)
@@ -239,7 +240,7 @@ class SeedsTest(parameterized.TestCase):
                      text)
 
 
-class Table2JsonTest(parameterized.TestCase):
+class Table2JsonExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_crafted_json(self):
     content = report.table2_json({_FEDOPT_LORAR: _TWO_CLIENTS},
@@ -265,7 +266,7 @@ class Table2JsonTest(parameterized.TestCase):
     })
 
 
-class RunMarkdownTest(parameterized.TestCase):
+class RunMarkdownExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_one_run(self):
     # geography: 2 of 4 right, a database, 1 of its 4 gold queries fails,
@@ -309,3 +310,7 @@ class RunMarkdownTest(parameterized.TestCase):
     self.assertIn('| yelp | 2 | 0.00 [0.00, 0.00] | – (no database) | – | – |',
                   text)
     self.assertIn('yelp: none (never evaluated).', text)
+
+
+if __name__ == '__main__':
+  tf.test.main()

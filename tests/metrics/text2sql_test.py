@@ -7,9 +7,11 @@ import re
 import sqlite3
 
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
+from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql
 
 # Cities with distinct populations (so ORDER BY population has no ties) and
@@ -75,7 +77,7 @@ def _gold_pairs(client: str) -> list[tuple[str, str]]:
   return [(g, g) for g in golds]
 
 
-class NormalizeSqlTest(parameterized.TestCase):
+class NormalizeSqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('unchanged', 'SELECT a FROM t ;', 'SELECT a FROM t ;'),
@@ -92,7 +94,7 @@ class NormalizeSqlTest(parameterized.TestCase):
     self.assertEqual(text2sql.normalize_sql(sql), expected)
 
 
-class ExactMatchTest(parameterized.TestCase):
+class ExactMatchExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   _GOLD = 'SELECT COUNT( * ) FROM city AS c WHERE c.name = "austin" ;'
 
@@ -111,7 +113,7 @@ class ExactMatchTest(parameterized.TestCase):
     self.assertEqual(text2sql.exact_match(prediction, self._GOLD), expected)
 
 
-class ClientAccuraciesTest(parameterized.TestCase):
+class ClientAccuraciesExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_macro_and_micro(self):
     accuracies = text2sql.ClientAccuracies(
@@ -147,7 +149,7 @@ class ClientAccuraciesTest(parameterized.TestCase):
                                 totals=totals)
 
 
-class OrderByTest(parameterized.TestCase):
+class OrderByExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('none', 'SELECT a FROM t ;', False),
@@ -165,12 +167,12 @@ class OrderByTest(parameterized.TestCase):
     self.assertEqual(text2sql.has_top_level_order_by(sql), expected)
 
 
-class ExecutionTest(parameterized.TestCase):
+class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
     self.db_path = _make_db(self.create_tempdir().full_path, num_numbers=300)
-    self.connection = text2sql.connect_read_only(self.db_path)
+    self.connection = sql_execution.connect_read_only(self.db_path)
     self.addCleanup(self.connection.close)
 
   @parameterized.named_parameters(
@@ -215,7 +217,7 @@ class ExecutionTest(parameterized.TestCase):
 
   def test_rows(self):
     self.assertEqual(
-        text2sql.execute_select(self.connection, _GOLD_ORDERED),
+        sql_execution.execute_select(self.connection, _GOLD_ORDERED),
         [('d',), ('a',), ('c',), ('b',)])
 
   @parameterized.named_parameters(
@@ -226,20 +228,20 @@ class ExecutionTest(parameterized.TestCase):
       ('huge_value', 'SELECT zeroblob( 2000000 ) ;', 'too big'),
   )
   def test_query_errors(self, sql, message):
-    with self.assertRaisesRegex(text2sql.QueryError, message):
-      text2sql.execute_select(self.connection, sql, max_rows=100)
+    with self.assertRaisesRegex(sql_execution.QueryError, message):
+      sql_execution.execute_select(self.connection, sql, max_rows=100)
 
   def test_timeout(self):
     # 300^3 = 2.7e7 joined rows: seconds of work, stopped after 50 ms.
-    with self.assertRaisesRegex(text2sql.QueryError, 'timed out'):
-      text2sql.execute_select(
+    with self.assertRaisesRegex(sql_execution.QueryError, 'timed out'):
+      sql_execution.execute_select(
           self.connection,
           'SELECT COUNT( * ) FROM number AS a , number AS b , number AS c ;',
           timeout_seconds=0.05)
     # The progress handler is gone: a later query runs normally.
     self.assertEqual(
-        text2sql.execute_select(self.connection,
-                                'SELECT COUNT( * ) FROM city ;'), [(4,)])
+        sql_execution.execute_select(self.connection,
+                                     'SELECT COUNT( * ) FROM city ;'), [(4,)])
 
   @parameterized.named_parameters(
       ('delete', 'DELETE FROM city ;'),
@@ -257,8 +259,8 @@ class ExecutionTest(parameterized.TestCase):
     directory = os.path.dirname(self.db_path)
     files = sorted(os.listdir(directory))
     digest = _sha256(self.db_path)
-    with self.assertRaises(text2sql.QueryError):
-      text2sql.execute_select(self.connection, prediction)
+    with self.assertRaises(sql_execution.QueryError):
+      sql_execution.execute_select(self.connection, prediction)
     self.assertFalse(text2sql.execution_match(
         self.connection, prediction, 'SELECT name FROM city ;'))
     # Past the SELECT check, the authorizer and mode=ro still refuse it.
@@ -270,11 +272,11 @@ class ExecutionTest(parameterized.TestCase):
   def test_missing_database(self):
     missing = os.path.join(self.create_tempdir().full_path, 'none.sqlite')
     with self.assertRaisesRegex(errors.InputError, 'none.sqlite'):
-      text2sql.connect_read_only(missing)
+      sql_execution.connect_read_only(missing)
     self.assertFalse(os.path.exists(missing))
 
 
-class EvaluateTest(parameterized.TestCase):
+class EvaluateExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_exact_match_and_execution(self):
     db_path = _make_db(self.create_tempdir().full_path)
@@ -319,12 +321,12 @@ class EvaluateTest(parameterized.TestCase):
                         db_paths={'a': '/nonexistent/a-db.sqlite'})
 
 
-class UpstreamDatabasesTest(parameterized.TestCase):
+class UpstreamDatabasesExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """The gold queries on the two databases upstream marks "untested"."""
 
   def test_find_databases(self):
     text2sql_dir = _text2sql_dir()
-    self.assertEqual(text2sql.find_databases(text2sql_dir), {
+    self.assertEqual(sql_execution.find_databases(text2sql_dir), {
         'geography': os.path.join(text2sql_dir, 'geography-db.sqlite'),
         'restaurants': os.path.join(text2sql_dir, 'restaurants-db.sqlite'),
     })
@@ -362,15 +364,15 @@ class UpstreamDatabasesTest(parameterized.TestCase):
   def test_gold_queries(self, client, gold_column_names, questions, run,
                         nonempty):
     pairs = _gold_pairs(client)
-    db_path = text2sql.find_databases(_text2sql_dir())[client]
-    connection = text2sql.connect_read_only(
+    db_path = sql_execution.find_databases(_text2sql_dir())[client]
+    connection = sql_execution.connect_read_only(
         db_path, gold_column_names=gold_column_names)
     self.addCleanup(connection.close)
     results = []
     for gold, _ in pairs:
       try:
-        results.append(text2sql.execute_select(connection, gold))
-      except text2sql.QueryError:
+        results.append(sql_execution.execute_select(connection, gold))
+      except sql_execution.QueryError:
         pass
     self.assertEqual(
         (len(pairs), len(results), sum(bool(rows) for rows in results)),
@@ -403,7 +405,8 @@ _GEOGRAPHY_GOLD = {
 }
 
 
-class GoldExecutionCountsTest(parameterized.TestCase):
+class GoldExecutionCountsExecutionTest(tf.test.TestCase,
+                                       parameterized.TestCase):
   """`gold_execution_counts` on the paper's splits, and the renamed column."""
 
   @classmethod
@@ -411,7 +414,7 @@ class GoldExecutionCountsTest(parameterized.TestCase):
     super().setUpClass()
     cls.clients = data.load_clients(('geography', 'restaurants'),
                                     data_dir=data.find_data_dir())
-    cls.db_paths = text2sql.find_databases(_text2sql_dir())
+    cls.db_paths = sql_execution.find_databases(_text2sql_dir())
 
   @parameterized.named_parameters(
       # (questions, executed, errors) per split; the same split sizes as
@@ -475,25 +478,26 @@ class GoldExecutionCountsTest(parameterized.TestCase):
   )
   def test_restaurants_gold_result(self, gold, expected):
     self.assertIn(gold, [e.sql for e in self.clients['restaurants'].test])
-    connection = text2sql.connect_read_only(self.db_paths['restaurants'])
+    connection = sql_execution.connect_read_only(self.db_paths['restaurants'])
     self.addCleanup(connection.close)
-    self.assertCountEqual(text2sql.execute_select(connection, gold), expected)
+    self.assertCountEqual(sql_execution.execute_select(connection, gold),
+                          expected)
 
   def test_restaurants_columns(self):
-    connection = text2sql.connect_read_only(self.db_paths['restaurants'])
+    connection = sql_execution.connect_read_only(self.db_paths['restaurants'])
     self.addCleanup(connection.close)
     # The schema's names, in the file's column order, and only those.
     self.assertEqual(
         [d[0] for d in connection.execute(
             'SELECT * FROM RESTAURANT LIMIT 1').description],
         ['ID', 'NAME', 'FOOD_TYPE', 'CITY_NAME', 'RATING'])
-    with self.assertRaisesRegex(text2sql.QueryError,
+    with self.assertRaisesRegex(sql_execution.QueryError,
                                 'no such column: RESTAURANT_ID'):
-      text2sql.execute_select(connection,
-                              'SELECT RESTAURANT_ID FROM RESTAURANT ;')
+      sql_execution.execute_select(connection,
+                                   'SELECT RESTAURANT_ID FROM RESTAURANT ;')
     self.assertEqual(
-        text2sql.execute_select(connection,
-                                'SELECT COUNT( * ) FROM RESTAURANT ;'),
+        sql_execution.execute_select(connection,
+                                     'SELECT COUNT( * ) FROM RESTAURANT ;'),
         [(9589,)])
 
   @parameterized.named_parameters(
@@ -507,18 +511,18 @@ class GoldExecutionCountsTest(parameterized.TestCase):
   def test_restaurants_stays_read_only(self, statement):
     db_path = self.db_paths['restaurants']
     digest = _sha256(db_path)
-    connection = text2sql.connect_read_only(db_path)
+    connection = sql_execution.connect_read_only(db_path)
     self.addCleanup(connection.close)
     with self.assertRaises(sqlite3.DatabaseError):
       connection.execute(statement)
     self.assertEqual(
-        text2sql.execute_select(connection,
-                                'SELECT COUNT( * ) FROM RESTAURANT ;'),
+        sql_execution.execute_select(connection,
+                                     'SELECT COUNT( * ) FROM RESTAURANT ;'),
         [(9589,)])
     self.assertEqual(_sha256(db_path), digest)
 
 
-class GoldColumnNamesTest(parameterized.TestCase):
+class GoldColumnNamesExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """The renaming on toy databases: only where the file needs it."""
 
   @parameterized.named_parameters(
@@ -539,9 +543,13 @@ class GoldColumnNamesTest(parameterized.TestCase):
       connection.execute(f'CREATE TABLE RESTAURANT ({column} INT)')
       connection.execute('INSERT INTO RESTAURANT VALUES (7)')
     connection.close()
-    connection = text2sql.connect_read_only(
+    connection = sql_execution.connect_read_only(
         path, gold_column_names=gold_column_names)
     self.addCleanup(connection.close)
     cursor = connection.execute('SELECT * FROM RESTAURANT')
     self.assertEqual(cursor.fetchall(), [(7,)])
     self.assertEqual([d[0] for d in cursor.description], expected)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -3,8 +3,8 @@
 import json
 import os
 
-from absl.testing import absltest
 from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp.data import text2sql
@@ -22,7 +22,7 @@ _PAIRS = [
 ]
 
 
-class SplitTest(parameterized.TestCase):
+class SplitExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(
       ('a b', ['a', 'b']),
@@ -41,7 +41,7 @@ class SplitTest(parameterized.TestCase):
       copy_tokenizer.check_text(f'a {R} b', 'file.json')
 
 
-class CopyTokenizerTest(parameterized.TestCase):
+class CopyTokenizerExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -151,7 +151,7 @@ class CopyTokenizerTest(parameterized.TestCase):
       copy_tokenizer.CopyTokenizer(['<s>'])
 
 
-class RealDataTest(parameterized.TestCase):
+class RealDataExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(True, False)
   def test_every_question_and_sql_round_trips(self, with_values):
@@ -170,4 +170,4 @@ class RealDataTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

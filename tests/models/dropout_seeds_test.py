@@ -11,6 +11,8 @@ from tff_nlp import algorithms
 from tff_nlp.models import dropout_seeds
 from tff_nlp.models import fcl_cnn
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_inputs
+from tff_nlp.models import seq2seq_model_fn
 
 _RATE = 0.3
 _ONES = tf.ones([200, 500])  # 1e5 draws: the kept fraction's sd is 0.0014.
@@ -30,7 +32,7 @@ def _key(value):
   return tf.constant(value, tf.int64)
 
 
-class FingerprintTest(tf.test.TestCase, parameterized.TestCase):
+class FingerprintExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_tensors_and_arrays_agree(self):
     self.assertEqual(
@@ -66,7 +68,7 @@ class FingerprintTest(tf.test.TestCase, parameterized.TestCase):
                         int(dropout_seeds.fingerprint(b)))
 
 
-class SeededMasksTest(tf.test.TestCase, parameterized.TestCase):
+class SeededMasksExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _masks(self, model, key, training=True):
     with dropout_seeds.step_seed(_key(key)):
@@ -158,7 +160,7 @@ _SEQ2SEQ = seq2seq.Seq2SeqConfig(
 )
 
 
-class ModelsTest(tf.test.TestCase):
+class ModelsExecutionTest(tf.test.TestCase):
 
   def test_every_dropout_of_the_seq2seq_model_is_seeded(self):
     model = seq2seq.build_keras_model(_SEQ2SEQ)
@@ -186,24 +188,24 @@ class ModelsTest(tf.test.TestCase):
 
 def _client_dataset(seed):
   rng = np.random.default_rng(seed)
-  x, y = seq2seq.pack_inputs(
+  x, y = seq2seq_inputs.pack_inputs(
       tf.ragged.constant([rng.integers(4, 23, n).tolist() for n in (3, 5)]),
       tf.ragged.constant([rng.integers(4, 23, n).tolist() for n in (2, 4)]),
       source_length=7, target_length=6)
   return tf.data.Dataset.from_tensor_slices((x, y)).batch(1)
 
 
-class FederatedRoundTest(tf.test.TestCase):
+class FederatedRoundExecutionTest(tf.test.TestCase):
 
   def test_a_round_with_dropout_is_a_function_of_its_inputs(self):
     # Before seeded masks, Keras's stateful dropout ops in TFF's worker drew
     # new masks on every call of the same round.
     process = algorithms.build_fl_process(
-        seq2seq.build_model_fn(_SEQ2SEQ), algorithm='fedavg',
+        seq2seq_model_fn.build_model_fn(_SEQ2SEQ), algorithm='fedavg',
         weighting='num_examples',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
     no_dropout = algorithms.build_fl_process(
-        seq2seq.build_model_fn(
+        seq2seq_model_fn.build_model_fn(
             seq2seq.Seq2SeqConfig(**{**_SEQ2SEQ.__dict__, 'dropout': 0.0})),
         algorithm='fedavg', weighting='num_examples',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))

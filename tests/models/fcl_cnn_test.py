@@ -185,7 +185,7 @@ def _logits(model, task, ids=_IDS):
                training=False).numpy()
 
 
-class DecomposedConv1DTest(tf.test.TestCase, parameterized.TestCase):
+class DecomposedConv1DExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _layer(self, kb_size=2, decomposed=True):
     layer = fcl_cnn.DecomposedConv1D(3, 2, num_tasks=2, kb_size=kb_size,
@@ -321,7 +321,7 @@ class DecomposedConv1DTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(clone.get_config(), config)
 
 
-class ForeignConv1DTest(tf.test.TestCase, parameterized.TestCase):
+class ForeignConv1DExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _layer(self):
     layer = fcl_cnn.ForeignConv1D(3, 2, num_tasks=2, kb_size=2, seed=1)
@@ -389,7 +389,7 @@ class ForeignConv1DTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIs(clone.activation, tf.keras.activations.relu)
 
 
-class FclTextCnnTest(tf.test.TestCase, parameterized.TestCase):
+class FclTextCnnExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('plain', 'plain', 0, True,
@@ -516,7 +516,7 @@ class FclTextCnnTest(tf.test.TestCase, parameterized.TestCase):
                            b.weight_dict()['conv2/base'])
 
 
-class KeysTest(tf.test.TestCase, parameterized.TestCase):
+class KeysExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # The embedding and the banks' B; plain banks also share their bias.
@@ -572,7 +572,7 @@ class KeysTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllClose(kernel[j], conv.local_kernel(j), atol=1e-6)
 
 
-class FclCnnSpecTest(tf.test.TestCase, parameterized.TestCase):
+class FclCnnSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('architecture', dict(architecture='fedprox'), 'architecture must be'),
@@ -606,7 +606,7 @@ class FclCnnSpecTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(spec.dropout, 0.3)
 
 
-class RegularizationTest(tf.test.TestCase, parameterized.TestCase):
+class RegularizationExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """`fcl_cnn.regularization` with T = 3 tasks, so at task 1 there is one
   past task (0) and one future task (2)."""
 

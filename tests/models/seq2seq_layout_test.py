@@ -1,4 +1,4 @@
-"""Tests of `seq2seq.tensor_layout` and `seq2seq.controller_mask`."""
+"""Tests of `seq2seq_layout.tensor_layout` and `controller_mask`."""
 
 import collections
 
@@ -7,6 +7,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_layout
+from tff_nlp.models import seq2seq_model_fn
 
 # 4 + 3 layers: of the Controllers' layers (0, 3), layer 3 exists in the
 # encoder only.
@@ -23,12 +25,12 @@ _ENCODER_LAYER_TENSORS = 8 + 4 + 4
 _DECODER_LAYER_TENSORS = 8 + 8 + 6 + 4
 
 
-class TensorLayoutTest(tf.test.TestCase):
+class TensorLayoutExecutionTest(tf.test.TestCase):
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.layout = seq2seq.tensor_layout(_CONFIG)
+    cls.layout = seq2seq_layout.tensor_layout(_CONFIG)
     cls.model = seq2seq.build_keras_model(_CONFIG)
 
   def test_order_names_and_sizes_follow_the_model(self):
@@ -40,7 +42,7 @@ class TensorLayoutTest(tf.test.TestCase):
                      self.model.count_params())
     # The order of the tff.learning model's trainable weights, too.
     weights = tff.learning.models.ModelWeights.from_model(
-        seq2seq.build_model_fn(_CONFIG)())
+        seq2seq_model_fn.build_model_fn(_CONFIG)())
     self.assertEqual([int(np.prod(w.shape)) for w in weights.trainable],
                      [t.num_parameters for t in self.layout])
 
@@ -59,7 +61,7 @@ class TensorLayoutTest(tf.test.TestCase):
     self.assertEqual(counts, expected)
     self.assertEqual(
         self.layout[0],
-        seq2seq.TensorInfo(
+        seq2seq_layout.TensorInfo(
             name=self.model.token_embedding.embeddings.name, group='encoder',
             layer=None, num_parameters=23 * 8))
     # Decoder sublayer variables without the layer's name still belong to it.
@@ -69,13 +71,14 @@ class TensorLayoutTest(tf.test.TestCase):
     self.assertNotEmpty(unprefixed)
 
   def test_token_embedding_group_can_be_chosen(self):
-    layout = seq2seq.tensor_layout(_CONFIG, token_embedding_group='shared')
+    layout = seq2seq_layout.tensor_layout(_CONFIG,
+                                          token_embedding_group='shared')
     self.assertEqual([t.group for t in layout].count('shared'), 1)
     self.assertEqual(layout[0].group, 'shared')
     self.assertEqual(layout[1:], self.layout[1:])
 
   def test_controller_mask(self):
-    mask = seq2seq.controller_mask(self.layout, layers=(0, 3))
+    mask = seq2seq_layout.controller_mask(self.layout, layers=(0, 3))
     chosen = collections.Counter(
         (t.group, t.layer) for t, m in zip(self.layout, mask) if m)
     # Encoder layers 0 and 3, decoder layer 0 (it has no layer 3).
@@ -88,7 +91,7 @@ class TensorLayoutTest(tf.test.TestCase):
 
   def test_controller_mask_of_missing_layer_raises(self):
     with self.assertRaisesRegex(ValueError, r'layers \[4\] do not exist'):
-      seq2seq.controller_mask(self.layout, layers=(0, 4))
+      seq2seq_layout.controller_mask(self.layout, layers=(0, 4))
 
 
 if __name__ == '__main__':

@@ -22,8 +22,12 @@ import tensorflow_federated as tff
 
 from tff_nlp import algorithms
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
+from tff_nlp.models import seq2seq_inputs
+from tff_nlp.models import seq2seq_loss
+from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import subword_tokenizer
 
 PAD, START, END = 0, 2, 3
@@ -190,7 +194,7 @@ def _expected_num_parameters(c):
           + 2 * layer_norm)  # final LayerNorms
 
 
-class Seq2SeqConfigTest(tf.test.TestCase, parameterized.TestCase):
+class Seq2SeqConfigExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_presets(self):
     small = seq2seq.Seq2SeqConfig.from_preset('small', vocabulary_size=500)
@@ -232,7 +236,7 @@ class Seq2SeqConfigTest(tf.test.TestCase, parameterized.TestCase):
       self.assertBetween(model.count_params(), 215e6, 230e6)
 
 
-class Seq2SeqModelTest(tf.test.TestCase, parameterized.TestCase):
+class Seq2SeqModelExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(0, 1)
   def test_forward_pass_matches_numpy(self, seed):
@@ -310,7 +314,7 @@ class Seq2SeqModelTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(tf.keras.initializers.GlorotUniform()((3, 3)), first)
 
   def test_pack_inputs(self):
-    x, y = seq2seq.pack_inputs(
+    x, y = seq2seq_inputs.pack_inputs(
         tf.ragged.constant([[5, 6, 7], [8]]),
         tf.ragged.constant([[9, 10], [11, 12, 13, 14]]),
         source_length=4, target_length=4,
@@ -326,16 +330,16 @@ class Seq2SeqModelTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(('eager', False), ('in_dataset_map', True))
   def test_trim_padding(self, in_dataset):
-    x, y = seq2seq.pack_inputs(
+    x, y = seq2seq_inputs.pack_inputs(
         tf.ragged.constant([[5, 6], [8]]),
         tf.ragged.constant([[9, 10], [11]]),
         source_length=6, target_length=7,
     )
     if in_dataset:
       x, y = next(iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
-                       .map(seq2seq.trim_padding)))
+                       .map(seq2seq_inputs.trim_padding)))
     else:
-      x, y = seq2seq.trim_padding(x, y)
+      x, y = seq2seq_inputs.trim_padding(x, y)
     # Longest source: 5 6 END (3 columns); longest target: START 9 10 and
     # 9 10 END (3 columns).
     self.assertAllEqual(x['encoder_token_ids'], [[5, 6, END], [8, END, 0]])
@@ -351,17 +355,18 @@ class Seq2SeqModelTest(tf.test.TestCase, parameterized.TestCase):
     y = np.array([[4, 5, END, 0, 0, 0, 0, 0],
                   [6, 7, 8, 9, END, 0, 0, 0],
                   [END, 0, 0, 0, 0, 0, 0, 0]], _I32)
-    trimmed_x, trimmed_y = seq2seq.trim_padding(x, tf.constant(y))
+    trimmed_x, trimmed_y = seq2seq_inputs.trim_padding(x, tf.constant(y))
     self.assertLess(trimmed_y.shape[1], y.shape[1])
-    loss = seq2seq.masked_loss()
+    loss = seq2seq_loss.masked_loss()
     self.assertAllClose(loss(trimmed_y, model(trimmed_x)), loss(y, model(x)),
                         atol=1e-6)
   def test_input_spec(self):
     ids = tf.TensorSpec([None, None], tf.int32)
     expected = (collections.OrderedDict(encoder_token_ids=ids,
                                         decoder_token_ids=ids), ids)
-    self.assertEqual(seq2seq.input_spec(), expected)
-    self.assertEqual(seq2seq.build_model_fn(_TINY)().input_spec, expected)
+    self.assertEqual(seq2seq_inputs.input_spec(), expected)
+    self.assertEqual(seq2seq_model_fn.build_model_fn(_TINY)().input_spec,
+                     expected)
 
 
 # A copying model: K = 15 output words of V = 23, S_max = 9 source positions,
@@ -377,7 +382,7 @@ _COPY_DECODER_IDS = np.array([[START, 16, 17, 5, 0],
                               [START, 4, 15 + 5, 0, 0]], _I32)
 
 
-class CopyModelTest(tf.test.TestCase, parameterized.TestCase):
+class CopyModelExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(0, 1)
   def test_forward_pass_matches_numpy(self, seed):
@@ -445,7 +450,7 @@ class CopyModelTest(tf.test.TestCase, parameterized.TestCase):
       return _inputs(source, target), labels
 
     optimizer = tf.keras.optimizers.Adam(3e-3)
-    loss_fn = seq2seq.masked_loss()
+    loss_fn = seq2seq_loss.masked_loss()
 
     @tf.function
     def step(x, y):
@@ -469,7 +474,7 @@ def _numpy_cross_entropy(labels, logits):
   return -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
 
 
-class LossAndMetricTest(tf.test.TestCase, parameterized.TestCase):
+class LossAndMetricExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   _LABELS = np.array([[4, 5, 3, 0], [6, 3, 0, 0], [3, 0, 0, 0]], _I32)
 
@@ -486,7 +491,7 @@ class LossAndMetricTest(tf.test.TestCase, parameterized.TestCase):
         sample_weight if sample_weight.ndim == 2 else sample_weight[:, None])
     expected = (_numpy_cross_entropy(self._LABELS, logits) * weights).sum() / (
         weights.sum())
-    loss = seq2seq.masked_loss()(self._LABELS, logits, sample_weight)
+    loss = seq2seq_loss.masked_loss()(self._LABELS, logits, sample_weight)
     self.assertAllClose(loss, expected, atol=1e-6)
     if sample_weight is None:
       # Same value as Keras's loss ignoring the padding class (a mean over
@@ -498,17 +503,17 @@ class LossAndMetricTest(tf.test.TestCase, parameterized.TestCase):
   def test_loss_of_a_batch_without_targets_is_zero(self):
     logits = np.ones((2, 3, 5), np.float32)
     self.assertEqual(
-        float(seq2seq.masked_loss()(np.zeros((2, 3), _I32), logits)), 0.0)
+        float(seq2seq_loss.masked_loss()(np.zeros((2, 3), _I32), logits)), 0.0)
 
   def test_loss_config(self):
-    loss = seq2seq.MaskedSparseCategoricalCrossentropy(pad_id=7, name='l')
-    restored = seq2seq.MaskedSparseCategoricalCrossentropy.from_config(
+    loss = seq2seq_loss.MaskedSparseCategoricalCrossentropy(pad_id=7, name='l')
+    restored = seq2seq_loss.MaskedSparseCategoricalCrossentropy.from_config(
         loss.get_config())
     self.assertEqual((restored.pad_id, restored.name), (7, 'l'))
 
   def test_token_accuracy_matches_numpy(self):
     rng = np.random.default_rng(1)
-    metric = seq2seq.MaskedTokenAccuracy()
+    metric = seq2seq_loss.MaskedTokenAccuracy()
     correct = total = 0
     for _ in range(3):
       logits = rng.normal(size=(3, 4, 7)).astype(np.float32)
@@ -522,11 +527,11 @@ class LossAndMetricTest(tf.test.TestCase, parameterized.TestCase):
       total += real.sum()
     self.assertEqual((correct, total), (15, 18))
     self.assertAllClose(metric.result(), correct / total)
-    restored = seq2seq.MaskedTokenAccuracy.from_config(metric.get_config())
+    restored = seq2seq_loss.MaskedTokenAccuracy.from_config(metric.get_config())
     self.assertEqual((restored.name, restored.pad_id), ('token_accuracy', 0))
 
 
-class CheckpointTest(tf.test.TestCase):
+class CheckpointExecutionTest(tf.test.TestCase):
 
   def test_save_and_load_give_the_same_logits(self):
     model = seq2seq.build_keras_model(_TINY)
@@ -537,8 +542,8 @@ class CheckpointTest(tf.test.TestCase):
     loaded = seq2seq.build_keras_model(other_seed, checkpoint=path)
     inputs = _inputs(_ENCODER_IDS, _DECODER_IDS)
     self.assertAllEqual(loaded(inputs), model(inputs))
-    weights = seq2seq.load_model_weights(_TINY, path)
-    variable_model = seq2seq.build_model_fn(_TINY)()
+    weights = seq2seq_model_fn.load_model_weights(_TINY, path)
+    variable_model = seq2seq_model_fn.build_model_fn(_TINY)()
     self.assertEqual([w.shape for w in weights.trainable],
                      [v.shape for v in variable_model.trainable_variables])
     for expected, value in zip(model.get_weights(), weights.trainable):
@@ -616,7 +621,7 @@ def _python_greedy(table, max_length):
   return tokens, score
 
 
-class SearchTest(tf.test.TestCase, parameterized.TestCase):
+class SearchExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _search(self, rows_list, beam_size, max_length):
     tables = tf.constant(np.stack([_bigram_log_table(r) for r in rows_list]))
@@ -687,7 +692,7 @@ class SearchTest(tf.test.TestCase, parameterized.TestCase):
       self._search([_EASY], 0, 3)
 
 
-class ModelDecodingTest(tf.test.TestCase, parameterized.TestCase):
+class ModelDecodingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -773,9 +778,9 @@ def _client_dataset(seed):
              for n in (3, 5, 6, 2)]
   targets = [rng.integers(4, _TINY.vocabulary_size, n).tolist()
              for n in (2, 4, 1, 5)]
-  x, y = seq2seq.pack_inputs(tf.ragged.constant(sources),
-                             tf.ragged.constant(targets),
-                             source_length=7, target_length=6)
+  x, y = seq2seq_inputs.pack_inputs(tf.ragged.constant(sources),
+                                    tf.ragged.constant(targets),
+                                    source_length=7, target_length=6)
   return tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
 
 
@@ -786,7 +791,7 @@ def _fl_process(algorithm):
   """The process of `algorithm` for `_TINY`, built once (it takes seconds)."""
   if algorithm not in _PROCESSES:
     _PROCESSES[algorithm] = algorithms.build_fl_process(
-        seq2seq.build_model_fn(_TINY),
+        seq2seq_model_fn.build_model_fn(_TINY),
         algorithm=algorithm,
         weighting='lorar',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
@@ -795,7 +800,7 @@ def _fl_process(algorithm):
   return _PROCESSES[algorithm]
 
 
-class FederatedTest(tf.test.TestCase, parameterized.TestCase):
+class FederatedExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters('fedavg', 'fedopt', 'fedprox')
   def test_one_round(self, algorithm):
@@ -837,7 +842,7 @@ class FederatedTest(tf.test.TestCase, parameterized.TestCase):
         model, self.create_tempdir().full_path + '/ckpt')
     process = _fl_process('fedavg')
     state = process.set_model_weights(
-        process.initialize(), seq2seq.load_model_weights(_TINY, path))
+        process.initialize(), seq2seq_model_fn.load_model_weights(_TINY, path))
     for value, expected in zip(process.get_model_weights(state).trainable,
                                model.get_weights()):
       self.assertAllEqual(value, expected)
@@ -847,12 +852,10 @@ def _imdb_pairs():
   """(question, canonical SQL) of imdb's folds 0-5, with values filled.
 
   Variable names (whole tokens) are replaced by the sentence's values, else
-  the query's examples. Read from the JSON directly (not tff_nlp.data).
+  the query's examples. Read from the JSON directly (not tff_nlp.data's
+  readers).
   """
-  data_dir = os.environ.get('TFF_NLP_DATA_DIR') or os.path.join(
-      os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, 'shared',
-      'data')
-  with open(os.path.join(data_dir, 'text2sql', 'imdb.json'),
+  with open(os.path.join(data_root.find_data_dir(), 'text2sql', 'imdb.json'),
             encoding='utf-8') as f:
     queries = json.load(f)
 
@@ -873,7 +876,7 @@ def _imdb_pairs():
   return pairs
 
 
-class OverfitTest(tf.test.TestCase):
+class OverfitExecutionTest(tf.test.TestCase):
 
   def test_tiny_model_memorises_eight_imdb_examples(self):
     start = time.perf_counter()
@@ -883,7 +886,7 @@ class OverfitTest(tf.test.TestCase):
     sql_lengths = tokenizer.tokenize([sql for _, sql in pairs]).row_lengths()
     chosen = [p for p, n in zip(pairs, sql_lengths.numpy()) if n <= 40][:8]
     self.assertLen(chosen, 8)
-    x, y = seq2seq.pack_inputs(
+    x, y = seq2seq_inputs.pack_inputs(
         tokenizer.tokenize([q for q, _ in chosen]),
         tokenizer.tokenize([sql for _, sql in chosen]),
         source_length=32, target_length=48)
@@ -893,8 +896,9 @@ class OverfitTest(tf.test.TestCase):
         intermediate_dim=128, dropout=0.0, max_source_length=32,
         max_target_length=48, seed=0)
     model = seq2seq.build_keras_model(config)
-    model.compile(tf.keras.optimizers.Adam(3e-3), loss=seq2seq.masked_loss(),
-                  metrics=[seq2seq.MaskedTokenAccuracy()])
+    model.compile(tf.keras.optimizers.Adam(3e-3),
+                  loss=seq2seq_loss.masked_loss(),
+                  metrics=[seq2seq_loss.MaskedTokenAccuracy()])
     history = model.fit(x, y, batch_size=8, epochs=150, shuffle=False,
                         verbose=0)
     self.assertLess(history.history['loss'][-1], 0.05)

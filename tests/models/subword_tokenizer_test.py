@@ -16,15 +16,12 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.models import subword_tokenizer
 
-# shared/data (TFF_NLP_DATA_DIR, else next to the repository)/text2sql, read
-# directly rather than through tff_nlp.data.
-DATA_DIR = os.path.join(
-    os.environ.get('TFF_NLP_DATA_DIR') or os.path.join(
-        os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, 'shared',
-        'data'),
-    'text2sql')
+# shared/data/text2sql (found as every reader finds it), its files read
+# directly rather than through tff_nlp.data's readers.
+DATA_DIR = os.path.join(data_root.find_data_dir(), 'text2sql')
 NUM_SPECIAL_AND_BYTE_IDS = 4 + 256
 # A stand-in for the training split: the large datasets' 'train' questions
 # and folds 0-5 of the small ones.
@@ -109,7 +106,7 @@ CRAFTED = (
 )
 
 
-class SubwordTokenizerDataTest(tf.test.TestCase):
+class SubwordTokenizerDataExecutionTest(tf.test.TestCase):
   """Round trip of every string of the eight text2sql files."""
 
   @classmethod
@@ -156,7 +153,7 @@ class SubwordTokenizerDataTest(tf.test.TestCase):
     self.assertContainsSubsequence(pieces, [b'2', b'0', b'1', b'5'])
 
 
-class SubwordTokenizerTest(tf.test.TestCase, parameterized.TestCase):
+class SubwordTokenizerExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):

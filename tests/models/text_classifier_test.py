@@ -54,7 +54,7 @@ class _WeightsTestCase(tf.test.TestCase):
       self.assertAllEqual(x, y)
 
 
-class TextClassifierTest(_WeightsTestCase, parameterized.TestCase):
+class TextClassifierExecutionTest(_WeightsTestCase, parameterized.TestCase):
 
   def test_hand_derived_probabilities(self):
     spec = models.TextClassifierSpec(
@@ -142,7 +142,7 @@ def _grouped_inputs():
                                   (text_classifier.GROUP, _GROUPS)])
 
 
-class GroupedTextClassifierTest(_WeightsTestCase, parameterized.TestCase):
+class GroupedTextClassifierExecutionTest(_WeightsTestCase, parameterized.TestCase):
   """The restricted softmax: each example's classes are its group's."""
 
   def test_hand_derived_restricted_probabilities(self):

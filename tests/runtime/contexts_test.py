@@ -73,7 +73,7 @@ def _wait_until_gone(pid: int, patience_seconds: float = 60.0) -> bool:
   return False
 
 
-class WorkerTeardownTest(parameterized.TestCase):
+class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('normal_exit', 'normal_exit', 0),
@@ -131,7 +131,7 @@ def _proc_environ(pid):
     return f.read().decode(errors='replace').split('\0')
 
 
-class LocalCppContextTest(tf.test.TestCase):
+class LocalCppContextExecutionTest(tf.test.TestCase):
 
   def test_worker_gets_settings_and_is_stopped(self):
     log_dir = self.create_tempdir().full_path
@@ -173,7 +173,7 @@ class LocalCppContextTest(tf.test.TestCase):
     self.assertFalse(context.worker.is_running())
 
 
-class RuntimeFlagsTest(tf.test.TestCase):
+class RuntimeFlagsExecutionTest(tf.test.TestCase):
 
   @flagsaver.flagsaver(default_num_clients=4,
                        max_concurrent_computation_calls=2,

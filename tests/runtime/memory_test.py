@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
+import tensorflow as tf
 
 from tff_nlp import runtime
 from tff_nlp.runtime import memory
@@ -25,67 +25,72 @@ Threads:\t45
 """
 
 
-def test_parse_status_reads_rss_and_peak_in_bytes():
-  parsed = memory.parse_status(_STATUS, pid=4242)
-  assert parsed == memory.ProcessMemory(
-      pid=4242, rss_bytes=702180 * 1024, peak_bytes=734212 * 1024)
+class MemoryExecutionTest(tf.test.TestCase):
+
+  def test_parse_status_reads_rss_and_peak_in_bytes(self):
+    parsed = memory.parse_status(_STATUS, pid=4242)
+    self.assertEqual(parsed, memory.ProcessMemory(
+        pid=4242, rss_bytes=702180 * 1024, peak_bytes=734212 * 1024))
+
+  def test_parse_status_without_memory_fields_raises(self):
+    # A zombie's status has no Vm* lines.
+    zombie = 'Name:\tworker_binary\nState:\tZ (zombie)\nPid:\t7\n'
+    with self.assertRaisesRegex(memory.MemoryUnavailableError, 'VmRSS|VmHWM'):
+      memory.parse_status(zombie, pid=7)
+
+  def test_rss_and_peak_grow_by_a_touched_buffer(self):
+    before = memory.process_memory()
+    buffer = np.ones(256 * _MB, np.uint8)  # Written, so every page is resident.
+    during = memory.process_memory()
+    del buffer
+    after = memory.process_memory()
+    self.assertEqual(before.pid, os.getpid())
+    self.assertGreaterEqual(during.rss_bytes - before.rss_bytes,
+                            0.95 * 256 * _MB)
+    self.assertGreaterEqual(during.peak_bytes, during.rss_bytes)
+    # The peak keeps the high-water mark after the buffer is freed (up to the
+    # kernel's batched per-thread page counts).
+    self.assertGreaterEqual(after.peak_bytes, during.rss_bytes - _MB)
+    self.assertLess(after.rss_bytes, during.rss_bytes - 0.9 * 256 * _MB)
+
+  def test_reads_another_process(self):
+    # A child holding a known touched buffer, read by its pid.
+    child = subprocess.Popen(
+        [sys.executable, '-c',
+         'import sys; b = bytearray(b"x" * (128 * 2**20)); '
+         'print("ready", flush=True); sys.stdin.read()'],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+      self.assertEqual(child.stdout.readline().strip(), b'ready')
+      seen = memory.process_memory(child.pid)
+      self.assertEqual(seen.pid, child.pid)
+      self.assertGreaterEqual(seen.rss_bytes, 128 * _MB)
+      snap = memory.snapshot(worker_pids=[child.pid])
+      self.assertEqual([w.pid for w in snap.workers], [child.pid])
+      self.assertGreaterEqual(snap.workers_rss_bytes, 128 * _MB)
+    finally:
+      child.communicate(b'')
+    with self.assertRaisesRegex(memory.MemoryUnavailableError, str(child.pid)):
+      memory.process_memory(child.pid)
+    # A worker that exited between listing and reading is left out.
+    self.assertEqual(memory.snapshot(worker_pids=[child.pid]).workers, ())
+
+  def test_snapshot_covers_this_process_and_its_owned_workers(self):
+    # tests/conftest.py runs the session's worker.
+    pids = sorted(runtime.owned_worker_pids())
+    self.assertTrue(pids)
+    snap = memory.snapshot()
+    self.assertEqual(snap.python.pid, os.getpid())
+    self.assertEqual([w.pid for w in snap.workers], pids)
+    self.assertTrue(all(0 < w.rss_bytes <= w.peak_bytes for w in snap.workers))
+    self.assertEqual(snap.workers_rss_bytes,
+                     sum(w.rss_bytes for w in snap.workers))
+    self.assertEqual(snap.workers_peak_bytes,
+                     sum(w.peak_bytes for w in snap.workers))
+    as_dict = snap.to_dict()
+    self.assertEqual(as_dict['python']['pid'], os.getpid())
+    self.assertEqual([w['pid'] for w in as_dict['workers']], pids)
 
 
-def test_parse_status_without_memory_fields_raises():
-  # A zombie's status has no Vm* lines.
-  zombie = 'Name:\tworker_binary\nState:\tZ (zombie)\nPid:\t7\n'
-  with pytest.raises(memory.MemoryUnavailableError, match='VmRSS|VmHWM'):
-    memory.parse_status(zombie, pid=7)
-
-
-def test_rss_and_peak_grow_by_a_touched_buffer():
-  before = memory.process_memory()
-  buffer = np.ones(256 * _MB, np.uint8)  # Written, so every page is resident.
-  during = memory.process_memory()
-  del buffer
-  after = memory.process_memory()
-  assert before.pid == os.getpid()
-  assert during.rss_bytes - before.rss_bytes >= 0.95 * 256 * _MB
-  assert during.peak_bytes >= during.rss_bytes
-  # The peak keeps the high-water mark after the buffer is freed (up to the
-  # kernel's batched per-thread page counts).
-  assert after.peak_bytes >= during.rss_bytes - _MB
-  assert after.rss_bytes < during.rss_bytes - 0.9 * 256 * _MB
-
-
-def test_reads_another_process():
-  # A child holding a known touched buffer, read by its pid.
-  child = subprocess.Popen(
-      [sys.executable, '-c',
-       'import sys; b = bytearray(b"x" * (128 * 2**20)); '
-       'print("ready", flush=True); sys.stdin.read()'],
-      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-  try:
-    assert child.stdout.readline().strip() == b'ready'
-    seen = memory.process_memory(child.pid)
-    assert seen.pid == child.pid
-    assert seen.rss_bytes >= 128 * _MB
-    snap = memory.snapshot(worker_pids=[child.pid])
-    assert [w.pid for w in snap.workers] == [child.pid]
-    assert snap.workers_rss_bytes >= 128 * _MB
-  finally:
-    child.communicate(b'')
-  with pytest.raises(memory.MemoryUnavailableError, match=str(child.pid)):
-    memory.process_memory(child.pid)
-  # A worker that exited between listing and reading is left out.
-  assert memory.snapshot(worker_pids=[child.pid]).workers == ()
-
-
-def test_snapshot_covers_this_process_and_its_owned_workers():
-  # tests/conftest.py runs the session's worker.
-  pids = sorted(runtime.owned_worker_pids())
-  assert pids
-  snap = memory.snapshot()
-  assert snap.python.pid == os.getpid()
-  assert [w.pid for w in snap.workers] == pids
-  assert all(0 < w.rss_bytes <= w.peak_bytes for w in snap.workers)
-  assert snap.workers_rss_bytes == sum(w.rss_bytes for w in snap.workers)
-  assert snap.workers_peak_bytes == sum(w.peak_bytes for w in snap.workers)
-  as_dict = snap.to_dict()
-  assert as_dict['python']['pid'] == os.getpid()
-  assert [w['pid'] for w in as_dict['workers']] == pids
+if __name__ == '__main__':
+  tf.test.main()

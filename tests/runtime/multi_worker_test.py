@@ -141,7 +141,7 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
         self.context.tff_context.unsplit_computations, unsplit_before)
 
 
-class WorkerFailureTest(tf.test.TestCase):
+class WorkerFailureExecutionTest(tf.test.TestCase):
 
   def test_worker_killed_mid_round_is_a_clear_error(self):
     marker = os.path.join(tempfile.mkdtemp(), 'release')
@@ -192,7 +192,7 @@ class WorkerFailureTest(tf.test.TestCase):
       self.assertFalse(_pid_alive(worker.pid))
 
 
-class RemoteWorkerTest(tf.test.TestCase):
+class RemoteWorkerExecutionTest(tf.test.TestCase):
 
   def _start_tff_worker_binary(self, port):
     worker = subprocess.Popen(
@@ -237,7 +237,7 @@ class RemoteWorkerTest(tf.test.TestCase):
       runtime.multi_worker_context(worker_addresses=['nohost'])
 
 
-class WorkerSettingsTest(tf.test.TestCase, parameterized.TestCase):
+class WorkerSettingsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_per_worker_devices_memory_and_malloc_settings_reach_workers(self):
     with runtime.CppContext(runtime.ContextSettings(

@@ -11,8 +11,8 @@ Vocabulary of the paper: *pull* is client -> server, *push* server -> client.
 
 The model's trainable weights are a list of tensors t = 1..T, each in a group
 (`tensor_groups`, e.g. 'encoder' / 'decoder'; the caller assigns shared
-tensors such as a tied embedding, see `seq2seq.tensor_layout`). Non-trainable
-weights are the server's: broadcast to every client, never aggregated, as in
+tensors such as a tied embedding, see `seq2seq_layout.tensor_layout`).
+Non-trainable weights are the server's: broadcast to every client, never aggregated, as in
 `tff.learning`'s FedAvg.
 
 Clients are stateful. A client's state is `ClientState(weights, shared)`: its
@@ -53,7 +53,7 @@ the same number of steps; else its examples (one epoch's with
     *   dp_l_33: the stricter "both directions, 33%" variant: d_t below the
         group's 1/3 quantile, and a restricted push (below).
     *   controllers: the caller's fixed mask `exchanged` (e.g. the tensors of
-        encoder and decoder layers 0 and 3, `seq2seq.controller_mask`).
+        encoder and decoder layers 0 and 3, `seq2seq_layout.controller_mask`).
 
     Quantiles interpolate linearly between order statistics (numpy's default;
     the median of an even count is the mean of the middle two). With
@@ -432,7 +432,8 @@ def build_dynamic_pulling_process(
     mode: 'default', 'dp_g', 'dp_l', 'random', 'dp_l_33' or 'controllers'.
     tensor_groups: The group of each trainable tensor, in the order of
       `ModelWeights.trainable` (e.g. `[t.group for t in
-      seq2seq.tensor_layout(config)]`); medians and quantiles are per group.
+      seq2seq_layout.tensor_layout(config)]`); medians and quantiles are per
+      group.
     client_optimizer_fn: The client `tff.learning.optimizers.Optimizer`.
     exchanged: For 'controllers' (only), the T bools of the tensors to send.
     keep_private: Whether a client keeps the tensors it did not send and takes

@@ -39,6 +39,7 @@ from tff_nlp import sparse
 from tff_nlp.algorithms import client_work as client_work_lib
 from tff_nlp.algorithms import weighting as weighting_lib
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_model_fn
 
 EMBEDDING_VARIABLE = 'token_embedding'
 SPECIAL_IDS = (seq2seq.PAD_ID, seq2seq.UNK_ID, seq2seq.START_ID,
@@ -164,12 +165,13 @@ def build_vocab_sliced_process(
 
   Client data D = `<keys=int32[M],num_keys=int32,training_data=E>`
   (`client_data`), with E = `B*`, B the `(x, y)` batches of
-  `seq2seq.input_spec` in local ids (`local_examples`), or with
+  `seq2seq_inputs.input_spec` in local ids (`local_examples`), or with
   `with_client_config` E = `<examples=B*,config=<learning_rate=float32,
   num_epochs=int32>*>` (`algorithms.with_client_config`). The process:
 
   *   `initialize`: `( -> S@SERVER)`, a `LearningAlgorithmState` whose
-      `global_model_weights` are those of `seq2seq.build_model_fn(config)`.
+      `global_model_weights` are those of
+      `seq2seq_model_fn.build_model_fn(config)`.
   *   `next`: `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER,
       metrics=<distributor=<>, client_work=<train=X, weighting=W>,
       aggregator=<dense=<>, embedding=<clients, rows_received,
@@ -190,8 +192,8 @@ def build_vocab_sliced_process(
   if not len(SPECIAL_IDS) <= max_keys <= config.vocabulary_size:
     raise ValueError(f'max_keys must be in [{len(SPECIAL_IDS)}, '
                      f'{config.vocabulary_size}], got {max_keys}.')
-  global_model_fn = seq2seq.build_model_fn(config)
-  local_model_fn = seq2seq.build_model_fn(
+  global_model_fn = seq2seq_model_fn.build_model_fn(config)
+  local_model_fn = seq2seq_model_fn.build_model_fn(
       dataclasses.replace(config, vocabulary_size=max_keys))
 
   @tff.tensorflow.computation

@@ -8,16 +8,16 @@ Precisely:
 - Questions are the anonymised upstream text (`Sentence.text`, variable
   names such as `city_name0` kept), lower-cased and split on whitespace
   (`tokenize`). Only the client's *training* questions are retrieved from
-  (`ClientData.train`); dev and test questions never are.
+  (`Text2SqlClientData.train`); dev and test questions never are.
 - Similarity is the cosine of TF-IDF vectors (`Tfidf`), computed here in
   numpy with scikit-learn's `TfidfVectorizer` defaults: raw term counts
   times the smoothed idf `ln((1 + n) / (1 + df)) + 1` (n training
   questions, df of them containing the word), each row l2-normalised. The
   vocabulary and idf come from the training questions; a word seen only in
   a test question is ignored.
-- Ties: the lowest training index (file order of `ClientData.train`) among
-  the questions within `TIE_TOLERANCE` of the best cosine, so equal scores
-  that differ only by floating-point rounding are ties too. A question
+- Ties: the lowest training index (file order of `Text2SqlClientData.train`)
+  among the questions within `TIE_TOLERANCE` of the best cosine, so equal
+  scores that differ only by floating-point rounding are ties too. A question
   without any training word has cosine 0 with every training question and
   so gets training example 0.
 - The template is the retrieved training query's anonymised canonical SQL
@@ -43,7 +43,7 @@ weightings) gives those counts exactly, and all of them stay within about
 one point of MacroAvg 47.
 
 Everything the baseline needs comes from the upstream files: the
-`ClientData` (from `load_clients`) gives each split's examples, whose
+`Text2SqlClientData` (from `load_clients`) gives each split's examples, whose
 `query_index` and `sentence_index` point into
 `tff_nlp.data.text2sql.read_client_queries`, which has the anonymised
 question, the variables and the templates.
@@ -58,6 +58,7 @@ import numpy as np
 from tff_nlp import errors
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
+from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 
 # Cosines within this of the best count as ties (broken by the lowest
@@ -273,8 +274,8 @@ def client_questions(client: Any, queries: Sequence[text2sql.Query],
   """The (query, sentence) of each example of one split, in order.
 
   Args:
-    client: A `text2sql.ClientData` (with or without values) or anything
-      whose attribute `split` holds examples with `query_index`,
+    client: A `text2sql.Text2SqlClientData` (with or without values) or
+      anything whose attribute `split` holds examples with `query_index`,
       `sentence_index` and `question`.
     queries: The client's `read_client_queries`.
     split: 'train', 'dev' or 'test'.
@@ -322,8 +323,8 @@ def predict_clients(
   """Each client's (prediction, gold) SQL pairs of one split, with values.
 
   Args:
-    clients: Client name -> `text2sql.ClientData`, from `load_clients` (any
-      folds, with or without values).
+    clients: Client name -> `text2sql.Text2SqlClientData`, from
+      `load_clients` (any folds, with or without values).
     data_dir: The folder `clients` were loaded from (see
       `text2sql_source.find_text2sql_dir`); None finds it.
     split: 'test' or 'dev'.
@@ -370,12 +371,12 @@ def evaluate_clients(
   """Exact match and execution accuracy of template retrieval.
 
   Args:
-    clients: Client name -> `text2sql.ClientData` (see `predict_clients`);
-      each needs at least one example of `split`.
+    clients: Client name -> `text2sql.Text2SqlClientData` (see
+      `predict_clients`); each needs at least one example of `split`.
     data_dir: The folder `clients` were loaded from; None finds it.
     split: 'test' or 'dev'.
     db_paths: Client name -> SQLite database for execution accuracy; None
-      takes `metrics.text2sql.find_databases` of the data folder
+      takes `metrics.sql_execution.find_databases` of the data folder
       (geography, restaurants); {} skips execution.
 
   Returns:
@@ -390,6 +391,6 @@ def evaluate_clients(
   """
   pairs = predict_clients(clients, data_dir=data_dir, split=split)
   if db_paths is None:
-    db_paths = text2sql_metrics.find_databases(
+    db_paths = sql_execution.find_databases(
         text2sql_source.find_text2sql_dir(data_dir))
   return text2sql_metrics.evaluate(pairs, db_paths=db_paths)

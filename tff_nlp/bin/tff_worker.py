@@ -52,8 +52,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   # Imported here: TFF's import is slow and --help should not wait for it.
-  from tff_nlp.runtime import contexts  # pylint: disable=g-import-not-at-top
-  command, env = contexts.worker_command(
+  from tff_nlp.runtime import workers  # pylint: disable=g-import-not-at-top
+  command, env = workers.worker_command(
       _PORT.value,
       max_concurrent_computation_calls=_MAX_CONCURRENT_COMPUTATION_CALLS.value,
       cuda_visible_devices=_CUDA_VISIBLE_DEVICES.value,

@@ -501,7 +501,7 @@ def load_task_sequences(
   Args:
     dataset: The dataset folder, e.g. 'trec6' (see
       `text_classification.load_dataset`).
-    data_dir: The `shared/data` folder; see `text_classification.find_data_dir`.
+    data_dir: The `shared/data` folder; see `data_root.find_data_dir`.
     **kwargs: Keyword arguments of `build_task_sequences`.
 
   Returns:

@@ -30,8 +30,8 @@ from typing import Optional
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.data import files
-from tff_nlp.data import text_classification
 
 # The sub-folder of `shared/data` holding the domains.
 NMT_SUBDIR = 'nmt_de_en'
@@ -252,9 +252,9 @@ def find_nmt_dir(
   Args:
     data_dir: The `shared/data` folder (the one holding `nmt_de_en/`), or a
       folder of domains itself (`nmt_de_en/` or a user's own). If None, the
-      `shared/data` folder is looked up as `text_classification.
-      find_data_dir` does: `TFF_NLP_DATA_DIR`, else `../shared/data` next to
-      the repository; that folder may also be a folder of domains.
+      `shared/data` folder is looked up as `data_root.find_data_dir` does:
+      `TFF_NLP_DATA_DIR`, else `../shared/data` next to the repository;
+      that folder may also be a folder of domains.
     source_lang: The source files' suffix, for recognising domains.
     target_lang: The target files' suffix.
 
@@ -268,7 +268,7 @@ def find_nmt_dir(
       nor any domain; also for an incomplete domain folder (see
       `list_domains`).
   """
-  folder = text_classification.find_data_dir(data_dir)
+  folder = data_root.find_data_dir(data_dir)
   nmt_dir = os.path.join(folder, NMT_SUBDIR)
   if os.path.isdir(nmt_dir):
     return nmt_dir
@@ -279,7 +279,7 @@ def find_nmt_dir(
       f'sub-folder with all of '
       f'{list(domain_files(source_lang, target_lang))}). Pass the '
       f'`shared/data` folder or a folder of domains as data_dir (--data_dir) '
-      f'or set {text_classification.DATA_DIR_ENV_VAR}.')
+      f'or set {data_root.DATA_DIR_ENV_VAR}.')
 
 
 def load_domains(

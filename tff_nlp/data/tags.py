@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp.models import vocabulary as vocabulary_lib
+from tff_nlp.data import vocabulary as vocabulary_lib
 
 TAG_SEPARATOR = '|'
 LABEL_LEVEL_SEPARATOR = ':'

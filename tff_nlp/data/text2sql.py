@@ -228,8 +228,11 @@ class Schema:
 
 
 @dataclasses.dataclass(frozen=True)
-class ClientData:
-  """One client: its three splits (in file order) and its schema."""
+class Text2SqlClientData:
+  """One text-to-SQL client: its three splits (in file order), its schema.
+
+  Not a `tff.simulation.datasets.ClientData`: one client's parsed examples.
+  """
 
   name: str
   train: tuple[Example, ...]
@@ -566,7 +569,7 @@ def read_client_queries(folder: str, name: str) -> tuple[Query, ...]:
 
 
 def _load_client(folder: str, name: str, with_values: bool,
-                 folds: FoldSplit) -> ClientData:
+                 folds: FoldSplit) -> Text2SqlClientData:
   queries = read_client_queries(folder, name)
   schema = read_schema(os.path.join(folder, f'{name}-schema.csv'))
   splits = {split: [] for split in SPLITS}
@@ -585,8 +588,8 @@ def _load_client(folder: str, name: str, with_values: bool,
           question=question, sql=sql, client=name, split=split,
           query_index=query_index, sentence_index=sentence_index,
           variables=query.values(sentence)))
-  return ClientData(name=name, schema=schema,
-                    **{split: tuple(e) for split, e in splits.items()})
+  return Text2SqlClientData(name=name, schema=schema,
+                            **{split: tuple(e) for split, e in splits.items()})
 
 
 def load_client(
@@ -595,7 +598,7 @@ def load_client(
     data_dir: Optional[str] = None,
     with_values: bool = True,
     folds: FoldSplit = PAPER_FOLDS,
-) -> ClientData:
+) -> Text2SqlClientData:
   """Loads one client's train/dev/test examples and schema.
 
   Args:
@@ -625,7 +628,7 @@ def load_clients(
     data_dir: Optional[str] = None,
     with_values: bool = True,
     folds: FoldSplit = PAPER_FOLDS,
-) -> dict[str, ClientData]:
+) -> dict[str, Text2SqlClientData]:
   """`load_client` for each name, in order; the folder is looked up once."""
   for name in names:
     check_client(name)

@@ -11,7 +11,8 @@ up in this order:
 2. the environment variable `TFF_NLP_DATA_DIR` (also the `shared/data`
    folder);
 3. `../shared/data/text2sql` next to the repository (or next to the Bazel
-   workspace under `bazel run`), when it exists;
+   workspace under `bazel run`), when it exists (the search order of
+   `data_root`, shared by every dataset);
 4. otherwise a download of the pinned upstream files into a user cache,
    `$XDG_CACHE_HOME/tff_nlp/text2sql/<commit>` (`~/.cache/...` when
    `XDG_CACHE_HOME` is unset).
@@ -37,10 +38,9 @@ import urllib.error
 import urllib.request
 
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.data import files
-from tff_nlp.data import text_classification
 
-DATA_DIR_ENV_VAR = text_classification.DATA_DIR_ENV_VAR
 BASE_URL_ENV_VAR = 'TFF_NLP_TEXT2SQL_BASE_URL'
 TEXT2SQL_SUBDIR = 'text2sql'
 
@@ -141,14 +141,6 @@ FILES = {
         'cfd36c1130ab8b298455f19485a0c8a9c46d9da3d0e3f0ac26ae166c0ad8635a'),
 }
 
-# The folder holding the `tff_nlp` package, i.e. the repository root in a
-# source checkout; the shared data sits next to the repository.
-_REPO_DIR = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)
-_DEFAULT_TEXT2SQL_DIR = os.path.join(
-    _REPO_DIR, os.pardir, 'shared', 'data', TEXT2SQL_SUBDIR
-)
 _CHUNK_BYTES = 1 << 20
 
 
@@ -162,14 +154,6 @@ def cache_dir() -> str:
       os.path.expanduser('~'), '.cache'
   )
   return os.path.join(root, 'tff_nlp', TEXT2SQL_SUBDIR, UPSTREAM_COMMIT)
-
-
-def _default_dir() -> str:
-  if os.environ.get('BUILD_WORKSPACE_DIRECTORY'):
-    # Set by `bazel run` to the source checkout; __file__ is in runfiles.
-    return os.path.join(os.environ['BUILD_WORKSPACE_DIRECTORY'], os.pardir,
-                        'shared', 'data', TEXT2SQL_SUBDIR)
-  return _DEFAULT_TEXT2SQL_DIR
 
 
 def find_text2sql_dir(
@@ -195,23 +179,19 @@ def find_text2sql_dir(
       `text2sql/` folder (the message says where the path came from), or the
       download fails (`DownloadError`).
   """
-  if data_dir is not None:
-    source = 'the data_dir argument'
-  elif os.environ.get(DATA_DIR_ENV_VAR):
-    data_dir = os.environ[DATA_DIR_ENV_VAR]
-    source = f'the environment variable {DATA_DIR_ENV_VAR}'
-  else:
-    default = os.path.normpath(_default_dir())
-    if os.path.isdir(default):
-      return default
+  choice = data_root.locate_data_dir(data_dir)
+  folder = os.path.normpath(os.path.join(choice.path, TEXT2SQL_SUBDIR))
+  if not choice.explicit:
+    if os.path.isdir(folder):
+      return folder
     return download(base_url=base_url, download_dir=download_dir)
-  folder = os.path.normpath(os.path.join(data_dir, TEXT2SQL_SUBDIR))
   if not os.path.isdir(folder):
     raise errors.InputError(
-        f'Text-to-SQL folder {folder!r} (from {source}) does not exist. Pass '
-        f'the `shared/data` folder, the one holding `{TEXT2SQL_SUBDIR}/`, as '
-        f'data_dir (--data_dir) or {DATA_DIR_ENV_VAR}; leave both unset to '
-        f'download the data.'
+        f'Text-to-SQL folder {folder!r} (from {choice.source}) does not '
+        f'exist. Pass the `shared/data` folder, the one holding '
+        f'`{TEXT2SQL_SUBDIR}/`, as data_dir (--data_dir) or '
+        f'{data_root.DATA_DIR_ENV_VAR}; leave both unset to download the '
+        f'data.'
     )
   return folder
 

@@ -16,9 +16,9 @@ from typing import Optional
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp.data import data_root
 from tff_nlp.data import files
 
-DATA_DIR_ENV_VAR = 'TFF_NLP_DATA_DIR'
 TEXT_CLASSIFICATION_SUBDIR = 'text_classification'
 TRAIN_SPLIT = 'train'
 DEV_SPLIT = 'dev'
@@ -28,54 +28,6 @@ SPLIT_SUFFIX = '.tsv'
 # user's own.
 BUILT_IN_DATASETS = ('r8', 'reuters8_fedseit', 'subj', 'tmn', 'trec50',
                      'trec6')
-
-# The folder holding the `tff_nlp` package, i.e. the repository root in a
-# source checkout; the shared data sits next to the repository.
-_REPO_DIR = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)
-_DEFAULT_DATA_DIR = os.path.join(_REPO_DIR, os.pardir, 'shared', 'data')
-
-
-def find_data_dir(data_dir: Optional[str] = None) -> str:
-  """Returns the `shared/data` folder: the argument, env var, or default.
-
-  Args:
-    data_dir: The folder holding `text_classification/` (the `shared/data`
-      folder). If None, the environment variable `TFF_NLP_DATA_DIR` is used,
-      else, under `bazel run`, `$BUILD_WORKSPACE_DIRECTORY/../shared/data`
-      (the binary runs in Bazel's runfiles tree, not in the repository),
-      else `<repository>/../shared/data`.
-
-  Returns:
-    The normalised path of an existing directory.
-
-  Raises:
-    ValueError: If the chosen folder does not exist, saying where the path
-      came from and how to set another one.
-  """
-  if data_dir is not None:
-    source = 'the data_dir argument'
-  elif os.environ.get(DATA_DIR_ENV_VAR):
-    data_dir = os.environ[DATA_DIR_ENV_VAR]
-    source = f'the environment variable {DATA_DIR_ENV_VAR}'
-  elif os.environ.get('BUILD_WORKSPACE_DIRECTORY'):
-    # Set by `bazel run` to the source checkout; __file__ is in runfiles.
-    data_dir = os.path.join(
-        os.environ['BUILD_WORKSPACE_DIRECTORY'], os.pardir, 'shared', 'data'
-    )
-    source = 'the Bazel workspace (BUILD_WORKSPACE_DIRECTORY)'
-  else:
-    data_dir = _DEFAULT_DATA_DIR
-    source = 'the default location next to the repository'
-  data_dir = os.path.normpath(data_dir)
-  if not os.path.isdir(data_dir):
-    raise errors.InputError(
-        f'Data directory {data_dir!r} (from {source}) does not exist. Pass '
-        f'the `shared/data` folder as data_dir (--data_dir) or set '
-        f'{DATA_DIR_ENV_VAR}.'
-    )
-  return data_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,12 +154,13 @@ def list_datasets(data_dir: Optional[str] = None) -> tuple[str, ...]:
   such as `SHA256SUMS`, hidden or incomplete folders) are not datasets.
 
   Args:
-    data_dir: The `shared/data` folder; see `find_data_dir`.
+    data_dir: The `shared/data` folder; see `data_root.find_data_dir`.
 
   Returns:
     The names; empty if the folder does not exist.
   """
-  parent = os.path.join(find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR)
+  parent = os.path.join(data_root.find_data_dir(data_dir),
+                        TEXT_CLASSIFICATION_SUBDIR)
   if not os.path.isdir(parent):
     return ()
   return tuple(
@@ -224,7 +177,7 @@ def load_dataset(
 
   Args:
     name: The dataset folder, e.g. 'r8', 'tmn', 'trec6'.
-    data_dir: The `shared/data` folder; see `find_data_dir`.
+    data_dir: The `shared/data` folder; see `data_root.find_data_dir`.
 
   Returns:
     A `TextClassificationData` whose label ids follow the sorted training
@@ -236,7 +189,7 @@ def load_dataset(
       in training.
   """
   dataset_dir = os.path.join(
-      find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR, name
+      data_root.find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR, name
   )
   if not os.path.isdir(dataset_dir):
     raise errors.InputError(

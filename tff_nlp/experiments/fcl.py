@@ -35,9 +35,10 @@ from tff_nlp import errors
 from tff_nlp.algorithms import fcl
 from tff_nlp.algorithms import sit as sit_lib
 from tff_nlp.data import continual_tasks
+from tff_nlp.data import data_root
 from tff_nlp.data import text_classification
+from tff_nlp.data import vocabulary as vocabulary_lib
 from tff_nlp.metrics import continual as continual_metrics
-from tff_nlp.models import vocabulary as vocabulary_lib
 from tff_nlp import training as training_lib
 
 NO_FOREIGN = 'fedseit_no_foreign'
@@ -161,7 +162,7 @@ def encode_dataset(name: str, data: DataConfig,
     name: A folder of `<data_dir>/text_classification/`.
     data: The task and encoding settings.
     data_dir: The `shared/data` folder (see
-      `text_classification.find_data_dir`).
+      `data_root.find_data_dir`).
 
   Returns:
     An `EncodedDataset`; a task's validation split is not used (training
@@ -488,7 +489,7 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
   if unused:
     logging.warning(
         'Datasets of %s not used, as --datasets does not list them: %s.',
-        os.path.join(text_classification.find_data_dir(data_dir),
+        os.path.join(data_root.find_data_dir(data_dir),
                      text_classification.TEXT_CLASSIFICATION_SUBDIR),
         ', '.join(unused))
   # Every dataset is read and checked before any training.

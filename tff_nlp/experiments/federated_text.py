@@ -98,7 +98,7 @@ class FederatedTextClassification:
 
   config: ClientDataConfig
   label_names: tuple[str, ...]
-  vocabulary: models.Vocabulary
+  vocabulary: data.Vocabulary
   partition: data.Partition
   clients: tuple[ClientExamples, ...]
 
@@ -159,7 +159,7 @@ def prepare_clients(
       seed=seed,
       min_train_examples=config.min_train_examples,
   )
-  vocabulary = models.Vocabulary.build(dataset.train.texts, config.vocab_size)
+  vocabulary = data.Vocabulary.build(dataset.train.texts, config.vocab_size)
   train_x, train_cut = vocabulary.encode_with_truncation(
       dataset.train.texts, config.max_length)
   test_x, test_cut = vocabulary.encode_with_truncation(

@@ -56,6 +56,8 @@ from tff_nlp.metrics import bleu
 from tff_nlp.metrics import nmt_report
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
+from tff_nlp.models import seq2seq_layout
+from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import subword_tokenizer
 
 ENGINE_KINDS = ('generic', 'single', 'combined', 'chained', 'federated')
@@ -425,7 +427,7 @@ def _centralized_process(model: seq2seq.Seq2SeqConfig,
                          training: TrainingConfig):
   optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
   return algorithms.build_fl_process(
-      seq2seq.build_model_fn(model), algorithm='fedavg',
+      seq2seq_model_fn.build_model_fn(model), algorithm='fedavg',
       weighting='num_examples',
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
       with_client_config=True)
@@ -490,12 +492,13 @@ def _train_federated(task: NmtTask, spec: EngineSpec, *,
                      loop: training_lib.LoopConfig, run_dir: str, seed: int,
                      evaluate_fn=None):
   """Rounds of `spec.mode` dynamic pulling from the generic engine."""
-  layout = seq2seq.tensor_layout(model)
+  layout = seq2seq_layout.tensor_layout(model)
   optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
   process = dynamic_pulling.build_simulation_process(
-      seq2seq.build_model_fn(model), num_clients=len(task.domains),
+      seq2seq_model_fn.build_model_fn(model), num_clients=len(task.domains),
       mode=spec.mode, tensor_groups=[t.group for t in layout],
-      exchanged=seq2seq.controller_mask(layout, layers=training.controller_layers)
+      exchanged=seq2seq_layout.controller_mask(
+          layout, layers=training.controller_layers)
       if spec.mode == 'controllers'
       else None,
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),

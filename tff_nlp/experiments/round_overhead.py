@@ -74,6 +74,7 @@ from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.experiments import federated_text
 from tff_nlp.experiments import text2sql
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_model_fn
 
 R8_CLASSIFIER = 'r8_classifier'
 TEXT2SQL_SEQ2SEQ = 'text2sql_seq2seq'
@@ -339,7 +340,7 @@ def _build_text2sql_workload(setup: Text2SqlSetup, *,
   return Workload(
       process=process,
       client_data=client_data,
-      model_fn=seq2seq.build_model_fn(model_config),
+      model_fn=seq2seq_model_fn.build_model_fn(model_config),
       client_optimizer=algorithms.CLIENT_OPTIMIZERS[training.client_optimizer](
           learning_rate=training.learning_rates.default),
       clients=[

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_inputs
 
 
 class Examples(Protocol):
@@ -35,7 +36,7 @@ class EncodedPairs:
   """`encode_pairs`' result.
 
   Attributes:
-    x: `seq2seq.input_spec` inputs (numpy, all examples).
+    x: `seq2seq_inputs.input_spec` inputs (numpy, all examples).
     y: Target ids [N, T].
     truncated_sources: Sources longer than the source length (with END).
     truncated_targets: Targets longer than the target length (with END).
@@ -69,7 +70,7 @@ def encode_pairs(tokenizer, sources: Sequence[str], targets: Sequence[str], *,
   # Lengths with the END (and START) the packer adds.
   source_lengths = source_ids.row_lengths().numpy() + 1
   target_lengths = target_ids.row_lengths().numpy() + 1
-  x, y = seq2seq.pack_inputs(
+  x, y = seq2seq_inputs.pack_inputs(
       source_ids, target_ids, source_length=source_length,
       target_length=target_length)
   return EncodedPairs(
@@ -93,7 +94,7 @@ def length_grouped_order(source_lengths: np.ndarray,
   batches, sorted by (target, source) length within each window and cut
   into batches; the batches are then shuffled, except that the one partial
   batch stays last. Batches of similar lengths lose little compute to
-  padding once `seq2seq.trim_padding` cuts it (as `group_by_length` in
+  padding once `seq2seq_inputs.trim_padding` cuts it (as `group_by_length` in
   Hugging Face's Trainer and the length buckets of fairseq do), while the
   windows keep each batch's examples random.
 
@@ -132,7 +133,7 @@ def train_dataset(data: Examples, *, batch_size: int,
       rng=np.random.default_rng(list(shuffle_seed)))
   x = collections.OrderedDict((k, v[order]) for k, v in data.x.items())
   return tf.data.Dataset.from_tensor_slices((x, data.y[order])).batch(
-      batch_size).map(seq2seq.trim_padding)
+      batch_size).map(seq2seq_inputs.trim_padding)
 
 
 def decode(decode_fn, tokenizer, data: Examples, *,
@@ -198,7 +199,7 @@ def make_token_metrics_fn(
     A function from `Examples` to
     OrderedDict(token_loss, token_accuracy, correct_tokens, tokens).
   """
-  @tf.function(input_signature=[seq2seq.input_spec()[0]])
+  @tf.function(input_signature=[seq2seq_inputs.input_spec()[0]])
   def forward(x):
     return keras_model(x, training=False)
 
@@ -208,7 +209,7 @@ def make_token_metrics_fn(
     loss_sum = correct = tokens = 0.0
     for start in range(0, len(data), batch_size):
       rows = order[start:start + batch_size]
-      x, y = seq2seq.trim_padding(
+      x, y = seq2seq_inputs.trim_padding(
           collections.OrderedDict((k, tf.constant(v[rows]))
                                   for k, v in data.x.items()),
           tf.constant(data.y[rows]))

@@ -65,11 +65,13 @@ from tff_nlp.experiments.seq2seq_examples import decode
 from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
 from tff_nlp.experiments.seq2seq_examples import train_dataset
 from tff_nlp.metrics import intervals
+from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
+from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import subword_tokenizer
 from tff_nlp.models import text_classifier
 from tff_nlp.training import run_dir as run_dir_lib
@@ -308,7 +310,7 @@ class EncodedSplit:
   """One split of one client as model inputs.
 
   Attributes:
-    x: `seq2seq.input_spec` inputs (numpy, all examples).
+    x: `seq2seq_inputs.input_spec` inputs (numpy, all examples).
     y: Target ids [N, T].
     sources: The model input texts.
     gold_sql: The gold SQL strings.
@@ -400,7 +402,7 @@ def _encode(tokenizer, sources, gold_sql, config: DataConfig) -> EncodedSplit:
 
 def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
                  *, source_length: int, target_length: int) -> EncodedSplit:
-  """`seq2seq.pack_inputs`' layout with `copy_tokenizer` ids, in numpy."""
+  """`seq2seq_inputs.pack_inputs`' layout with `copy_tokenizer` ids, numpy."""
   n = len(sources)
   x_source = np.zeros([n, source_length], np.int32)
   x_target = np.zeros([n, target_length], np.int32)
@@ -545,7 +547,7 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                             for q, v in zip(sql, variables)]
       splits[name][split] = encoded
   databases = {name: path for name, path in
-               text2sql_metrics.find_databases(folder).items()
+               sql_execution.find_databases(folder).items()
                if name in config.clients}
   return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
                       source_length=source_length,
@@ -580,7 +582,7 @@ def prepare_template_task(config: DataConfig, *, data_dir: Optional[str],
           truncated_sources=0, truncated_targets=0, questions=pairs)
   folder = text2sql_source.find_text2sql_dir(data_dir)
   databases = {name: path for name, path in
-               text2sql_metrics.find_databases(folder).items()
+               sql_execution.find_databases(folder).items()
                if name in config.clients}
   return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
                       source_length=tokenizer.max_length, target_length=1)
@@ -594,7 +596,7 @@ class _Seq2SeqParser:
     self._task, self.config, self._batch_size = task, config, batch_size
 
   def model_fn(self):
-    return seq2seq.build_model_fn(self.config)
+    return seq2seq_model_fn.build_model_fn(self.config)
 
   def keras_model(self) -> tf.keras.Model:
     return seq2seq.build_keras_model(self.config)
@@ -960,7 +962,7 @@ def run_text2sql(
   if init_checkpoint is not None:
     initial_weights = tf.nest.map_structure(
         lambda v: v.numpy(),
-        seq2seq.load_model_weights(model, init_checkpoint))
+        seq2seq_model_fn.load_model_weights(model, init_checkpoint))
   predictions, unit_records, test_tokens = {}, {}, {}
   for unit in _units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)

@@ -31,6 +31,7 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import text2sql
+from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 
 
@@ -218,7 +219,7 @@ def template_retrieval_predictions(
       pairs=template_retrieval.predict_clients(clients, data_dir=data_dir,
                                                split='test'),
       db_paths={c: path for c, path in
-                text2sql_metrics.find_databases(folder).items()
+                sql_execution.find_databases(folder).items()
                 if c in data.clients})
 
 

@@ -31,7 +31,7 @@ Precisely:
 - Inputs are the anonymised question (`text2sql.Sentence.text`, variable
   names such as `city_name0` kept), lower-cased, split on whitespace, with
   `<s>`, `</s>` and every n-gram up to `ngrams` words as one feature
-  (`features`). The vocabulary (`models.vocabulary`) is built from every
+  (`features`). The vocabulary (`data.vocabulary`) is built from every
   client's training questions, as the seq2seq tokenizer is (a stand-in for
   an agreed public vocabulary); no input is truncated.
 
@@ -61,8 +61,8 @@ from tff_nlp import errors
 from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
+from tff_nlp.data import vocabulary as vocabulary_lib
 from tff_nlp.models import text_classifier
-from tff_nlp.models import vocabulary as vocabulary_lib
 
 # No class: a dev or test question whose template no training question of
 # its client has. Never a training label.

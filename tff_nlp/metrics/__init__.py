@@ -1,7 +1,11 @@
 """Evaluation metrics and result tables.
 
 `text2sql`: exact match (the Lorar paper's metric) and SQLite execution
-accuracy of predicted SQL, per client with MacroAvg and MicroAvg.
+accuracy of predicted SQL, per client with MacroAvg and MicroAvg
+(`text2sql.evaluate`; not exported as `metrics.evaluate`, a name that reads
+as a general or `tff.learning` evaluation).
+`sql_execution`: SQL run read-only, with time and row limits, on the
+clients' SQLite databases (for execution accuracy).
 `text2sql_report`: the paper's Table 2 layout and its headline numbers.
 `bleu`: SacreBLEU corpus BLEU of translations (with its signature) and a
 per-domain BLEU table beside a paper's numbers.
@@ -19,19 +23,19 @@ from tff_nlp.metrics.bleu import bleu_table_markdown
 from tff_nlp.metrics.bleu import corpus_bleu
 from tff_nlp.metrics import continual
 from tff_nlp.metrics import intervals
+from tff_nlp.metrics import sql_execution
+from tff_nlp.metrics.sql_execution import connect_read_only
+from tff_nlp.metrics.sql_execution import execute_select
+from tff_nlp.metrics.sql_execution import find_databases
+from tff_nlp.metrics.sql_execution import QueryError
+from tff_nlp.metrics import text2sql
 from tff_nlp.metrics.text2sql import ClientAccuracies
-from tff_nlp.metrics.text2sql import connect_read_only
-from tff_nlp.metrics.text2sql import evaluate
 from tff_nlp.metrics.text2sql import exact_match
-from tff_nlp.metrics.text2sql import execute_select
 from tff_nlp.metrics.text2sql import execution_match
-from tff_nlp.metrics.text2sql import find_databases
 from tff_nlp.metrics.text2sql import has_top_level_order_by
 from tff_nlp.metrics.text2sql import normalize_sql
-from tff_nlp.metrics.text2sql import QueryError
 from tff_nlp.metrics.text2sql import results_equal
 from tff_nlp.metrics.text2sql import Text2SqlEvaluation
-from tff_nlp.metrics.text2sql_report import CLIENTS
 from tff_nlp.metrics.text2sql_report import method_label
 from tff_nlp.metrics.text2sql_report import MethodKey
 from tff_nlp.metrics.text2sql_report import PAPER_RESULTS

@@ -142,7 +142,8 @@ def modes_table(results: Mapping[str, Mapping[str, Any]],
     cells = [f'{server[d]:.2f}' if d in server else '–' for d in domains]
     cells.append(f'{statistics.fmean(server.values()):.2f}')
     lines.append('| ' + ' | '.join([
-        mode_label(spec), str(spec['rounds']), 'ours', *cells, f'{pulled:,.0f}', f'{pushed:,.0f}', ratio]) + ' |')
+        mode_label(spec), str(spec['rounds']), 'ours', *cells,
+        f'{pulled:,.0f}', f'{pushed:,.0f}', ratio]) + ' |')
     if _paper_comparable(spec):
       paper = _paper_row(PAPER_SERVER[spec['mode']], domains)
       theirs = [f'{paper[d]:.2f}' if d in paper else '–' for d in domains]

@@ -2,7 +2,12 @@
 
 The package-level `build_keras_model`, `build_model_fn` and `input_spec` are
 the text classifier's; the seq2seq model's are `seq2seq.build_keras_model`,
-`seq2seq.build_model_fn` and `seq2seq.input_spec`.
+`seq2seq_model_fn.build_model_fn` and `seq2seq_inputs.input_spec` (the
+seq2seq model is in modules of one concern each: `seq2seq` the config, the
+Keras model and its checkpoints; `seq2seq_inputs` the teacher-forcing
+batches; `seq2seq_loss` the masked loss and token accuracy;
+`seq2seq_model_fn` the `tff.learning` model; `seq2seq_layout` the tensor
+groups of dynamic pulling; `seq2seq_decoding` generation).
 
 `dropout_seeds` makes dropout masks a function of (seed, training step), so
 runs repeat and resume exactly; the seq2seq and FCL models use it.
@@ -20,20 +25,21 @@ from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
 from tff_nlp.models.text_classifier import input_spec
 from tff_nlp.models.text_classifier import TextClassifierSpec
-from tff_nlp.models.vocabulary import OOV_ID
-from tff_nlp.models.vocabulary import PAD_ID
-from tff_nlp.models.vocabulary import tokenize
-from tff_nlp.models.vocabulary import Vocabulary
 
 # name -> (module, attribute or None for the module itself).
 _LAZY_EXPORTS = {
     'seq2seq': ('tff_nlp.models.seq2seq', None),
     'seq2seq_decoding': ('tff_nlp.models.seq2seq_decoding', None),
+    'seq2seq_inputs': ('tff_nlp.models.seq2seq_inputs', None),
+    'seq2seq_layout': ('tff_nlp.models.seq2seq_layout', None),
+    'seq2seq_loss': ('tff_nlp.models.seq2seq_loss', None),
+    'seq2seq_model_fn': ('tff_nlp.models.seq2seq_model_fn', None),
     'subword_tokenizer': ('tff_nlp.models.subword_tokenizer', None),
     'DecodeOutput': ('tff_nlp.models.seq2seq_decoding', 'DecodeOutput'),
     'MaskedSparseCategoricalCrossentropy': (
-        'tff_nlp.models.seq2seq', 'MaskedSparseCategoricalCrossentropy'),
-    'MaskedTokenAccuracy': ('tff_nlp.models.seq2seq', 'MaskedTokenAccuracy'),
+        'tff_nlp.models.seq2seq_loss', 'MaskedSparseCategoricalCrossentropy'),
+    'MaskedTokenAccuracy': (
+        'tff_nlp.models.seq2seq_loss', 'MaskedTokenAccuracy'),
     'Seq2SeqConfig': ('tff_nlp.models.seq2seq', 'Seq2SeqConfig'),
     'Seq2SeqTransformer': ('tff_nlp.models.seq2seq', 'Seq2SeqTransformer'),
     'SubwordTokenizer': (

@@ -34,37 +34,23 @@ the layers explicitly (`ids != 0`), not through Keras mask propagation, so
 padded source positions are never attended to and padded target positions
 neither (their outputs are meaningless and ignored by the loss).
 
-Teacher forcing: the decoder reads `[START, t1, ..., tn, 0...]` and is trained
-to predict `[t1, ..., tn, END, 0...]`; `pack_inputs` builds both.
-`seq2seq_decoding` generates (greedy and beam search, with key/value caches).
-
-For `tff.learning`, `build_model_fn` returns the `model_fn` whose batches are
-`(x, y)` with x = OrderedDict(encoder_token_ids=[B, S], decoder_token_ids=
-[B, T]) and y = target ids [B, T], all int32 (see `input_spec`). The loss is
-the cross-entropy averaged over the batch's non-padding target tokens.
+The other parts of the seq2seq model: `seq2seq_inputs` packs teacher-forcing
+batches, `seq2seq_loss` holds the padding-masked loss and token accuracy,
+`seq2seq_model_fn` wraps the model for `tff.learning`, `seq2seq_layout`
+groups its tensors for dynamic pulling and `seq2seq_decoding` generates
+(greedy and beam search, with key/value caches).
 """
 
-import collections
-from collections.abc import Callable, Iterator, Sequence
-import contextlib
 import dataclasses
-import io
-import logging
-import random
-from typing import NamedTuple, Optional
+from typing import Optional
 
-from absl import logging as absl_logging
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tff_nlp import errors
 from tff_nlp.models import dropout_seeds
 from tff_nlp.models import subword_tokenizer
-
-# keras-nlp 0.10 in Keras 2 mode imports keras-core, which prints "Using
-# TensorFlow backend" on stdout on import; stdout is for binaries' results.
-with contextlib.redirect_stdout(io.StringIO()):
-  import keras_nlp  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from tff_nlp.models import _keras_nlp
+from tff_nlp.models._keras_nlp import keras_nlp
 
 PAD_ID = subword_tokenizer.PAD_ID
 UNK_ID = subword_tokenizer.UNK_ID
@@ -208,56 +194,6 @@ PRESETS = {
         max_target_length=512,
     ),
 }
-
-
-@contextlib.contextmanager
-def _seeded_keras_initializers(seed: int) -> Iterator[None]:
-  """Makes the unseeded Keras initializers used inside deterministic.
-
-  Keras 2 gives an unseeded initializer a stateless seed when it first draws,
-  from the generator that `tf.keras.utils.set_random_seed` installs (else
-  from Python's `random`). Installing a generator seeded with `seed` while
-  the model is built, and restoring the previous one after, gives every
-  variable its own seed, the same on every build, in eager and graph mode,
-  without touching the caller's random state. (keras-nlp layers clone one
-  initializer for all their sublayers, so seeded initializers would give e.g.
-  the query, key and value projections of a layer equal weights.)
-  """
-  # pylint: disable-next=g-import-not-at-top
-  from keras.src import backend as keras_backend
-
-  # pylint: disable-next=protected-access
-  seed_generator = keras_backend._SEED_GENERATOR
-  previous = getattr(seed_generator, 'generator', None)
-  seed_generator.generator = random.Random(seed)
-  try:
-    yield
-  finally:
-    seed_generator.generator = previous
-
-
-class _DropsExplicitMaskWarning(logging.Filter):
-  """Drops keras-nlp's warning that an explicit padding mask wins.
-
-  In graph mode (e.g. in TFF computations) every Keras tensor has a
-  `_keras_mask` attribute, None here, and keras-nlp then warns on each layer
-  call that the explicitly passed padding mask overrides it, which is the
-  intent.
-  """
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    return 'explicitly setting `padding_mask`' not in record.getMessage()
-
-
-@contextlib.contextmanager
-def _explicit_masks_without_warnings() -> Iterator[None]:
-  logger = absl_logging.get_absl_logger()
-  log_filter = _DropsExplicitMaskWarning()
-  logger.addFilter(log_filter)
-  try:
-    yield
-  finally:
-    logger.removeFilter(log_filter)
 
 
 def copy_log_probs(logits: tf.Tensor, pointer: tf.Tensor,
@@ -460,7 +396,7 @@ class Seq2SeqTransformer(tf.keras.Model):
     x = self._embed(encoder_token_ids)
     x = x + self.encoder_position_embedding(x)
     x = self.encoder_embedding_dropout(x, training=training)
-    with _explicit_masks_without_warnings():
+    with _keras_nlp.explicit_masks_without_warnings():
       for layer in self.encoder_layers:
         x = layer(x, padding_mask=padding_mask, training=training)
     return self.encoder_output_layer_norm(x), padding_mask
@@ -482,7 +418,7 @@ class Seq2SeqTransformer(tf.keras.Model):
     x = self._embed(decoder_token_ids, encoder_token_ids, encoder_output)
     x = x + self.decoder_position_embedding(x)
     x = self.decoder_embedding_dropout(x, training=training)
-    with _explicit_masks_without_warnings():
+    with _keras_nlp.explicit_masks_without_warnings():
       for layer in self.decoder_layers:
         x = layer(
             x,
@@ -552,7 +488,7 @@ class Seq2SeqTransformer(tf.keras.Model):
                     encoder_token_ids, encoder_output)
     x = x + self.decoder_position_embedding(x, start_index=index)
     self_caches, cross_caches = [], []
-    with _explicit_masks_without_warnings():
+    with _keras_nlp.explicit_masks_without_warnings():
       for layer, self_cache, cross_cache in zip(
           self.decoder_layers, cache['self_attention'],
           cache['cross_attention'],
@@ -594,7 +530,7 @@ def build_keras_model(
     config: The model's shape and seed.
     checkpoint: If set, the weights are restored from this checkpoint (a
       path written by `save_checkpoint`) instead. Eager mode only; for a
-      `tff.learning` process use `load_model_weights` and
+      `tff.learning` process use `seq2seq_model_fn.load_model_weights` and
       `process.set_model_weights`.
 
   Returns:
@@ -606,7 +542,7 @@ def build_keras_model(
     errors.CheckpointError: If `checkpoint` cannot be read or does not match
       the model.
   """
-  with _seeded_keras_initializers(config.seed):
+  with _keras_nlp.seeded_keras_initializers(config.seed):
     model = Seq2SeqTransformer(config)
     ids = tf.zeros([1, 1], tf.int32)
     model({ENCODER_TOKEN_IDS: ids, DECODER_TOKEN_IDS: ids})  # Creates weights.
@@ -614,223 +550,6 @@ def build_keras_model(
   if checkpoint is not None:
     load_checkpoint(model, checkpoint)
   return model
-
-
-def input_spec() -> tuple[
-    collections.OrderedDict[str, tf.TensorSpec], tf.TensorSpec
-]:
-  """The `(x, y)` batch spec of `build_model_fn`'s model.
-
-  x = OrderedDict(encoder_token_ids=[B, S], decoder_token_ids=[B, T]), y =
-  target ids [B, T]; int32, 0 = padding. S and T may differ between batches
-  (e.g. per client), up to the config's maximum lengths.
-  """
-  ids = tf.TensorSpec([None, None], tf.int32)
-  return (
-      collections.OrderedDict(
-          [(ENCODER_TOKEN_IDS, ids), (DECODER_TOKEN_IDS, ids)]
-      ),
-      ids,
-  )
-
-
-def pack_inputs(
-    source_token_ids: tf.RaggedTensor,
-    target_token_ids: tf.RaggedTensor,
-    *,
-    source_length: int,
-    target_length: int,
-) -> tuple[collections.OrderedDict[str, tf.Tensor], tf.Tensor]:
-  """Packs tokenized sources and targets into a teacher-forcing batch.
-
-  Source → `[s1, ..., sm, END, 0...]` (END as T5 does); target →
-  decoder input `[START, t1, ..., tn, 0...]` and labels
-  `[t1, ..., tn, END, 0...]`. Longer texts are truncated (keeping the END
-  of the source and labels); filter them out beforehand if that must not
-  happen. Works eagerly and in `tf.data.Dataset.map`.
-
-  Args:
-    source_token_ids: Ragged ids [B, None] (a tokenizer's output).
-    target_token_ids: Ragged ids [B, None].
-    source_length: S, the encoder input length.
-    target_length: T, the decoder input and label length.
-
-  Returns:
-    `(x, y)` as described by `input_spec`, with fixed lengths S and T.
-  """
-  source = keras_nlp.layers.StartEndPacker(
-      source_length, end_value=END_ID, pad_value=PAD_ID
-  )(source_token_ids)
-  decoder_inputs = keras_nlp.layers.StartEndPacker(
-      target_length, start_value=START_ID, pad_value=PAD_ID
-  )(target_token_ids)
-  labels = keras_nlp.layers.StartEndPacker(
-      target_length, end_value=END_ID, pad_value=PAD_ID
-  )(target_token_ids)
-  x = collections.OrderedDict(
-      [(ENCODER_TOKEN_IDS, tf.cast(source, tf.int32)),
-       (DECODER_TOKEN_IDS, tf.cast(decoder_inputs, tf.int32))]
-  )
-  return x, tf.cast(labels, tf.int32)
-
-
-def trim_padding(
-    x: collections.abc.Mapping[str, tf.Tensor], y: tf.Tensor
-) -> tuple[collections.OrderedDict[str, tf.Tensor], tf.Tensor]:
-  """Drops the trailing columns that are padding in every row of a batch.
-
-  `pack_inputs` pads to fixed lengths S and T; a batch of short examples
-  then spends most of its compute on padding (a 2+2-layer model costs
-  ~4x more per step at S=128, T=160 than at S=32, T=40). The model and loss
-  ignore padding, so trimming changes no loss or gradient, only the cost.
-  Works eagerly and in `tf.data.Dataset.map` (after `batch`).
-
-  Args:
-    x: OrderedDict(encoder_token_ids=[B, S], decoder_token_ids=[B, T]), as
-      `pack_inputs` returns, batched.
-    y: Labels [B, T].
-
-  Returns:
-    `(x, y)` with S and T cut to the longest row of the batch.
-  """
-  source = x[ENCODER_TOKEN_IDS]
-  source_length = tf.reduce_max(
-      tf.reduce_sum(tf.cast(source != PAD_ID, tf.int32), axis=1))
-  # Decoder inputs [START, t1..tn] and labels [t1..tn, END] have the same
-  # number of non-padding positions.
-  target_length = tf.reduce_max(
-      tf.reduce_sum(tf.cast(y != PAD_ID, tf.int32), axis=1))
-  trimmed = collections.OrderedDict(
-      [(ENCODER_TOKEN_IDS, source[:, :source_length]),
-       (DECODER_TOKEN_IDS, x[DECODER_TOKEN_IDS][:, :target_length])])
-  return trimmed, y[:, :target_length]
-
-
-@tf.keras.utils.register_keras_serializable(package='tff_nlp')
-class MaskedSparseCategoricalCrossentropy(tf.keras.losses.Loss):
-  """Cross-entropy on logits, averaged over the non-padding target tokens.
-
-  For labels y [B, T], logits [B, T, V] and optional weights w ([B] or
-  [B, T], default 1): Σ_bt m_bt·w_bt·(-log softmax(logits_bt)[y_bt]) /
-  Σ_bt m_bt·w_bt with m_bt = [y_bt ≠ pad_id], so all of a batch's tokens
-  weigh the same whatever sequence they are in; 0 if the batch has no
-  target token.
-
-  It gives the value of Keras's `SparseCategoricalCrossentropy(
-  from_logits=True, ignore_class=pad_id)` but computes the cross-entropy of
-  every position and masks it, where Keras gathers the non-padding logits
-  (a copy of [B·T, V] floats, and a shape XLA cannot compile).
-
-  Args:
-    pad_id: The label id to ignore.
-    name: The loss's name.
-  """
-
-  def __init__(self, pad_id: int = PAD_ID,
-               name: str = 'masked_sparse_categorical_crossentropy'):
-    super().__init__(name=name)
-    self.pad_id = pad_id
-
-  def __call__(self, y_true, y_pred, sample_weight=None):
-    with tf.name_scope(self.name):
-      y_true = tf.cast(y_true, tf.int32)
-      losses = self.call(y_true, y_pred)
-      weights = tf.cast(tf.not_equal(y_true, self.pad_id), losses.dtype)
-      if sample_weight is not None:
-        sample_weight = tf.cast(sample_weight, losses.dtype)
-        if sample_weight.shape.rank == 1:
-          sample_weight = sample_weight[:, tf.newaxis]
-        weights *= sample_weight
-      return tf.math.divide_no_nan(
-          tf.reduce_sum(losses * weights), tf.reduce_sum(weights)
-      )
-
-  def call(self, y_true, y_pred):
-    """The per-token losses [B, T] (any value at padding)."""
-    y_true = tf.cast(y_true, tf.int32)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.where(tf.not_equal(y_true, self.pad_id), y_true, 0),
-        logits=tf.convert_to_tensor(y_pred),
-    )
-
-  def get_config(self):
-    return {'pad_id': self.pad_id, 'name': self.name}
-
-
-def masked_loss() -> tf.keras.losses.Loss:
-  """The training loss: `MaskedSparseCategoricalCrossentropy()`."""
-  return MaskedSparseCategoricalCrossentropy()
-
-
-@tf.keras.utils.register_keras_serializable(package='tff_nlp')
-class MaskedTokenAccuracy(tf.keras.metrics.Mean):
-  """Fraction of non-padding target tokens whose argmax prediction is right.
-
-  Its state (total correct, count) sums over batches and clients, so the
-  federated value is the token accuracy over all clients' tokens.
-
-  Args:
-    pad_id: The label id to ignore.
-    name: The metric's name.
-    dtype: The metric's dtype.
-  """
-
-  def __init__(self, pad_id: int = PAD_ID, name: str = 'token_accuracy',
-               dtype=None):
-    super().__init__(name=name, dtype=dtype)
-    self.pad_id = pad_id
-
-  def update_state(self, y_true, y_pred, sample_weight=None):
-    y_true = tf.cast(y_true, tf.int32)
-    correct = tf.cast(
-        tf.equal(tf.argmax(y_pred, axis=-1, output_type=tf.int32), y_true),
-        self.dtype,
-    )
-    weight = tf.cast(tf.not_equal(y_true, self.pad_id), self.dtype)
-    if sample_weight is not None:
-      sample_weight = tf.cast(sample_weight, self.dtype)
-      if sample_weight.shape.rank == 1:
-        sample_weight = sample_weight[:, tf.newaxis]
-      weight *= sample_weight
-    return super().update_state(correct, sample_weight=weight)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update({'pad_id': self.pad_id})
-    return config
-
-
-def build_model_fn(
-    config: Seq2SeqConfig,
-) -> Callable[[], tff.learning.models.VariableModel]:
-  """Returns a `model_fn` for `tff_nlp.algorithms.build_fl_process`.
-
-  To start a process from a checkpoint: `process.set_model_weights(state,
-  load_model_weights(config, checkpoint))`.
-
-  Args:
-    config: The model's shape and seed.
-
-  Returns:
-    A no-arg callable that builds a new Keras model (same initial weights on
-    every call) and wraps it with `tff.learning.models.from_keras_model`,
-    with `masked_loss`, `MaskedTokenAccuracy` and example and batch counts as
-    metrics, taking batches as described by `input_spec`.
-  """
-
-  def model_fn() -> tff.learning.models.VariableModel:
-    return tff.learning.models.from_keras_model(
-        build_keras_model(config),
-        loss=masked_loss(),
-        input_spec=input_spec(),
-        metrics=[
-            MaskedTokenAccuracy(),
-            tff.learning.metrics.NumExamplesCounter(),
-            tff.learning.metrics.NumBatchesCounter(),
-        ],
-    )
-
-  return model_fn
 
 
 def save_checkpoint(model: tf.keras.Model, path: str) -> str:
@@ -855,132 +574,3 @@ def load_checkpoint(model: tf.keras.Model, path: str) -> None:
         f'configuration. {type(e).__name__}: {str(e)[:500]}'
     ) from e
 
-
-def load_model_weights(
-    config: Seq2SeqConfig, checkpoint: str
-) -> tff.learning.models.ModelWeights:
-  """The weights in `checkpoint`, ordered as `build_model_fn`'s model's."""
-  return tff.learning.models.ModelWeights.from_model(
-      build_keras_model(config, checkpoint)
-  )
-
-
-ENCODER_GROUP = 'encoder'
-DECODER_GROUP = 'decoder'
-
-
-class TensorInfo(NamedTuple):
-  """One trainable tensor of `Seq2SeqTransformer` (see `tensor_layout`).
-
-  Attributes:
-    name: The Keras variable name (informational: not unique, since keras-nlp
-      names some decoder sublayer variables without their layer's prefix,
-      e.g. 'seq2seq_transformer/gamma:0').
-    group: 'encoder' or 'decoder'.
-    layer: The index `i` of `encoder_layers[i]` / `decoder_layers[i]` that
-      owns the tensor, or None for embeddings and output layer norms.
-    num_parameters: Its number of elements.
-  """
-
-  name: str
-  group: str
-  layer: Optional[int]
-  num_parameters: int
-
-
-def tensor_layout(
-    config: Seq2SeqConfig, *, token_embedding_group: str = ENCODER_GROUP
-) -> list[TensorInfo]:
-  """Group, layer and size of each trainable tensor of the model.
-
-  In the order of `build_keras_model(config).trainable_variables`, which is
-  the order of `tff.learning.models.ModelWeights.trainable` of
-  `build_model_fn(config)`'s model. Groups:
-
-  *   'encoder': `encoder_position_embedding`, the tensors of
-      `encoder_layers[i]` (layer i) and `encoder_output_layer_norm`;
-  *   'decoder': `decoder_position_embedding`, `decoder_layers[i]` (layer i)
-      and `decoder_output_layer_norm`;
-  *   the shared `token_embedding`: `token_embedding_group`, 'encoder' by
-      default because it is the source side's input embedding, its first
-      use in the forward pass. It is also the decoder's input embedding and
-      (tied) the output projection, so neither group owns it alone; a caller
-      may pass another group name to give it a group of its own.
-
-  Variables are mapped to layers by object identity, not by name: keras-nlp's
-  decoder sublayer variables do not carry their layer's name.
-
-  Args:
-    config: The model's shape (the weights are built and discarded).
-    token_embedding_group: The group of the tied token embedding.
-
-  Returns:
-    One `TensorInfo` per trainable variable.
-
-  Raises:
-    ValueError: If a trainable variable belongs to none or to more than one
-      of these components (a change of the model this function must follow).
-  """
-  model = build_keras_model(config)
-  owners = [
-      (model.token_embedding, token_embedding_group, None),
-      (model.encoder_position_embedding, ENCODER_GROUP, None),
-      (model.decoder_position_embedding, DECODER_GROUP, None),
-      (model.encoder_output_layer_norm, ENCODER_GROUP, None),
-      (model.decoder_output_layer_norm, DECODER_GROUP, None),
-  ]
-  owners += [(layer, ENCODER_GROUP, i)
-             for i, layer in enumerate(model.encoder_layers)]
-  owners += [(layer, DECODER_GROUP, i)
-             for i, layer in enumerate(model.decoder_layers)]
-  if config.copy_from_source:
-    owners += [(layer, DECODER_GROUP, None) for layer in
-               (model.copy_query, model.copy_key, model.copy_input)]
-  owner_of = {}
-  for layer, group, index in owners:
-    for variable in layer.trainable_weights:
-      key = variable.ref()
-      if key in owner_of:
-        raise ValueError(f'Variable {variable.name} belongs to two layers.')
-      owner_of[key] = (group, index)
-  layout = []
-  for variable in model.trainable_variables:
-    if variable.ref() not in owner_of:
-      raise ValueError(f'Variable {variable.name} belongs to no known layer '
-                       'of Seq2SeqTransformer; update tensor_layout.')
-    group, index = owner_of[variable.ref()]
-    layout.append(TensorInfo(name=variable.name, group=group, layer=index,
-                             num_parameters=int(variable.shape.num_elements())))
-  return layout
-
-
-def controller_mask(
-    layout: Sequence[TensorInfo], layers: Sequence[int] = (0, 3)
-) -> list[bool]:
-  """The tensors of the Controllers baseline (Roosta et al., 2021).
-
-  Only the encoder and decoder layers whose index is in `layers` are
-  exchanged, e.g. (0, 3) for the paper's "6E6D (0-3)"; embeddings and output
-  layer norms stay local. For `dynamic_pulling.build_dynamic_pulling_process(
-  ..., mode='controllers', exchanged=controller_mask(layout))`.
-
-  Args:
-    layout: `tensor_layout(config)`.
-    layers: Layer indices to exchange, in both the encoder and the decoder.
-
-  Returns:
-    One bool per tensor of `layout`: whether it is exchanged.
-
-  Raises:
-    ValueError: If an index of `layers` is a layer of neither the encoder nor
-      the decoder.
-  """
-  present = {t.layer for t in layout
-             if t.group in (ENCODER_GROUP, DECODER_GROUP)
-             and t.layer is not None}
-  missing = sorted(set(layers) - present)
-  if missing:
-    raise ValueError(f'layers {missing} do not exist; the model has layers '
-                     f'{sorted(present)}.')
-  return [t.group in (ENCODER_GROUP, DECODER_GROUP) and t.layer is not None
-          and t.layer in layers for t in layout]

@@ -33,10 +33,8 @@ then 256 byte pieces and the learned pieces.
 """
 
 from collections.abc import Callable, Iterable
-import contextlib
 import hashlib
 import importlib.util
-import io
 import json
 import os
 import subprocess
@@ -49,11 +47,7 @@ import tensorflow as tf
 from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sp
 
 from tff_nlp import errors
-
-# keras-nlp 0.10 in Keras 2 mode imports keras-core, which prints "Using
-# TensorFlow backend" on stdout on import; stdout is for binaries' results.
-with contextlib.redirect_stdout(io.StringIO()):
-  import keras_nlp  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from tff_nlp.models._keras_nlp import keras_nlp
 
 PAD_ID = 0
 UNK_ID = 1
@@ -135,7 +129,7 @@ class SubwordTokenizer(keras_nlp.tokenizers.SentencePieceTokenizer):
   has the special ids of this module: `PAD_ID` 0 (`<pad>`), `UNK_ID` 1
   (`<unk>`), `START_ID` 2 (`<s>`), `END_ID` 3 (`</s>`). `tokenize` adds no
   special token; pack ids for a model with `keras_nlp.layers.StartEndPacker`
-  (or `seq2seq.pack_inputs`). `detokenize` drops the special ids.
+  (or `seq2seq_inputs.pack_inputs`). `detokenize` drops the special ids.
 
   Train one with `SubwordTokenizer.train`, write it with `save` and read it
   back with `SubwordTokenizer.load`. Its exact round trip holds for models

@@ -125,7 +125,7 @@ def build_keras_model(spec: TextClassifierSpec) -> tf.keras.Model:
       embeddings_initializer=tf.keras.initializers.RandomUniform(
           -0.05, 0.05, seed=spec.seed
       ),
-      mask_zero=True,  # Padding is id 0 (`vocabulary.PAD_ID`).
+      mask_zero=True,  # Padding is id 0 (`data.vocabulary.PAD_ID`).
       name='embedding',
   )(token_ids)
   # The mask of the embedding layer makes this a mean over real tokens only.

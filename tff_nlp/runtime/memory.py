@@ -21,7 +21,7 @@ import dataclasses
 import os
 from typing import Optional
 
-from tff_nlp import runtime as runtime_lib
+from tff_nlp.runtime import workers as workers_lib
 
 _STATUS_FIELDS = {'VmRSS': 'rss_bytes', 'VmHWM': 'peak_bytes'}
 _UNITS = {'kb': 1024, 'mb': 1024 ** 2, 'gb': 1024 ** 3, 'b': 1}
@@ -136,7 +136,7 @@ def snapshot(worker_pids: Optional[Sequence[int]] = None) -> Snapshot:
     A `Snapshot` with the workers in ascending pid order.
   """
   if worker_pids is None:
-    worker_pids = runtime_lib.owned_worker_pids()
+    worker_pids = workers_lib.owned_worker_pids()
   workers = []
   for pid in sorted(worker_pids):
     try:

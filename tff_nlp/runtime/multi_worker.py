@@ -37,15 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import functools
-from typing import Optional, Union
+from typing import Optional
 
 from absl import logging
 import tensorflow_federated as tff
 
-from tff_nlp.runtime import contexts
-
-Worker = Union[contexts.WorkerProcess, contexts.RemoteWorker]
-
+from tff_nlp.runtime import workers as workers_lib
 
 def _has_clients_placed_part(type_spec: Optional[tff.types.Type]) -> bool:
   if type_spec is None:
@@ -71,7 +68,8 @@ class SplittingContext(tff.framework.SyncContext):
       inputs that could not be split and ran whole on the first worker.
   """
 
-  def __init__(self, workers: Sequence[Worker], *, default_num_clients: int):
+  def __init__(self, workers: Sequence[workers_lib.Worker], *,
+               default_num_clients: int):
     if len(workers) < 2:
       raise ValueError(
           f'SplittingContext needs at least 2 workers, got {len(workers)}.'
@@ -79,12 +77,12 @@ class SplittingContext(tff.framework.SyncContext):
     self.workers = list(workers)
     self.unsplit_computations: list[str] = []
     self._first_worker = tff.framework.SyncExecutionContext(
-        **contexts.context_kwargs(self.workers[0], default_num_clients)
+        **workers_lib.context_kwargs(self.workers[0], default_num_clients)
     )
     self._mergeable = tff.framework.MergeableCompExecutionContext(
         async_contexts=[
             tff.framework.AsyncExecutionContext(
-                **contexts.context_kwargs(w, default_num_clients)
+                **workers_lib.context_kwargs(w, default_num_clients)
             )
             for w in self.workers
         ],

@@ -1,0 +1,58 @@
+"""The seq2seq model (`seq2seq`) as a `tff.learning` model.
+
+`build_model_fn` returns the `model_fn` of `tff_nlp.algorithms`' builders;
+`load_model_weights` reads a checkpoint written by `seq2seq.save_checkpoint`
+as the `tff.learning.models.ModelWeights` a process starts from.
+"""
+
+from collections.abc import Callable
+
+import tensorflow_federated as tff
+
+from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_inputs
+from tff_nlp.models import seq2seq_loss
+
+
+def build_model_fn(
+    config: seq2seq.Seq2SeqConfig,
+) -> Callable[[], tff.learning.models.VariableModel]:
+  """Returns a `model_fn` for `tff_nlp.algorithms.build_fl_process`.
+
+  To start a process from a checkpoint: `process.set_model_weights(state,
+  load_model_weights(config, checkpoint))`.
+
+  Args:
+    config: The model's shape and seed.
+
+  Returns:
+    A no-arg callable that builds a new Keras model (same initial weights on
+    every call) and wraps it with `tff.learning.models.from_keras_model`,
+    with `seq2seq_loss.masked_loss`, `seq2seq_loss.MaskedTokenAccuracy` and
+    example and batch counts as metrics, taking batches as described by
+    `seq2seq_inputs.input_spec`.
+  """
+
+  def model_fn() -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(
+        seq2seq.build_keras_model(config),
+        loss=seq2seq_loss.masked_loss(),
+        input_spec=seq2seq_inputs.input_spec(),
+        metrics=[
+            seq2seq_loss.MaskedTokenAccuracy(),
+            tff.learning.metrics.NumExamplesCounter(),
+            tff.learning.metrics.NumBatchesCounter(),
+        ],
+    )
+
+  return model_fn
+
+
+def load_model_weights(
+    config: seq2seq.Seq2SeqConfig, checkpoint: str
+) -> tff.learning.models.ModelWeights:
+  """The weights in `checkpoint`, ordered as `build_model_fn`'s model's."""
+  return tff.learning.models.ModelWeights.from_model(
+      seq2seq.build_keras_model(config, checkpoint)
+  )
+
