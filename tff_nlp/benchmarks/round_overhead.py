@@ -8,14 +8,15 @@ starts from the same global weights, trains on the same batches with the same
 tracks its batch losses (Lorar needs max - min), and the server applies the
 Lorar-weighted mean delta with SGD at learning rate 1.
 
-Two workloads (`MODELS`):
+Two workloads (`round_overhead_workloads.MODELS`):
 
 *   `r8_classifier`: the r8 demo task and bag-of-embeddings classifier of
-    `tff_nlp.experiments.federated_text` (`R8Setup`), client SGD;
+    `tff_nlp.tasks.text_classification` (`R8Setup`), client SGD;
 *   `text2sql_seq2seq`: the text-to-SQL clients and Keras seq2seq model as
-    `tff_nlp.experiments.text2sql` builds them (its `prepare_task`,
-    `_build_process` and `_client_data_fn`), with the cpu preset's data,
-    model and local training (`text2sql_setup`), client Adam.
+    the task builds them (`tff_nlp.tasks.text2sql.prepare_task`,
+    `text2sql_process.build_process` and `build_client_data_fn`), with the
+    cpu preset's data, model and local training (`text2sql_setup`), client
+    Adam.
 
 Four sides (`SIDES`) run in one process, interleaved, each from the same
 initial state in every round:
@@ -26,10 +27,10 @@ initial state in every round:
     `max_concurrent_computation_calls=1`: one client at a time, the schedule
     of the pure-TF loops;
 *   `pure_tf_while` and `pure_tf_steps`: the two client loops of
-    `PureTfRound` (a `tf.function` per client looping over its batches with
-    `algorithms.batch_loop.for_each_batch`, as TFF's client work; a Python
-    loop of `tf.function` steps), then the weighted
-    mean and server step in eager TensorFlow. The faster is the reference
+    `round_overhead_pure_tf.PureTfRound` (a `tf.function` per client
+    looping over its batches with `algorithms.batch_loop.for_each_batch`,
+    as TFF's client work; a Python loop of `tf.function` steps), then the
+    weighted mean and server step in eager TensorFlow. The faster is the reference
     of the ratios, so a slow hand-written loop cannot flatter TFF.
 
 After one warm-up round each, every side's global model must match the
@@ -52,32 +53,22 @@ the time goes (`run_round_overhead`'s `breakdown`, per side):
 """
 
 import collections
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 import contextlib
 import dataclasses
 import os
 import statistics
-import tempfile
 import time
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp import algorithms
-from tff_nlp import models
 from tff_nlp import runtime
 from tff_nlp import training as training_lib
-from tff_nlp.algorithms import client_data as client_data_lib
-from tff_nlp.data import text2sql as text2sql_data
-from tff_nlp.experiments import federated_text
-from tff_nlp.experiments import text2sql
-from tff_nlp.models import seq2seq
+from tff_nlp.benchmarks import round_overhead_pure_tf
+from tff_nlp.benchmarks import round_overhead_workloads
 
-R8_CLASSIFIER = 'r8_classifier'
-TEXT2SQL_SEQ2SEQ = 'text2sql_seq2seq'
-MODELS = (R8_CLASSIFIER, TEXT2SQL_SEQ2SEQ)
 # Issue 2's target for TFF's round time over the pure-TF reference.
 TARGET_RATIO = 1.15
 # Sides of the comparison, as keys of the result.
@@ -86,496 +77,10 @@ TFF_C1 = 'tff_c1'
 PURE_TF_WHILE = 'pure_tf_while'
 PURE_TF_STEPS = 'pure_tf_steps'
 SIDES = (TFF, TFF_C1, PURE_TF_WHILE, PURE_TF_STEPS)
-# The two hand-written client loops (`PureTfRound`), and their sides.
-WHILE = 'while'
-STEPS = 'steps'
-PURE_TF_LOOPS = (WHILE, STEPS)
-PURE_TF_SIDES = {PURE_TF_WHILE: WHILE, PURE_TF_STEPS: STEPS}
+PURE_TF_SIDES = {PURE_TF_WHILE: round_overhead_pure_tf.WHILE,
+                 PURE_TF_STEPS: round_overhead_pure_tf.STEPS}
 # Values serialized in a round, as keys of `result['serialization']`.
 SERIALIZED = ('state', 'client_data', 'computation', 'result')
-# The global models of the sides must agree to this fraction of the norm of
-# the round's update (see `check_same_model`).
-RELATIVE_TOLERANCE = 1e-2
-
-
-@dataclasses.dataclass(frozen=True)
-class R8Setup:
-  """The r8 demo classifier's round (`MODELS[0]`).
-
-  Attributes:
-    data: The clients (dataset, split, vocabulary).
-    local_epochs: Local epochs of every client.
-    batch_size: Client batch size.
-    embedding_dim: Embedding size of the classifier.
-    learning_rate: Client SGD learning rate.
-  """
-
-  data: federated_text.ClientDataConfig = federated_text.ClientDataConfig()
-  local_epochs: int = 2
-  batch_size: int = 16
-  embedding_dim: int = 64
-  learning_rate: float = 1.0
-  name: ClassVar[str] = R8_CLASSIFIER
-
-
-@dataclasses.dataclass(frozen=True)
-class Text2SqlSetup:
-  """The text-to-SQL seq2seq round (`MODELS[1]`), in the experiment's configs.
-
-  Attributes:
-    data: Clients, tokenization and training examples per client.
-    model: The seq2seq model; its vocabulary size and lengths are replaced
-      by the tokenizer's and `data`'s, its seed by the run's, as
-      `text2sql.run_text2sql` does. Must have dropout 0 (see
-      `text2sql_setup`).
-    training: Local training; must be federated FedAvg with Lorar weighting
-      and SGD or Adam clients (per-client learning rate), what the pure-TF
-      reference implements.
-  """
-
-  data: text2sql.DataConfig
-  model: seq2seq.Seq2SeqConfig
-  training: text2sql.TrainingConfig
-  name: ClassVar[str] = TEXT2SQL_SEQ2SEQ
-
-  def __post_init__(self):
-    if self.model.dropout:
-      raise ValueError(
-          'The model needs dropout 0: dropout masks are random, so the TFF '
-          'and pure-TF rounds could not be checked to compute the same '
-          f'model; got dropout={self.model.dropout}.')
-    if self.training.method != ('federated', 'fedavg', 'lorar'):
-      raise ValueError(
-          'The round must be federated FedAvg + Lorar (what the pure-TF '
-          f'reference implements); got {self.training.method}.')
-    if self.training.client_optimizer not in ('sgd', 'adam'):
-      raise ValueError(
-          "client_optimizer must be 'sgd' or 'adam' (what the pure-TF "
-          f'reference implements), got {self.training.client_optimizer!r}.')
-
-
-def text2sql_setup(
-    *,
-    num_clients: int = len(text2sql_data.CLIENTS),
-    max_train_examples: Union[text2sql.PerClient, int] = text2sql.PerClient(
-        40, (('advising', 80), ('atis', 80))),
-    local_epochs: Optional[int] = None,
-    batch_size: int = 16,
-    learning_rate: Optional[float] = None,
-) -> Text2SqlSetup:
-  """The text-to-SQL cpu preset (`train_text2sql.cpu.flags`), resized.
-
-  The preset's data (values filled in, table names only, vocabulary 4000,
-  128 / 160 tokens), model (2+2 layers, d=128, 4 heads, d_ff 512) and local
-  training (FedAvg + Lorar, Adam at 2e-3, batch 16, 2 local epochs, 1 for
-  advising and atis), with two changes: fewer training examples per client
-  (`max_train_examples`, the size knob; the preset has 200, 400 for advising
-  and atis) and no dropout (random masks would differ between the sides).
-
-  Args:
-    num_clients: The first this many of `text2sql.CLIENTS`.
-    max_train_examples: Training examples per client (seeded subsets).
-    local_epochs: Local epochs of every client; None keeps the preset's.
-    batch_size: Client batch size.
-    learning_rate: Client Adam learning rate; None keeps the preset's.
-
-  Returns:
-    A `Text2SqlSetup`.
-  """
-  if not 1 <= num_clients <= len(text2sql_data.CLIENTS):
-    raise ValueError(
-        f'num_clients must be in 1..{len(text2sql_data.CLIENTS)}, got '
-        f'{num_clients}.')
-  return Text2SqlSetup(
-      data=text2sql.DataConfig(
-          clients=text2sql_data.CLIENTS[:num_clients],
-          with_values=True,
-          schema_columns=False,
-          vocabulary_size=4000,
-          max_source_length=128,
-          max_target_length=160,
-          max_train_examples=max_train_examples,
-          # Dev and test are not used; 0 would keep all of them.
-          max_eval_examples=1,
-      ),
-      model=seq2seq.Seq2SeqConfig.from_preset(
-          'small', num_encoder_layers=2, num_decoder_layers=2, hidden_dim=128,
-          num_heads=4, intermediate_dim=512, dropout=0.0),
-      training=text2sql.TrainingConfig(
-          paradigm='federated',
-          algorithm='fedavg',
-          weighting='lorar',
-          client_optimizer='adam',
-          local_epochs=(
-              text2sql.PerClient(2, (('advising', 1), ('atis', 1)))
-              if local_epochs is None else text2sql.PerClient(local_epochs)),
-          learning_rates=text2sql.PerClient(
-              2e-3 if learning_rate is None else learning_rate),
-          batch_sizes=text2sql.PerClient(batch_size),
-      ),
-  )
-
-
-Setup = Union[R8Setup, Text2SqlSetup]
-
-
-@dataclasses.dataclass
-class ClientWork:
-  """One client's local training, as the pure-TF reference runs it.
-
-  Attributes:
-    name: The client's name (text-to-SQL) or index (r8).
-    dataset: Its batches: one epoch, the same the TFF process receives.
-    learning_rate: Its client learning rate.
-    num_epochs: Its local epochs.
-    batch_size: Its batch size.
-    train_examples: Its training examples.
-  """
-
-  name: str
-  dataset: tf.data.Dataset
-  learning_rate: float
-  num_epochs: int
-  batch_size: int
-  train_examples: int
-
-
-@dataclasses.dataclass
-class Workload:
-  """One round's work, built once and run by every side.
-
-  Attributes:
-    process: The TFF learning process.
-    client_data: `process.next`'s client data.
-    model_fn: Builds the `tff.learning` model (also the pure-TF side's).
-    client_optimizer: The client optimizer; the pure-TF side sets each
-      client's learning rate into its state, as the process does.
-    clients: Each client's training, for the pure-TF side.
-    prepare_seconds: Loading and encoding the data (and the tokenizer).
-    build_seconds: Building the process (Python tracing of its
-      computations).
-  """
-
-  process: algorithms.FLProcess
-  client_data: list[Any]
-  model_fn: Callable[[], tff.learning.models.VariableModel]
-  client_optimizer: tff.learning.optimizers.Optimizer
-  clients: list[ClientWork]
-  prepare_seconds: float
-  build_seconds: float
-
-
-def _build_r8_workload(setup: R8Setup, *, data_dir: Optional[str],
-                       seed: int) -> Workload:
-  start = time.perf_counter()
-  task = federated_text.prepare_clients(
-      setup.data, data_dir=data_dir, seed=seed)
-  spec = task.model_spec(embedding_dim=setup.embedding_dim, seed=seed)
-  datasets = [
-      federated_text.train_dataset(
-          client, batch_size=setup.batch_size, shuffle_seed=(seed, client_id))
-      for client_id, client in enumerate(task.clients)
-  ]
-  prepared = time.perf_counter()
-  model_fn = models.build_model_fn(spec)
-  optimizer = tff.learning.optimizers.build_sgdm(
-      learning_rate=setup.learning_rate)
-  process = algorithms.build_fl_process(
-      model_fn,
-      algorithm='fedavg',
-      weighting='lorar',
-      client_optimizer_fn=optimizer,
-      with_client_config=True,
-  )
-  built = time.perf_counter()
-  return Workload(
-      process=process,
-      client_data=[
-          algorithms.with_client_config(
-              ds, learning_rate=setup.learning_rate,
-              num_epochs=setup.local_epochs)
-          for ds in datasets
-      ],
-      model_fn=model_fn,
-      client_optimizer=optimizer,
-      clients=[
-          ClientWork(name=str(i), dataset=ds,
-                     learning_rate=setup.learning_rate,
-                     num_epochs=setup.local_epochs,
-                     batch_size=setup.batch_size,
-                     train_examples=client.num_train)
-          for i, (ds, client) in enumerate(zip(datasets, task.clients))
-      ],
-      prepare_seconds=prepared - start,
-      build_seconds=built - prepared,
-  )
-
-
-def _build_text2sql_workload(setup: Text2SqlSetup, *,
-                             data_dir: Optional[str], seed: int) -> Workload:
-  start = time.perf_counter()
-  # The tokenizer is trained for this run and not kept.
-  with tempfile.TemporaryDirectory(prefix='round_overhead_') as tokenizer_dir:
-    task = text2sql.prepare_task(setup.data, data_dir=data_dir, seed=seed,
-                                 tokenizer_dir=tokenizer_dir)
-  model_config = dataclasses.replace(
-      setup.model, vocabulary_size=task.tokenizer.vocabulary_size(),
-      max_source_length=setup.data.max_source_length,
-      max_target_length=setup.data.max_target_length, seed=seed)
-  # The experiment's own builders, so that both measure the same thing.
-  # pylint: disable=protected-access
-  (unit,) = text2sql._units(setup.training, task.clients)
-  parser = text2sql._Seq2SeqParser(task, model_config,
-                                   setup.training.decode_batch_size)
-  # Round 1's client data, as the experiment's round loop would get it.
-  client_data = text2sql._client_data_fn(
-      task, unit, setup.training, seed, parser)(
-          1, range(len(unit.train_clients)))
-  prepared = time.perf_counter()
-  process = text2sql._build_process(setup.training, parser, unit)
-  # pylint: enable=protected-access
-  built = time.perf_counter()
-  training = setup.training
-  return Workload(
-      process=process,
-      client_data=client_data,
-      model_fn=seq2seq.build_model_fn(model_config),
-      client_optimizer=algorithms.CLIENT_OPTIMIZERS[training.client_optimizer](
-          learning_rate=training.learning_rates.default),
-      clients=[
-          # The same batches the process gets: the examples of its client
-          # data; learning rate and epochs from the configuration.
-          ClientWork(name=name, dataset=data[client_data_lib.EXAMPLES_KEY],
-                     learning_rate=training.learning_rates[name],
-                     num_epochs=int(training.local_epochs[name]),
-                     batch_size=int(training.batch_sizes[name]),
-                     train_examples=len(task.splits[name]['train']))
-          for name, data in zip(unit.train_clients, client_data)
-      ],
-      prepare_seconds=prepared - start,
-      build_seconds=built - prepared,
-  )
-
-
-def build_workload(setup: Setup, *, data_dir: Optional[str],
-                   seed: int) -> Workload:
-  """Prepares the clients and builds the process of `setup`'s model.
-
-  Args:
-    setup: An `R8Setup` or a `Text2SqlSetup`.
-    data_dir: The `shared/data` folder; None finds it.
-    seed: Seed of the data (split, subsets, batch order) and the model.
-
-  Returns:
-    The `Workload`.
-  """
-  if isinstance(setup, R8Setup):
-    return _build_r8_workload(setup, data_dir=data_dir, seed=seed)
-  if isinstance(setup, Text2SqlSetup):
-    return _build_text2sql_workload(setup, data_dir=data_dir, seed=seed)
-  raise TypeError(f'Expected an R8Setup or a Text2SqlSetup, got {setup!r}.')
-
-
-class PureTfRound:
-  """The hand-written reference round, with either of two client loops.
-
-  `pure_tf_round(global_trainable, clients, loop=...)` trains each client in
-  turn from `global_trainable` (a list of arrays) and returns the new global
-  trainable weights (numpy) and each client's training seconds. Each client:
-  the optimizer with the client's learning rate, its batches repeated
-  `num_epochs` times, weight |D_i|·(max - min batch loss) (Lorar; |D_i|
-  examples per epoch), and if every client's max - min is 0, |D_i| (the
-  process's fallback). The server step is SGD with learning rate 1 on the
-  weighted mean delta, i.e. `w - mean(delta)` (FedAvg's).
-
-  The client loops:
-
-  *   `WHILE`: one `tf.function` per client looping over its batches with
-      `algorithms.batch_loop.for_each_batch` (a `tf.while_loop` over the
-      dataset's iterator), as TFF's client work does.
-  *   `STEPS`: a Python loop over the batches calling one `tf.function`
-      training step (shape-relaxed, traced once), the usual hand-written
-      loop: a small Python dispatch cost per batch.
-  """
-
-  def __init__(self, model_fn: Callable[[], tff.learning.models.VariableModel],
-               optimizer: tff.learning.optimizers.Optimizer):
-    """Builds the model (its variables are reused by every client).
-
-    Args:
-      model_fn: Builds the `tff.learning` model (`forward_pass` gives the
-        loss the process trains on).
-      optimizer: The client optimizer; only its learning rate is set per
-        client.
-    """
-    self._model = model_fn()
-    self._trainable = tuple(self._model.trainable_variables)
-    self._optimizer = optimizer
-    self._while_fn = tf.function(self._train_with_while)
-    self._step_fn = None  # Built on first use, from the batches' spec.
-
-  def _initial_optimizer_state(self, learning_rate):
-    state = self._optimizer.initialize(
-        tuple(tf.TensorSpec(v.shape, v.dtype) for v in self._trainable))
-    return self._optimizer.set_hparams(
-        state, {tff.learning.optimizers.LEARNING_RATE_KEY: learning_rate})
-
-  def _train_step(self, optimizer_state, batch):
-    with tf.GradientTape() as tape:
-      output = self._model.forward_pass(batch, training=True)
-    grads = tape.gradient(output.loss, self._trainable)
-    optimizer_state, new_weights = self._optimizer.next(
-        optimizer_state, self._trainable, grads)
-    for v, w in zip(self._trainable, new_weights):
-      v.assign(w)
-    return (optimizer_state, tf.cast(output.num_examples, tf.float32),
-            output.loss)
-
-  def _train_with_while(self, initial_trainable, dataset, learning_rate,
-                        num_epochs):
-    for v, w in zip(self._trainable, initial_trainable):
-      v.assign(w)
-
-    def train_on_batch(loop_state, batch):
-      num_examples, max_loss, min_loss, optimizer_state = loop_state
-      optimizer_state, batch_size, loss = self._train_step(
-          optimizer_state, batch)
-      return (num_examples + batch_size, tf.maximum(max_loss, loss),
-              tf.minimum(min_loss, loss), optimizer_state)
-
-    num_examples, max_loss, min_loss, _ = algorithms.batch_loop.for_each_batch(
-        dataset.repeat(tf.cast(num_epochs, tf.int64)),
-        (tf.constant(0.0), tf.constant(-np.inf), tf.constant(np.inf),
-         self._initial_optimizer_state(learning_rate)),
-        train_on_batch)
-    delta = tuple(w0 - v for w0, v in zip(initial_trainable, self._trainable))
-    return (delta, num_examples / tf.cast(num_epochs, tf.float32),
-            max_loss - min_loss)
-
-  def _train_with_steps(self, initial_trainable, dataset, learning_rate,
-                        num_epochs):
-    for v, w in zip(self._trainable, initial_trainable):
-      v.assign(w)
-    state = tf.nest.map_structure(
-        tf.convert_to_tensor, self._initial_optimizer_state(learning_rate))
-    if self._step_fn is None:
-      # Batches differ in size and length (trimmed padding): one trace for
-      # all of them.
-      relaxed = tf.nest.map_structure(
-          lambda s: tf.TensorSpec([None] * s.shape.rank, s.dtype),
-          dataset.element_spec)
-      self._step_fn = tf.function(
-          self._train_step,
-          input_signature=(tf.nest.map_structure(tf.TensorSpec.from_tensor,
-                                                 state), relaxed))
-    sizes, losses = [], []
-    for batch in dataset.repeat(num_epochs):
-      state, batch_size, loss = self._step_fn(state, batch)
-      sizes.append(batch_size)
-      losses.append(loss)
-    delta = tuple(tf.constant(w0) - v
-                  for w0, v in zip(initial_trainable, self._trainable))
-    losses = tf.stack(losses)
-    return (delta, tf.add_n(sizes) / num_epochs,
-            tf.reduce_max(losses) - tf.reduce_min(losses))
-
-  def __call__(self, global_trainable: Sequence[np.ndarray],
-               clients: Sequence[ClientWork], *,
-               loop: str) -> tuple[list[np.ndarray], list[float]]:
-    """One round: the new global trainable weights and client seconds."""
-    deltas, sizes, reductions, seconds = [], [], [], []
-    for client in clients:
-      start = time.perf_counter()
-      if loop == WHILE:
-        delta, size, reduction = self._while_fn(
-            global_trainable, client.dataset,
-            tf.constant(client.learning_rate, tf.float32),
-            tf.constant(client.num_epochs, tf.int32))
-      elif loop == STEPS:
-        delta, size, reduction = self._train_with_steps(
-            global_trainable, client.dataset,
-            tf.constant(client.learning_rate, tf.float32), client.num_epochs)
-      else:
-        raise ValueError(f'loop must be one of {PURE_TF_LOOPS}, got {loop!r}.')
-      # On CPU a tf.function returns when its work is done; reading a scalar
-      # back makes that explicit on any device.
-      reduction = float(reduction)
-      seconds.append(time.perf_counter() - start)
-      deltas.append(delta)
-      sizes.append(size)
-      reductions.append(reduction)
-    weights = [s * r for s, r in zip(sizes, reductions)]
-    if not any(reductions):
-      weights = sizes
-    total = tf.add_n(weights)
-    new_weights = [
-        (w - tf.add_n([p * d[i] for p, d in zip(weights, deltas)]) / total)
-        .numpy()
-        for i, w in enumerate(global_trainable)
-    ]
-    return new_weights, seconds
-
-
-def _max_abs(arrays: Sequence[np.ndarray]) -> float:
-  return max(float(np.max(np.abs(a))) for a in arrays)
-
-
-def _norm(arrays: Sequence[np.ndarray]) -> float:
-  return float(np.sqrt(sum(np.sum(np.square(a, dtype=np.float64))
-                           for a in arrays)))
-
-
-def check_same_model(weights: Mapping[str, Sequence[Any]],
-                     initial: Sequence[Any], *,
-                     reference: str) -> collections.OrderedDict:
-  """Checks that every side computed the reference side's global model.
-
-  The sides' weights differ by floating-point noise (TFF's worker runs its
-  own optimized graph), which training amplifies: on the seq2seq model with
-  Adam, 6 local steps turn it into differences of a tenth of the largest
-  coordinate's update, though only 1e-3 of the update as a whole. So the
-  check compares norms: ||w_side - w_reference|| must be at most
-  `RELATIVE_TOLERANCE` times ||w_reference - w_initial||. Different work (a
-  client's learning rate, epochs, batches or weight) moves the global
-  update by far more.
-
-  Args:
-    weights: Side -> its global trainable weights after the round.
-    initial: The global trainable weights before the round.
-    reference: The side the others are compared with.
-
-  Returns:
-    An OrderedDict: `max_abs_update` and `update_norm` of the reference,
-    and per other side `{side: OrderedDict(max_abs=..., relative=...)}`
-    (max |difference|, ||difference|| / update_norm).
-
-  Raises:
-    AssertionError: If a side's relative difference exceeds
-      `RELATIVE_TOLERANCE`: the benchmark would time different work.
-  """
-  initial = [np.asarray(w, np.float64) for w in initial]
-  ref = [np.asarray(w, np.float64) for w in weights[reference]]
-  update = [r - w0 for r, w0 in zip(ref, initial)]
-  update_norm = _norm(update)
-  result = collections.OrderedDict(max_abs_update=_max_abs(update),
-                                   update_norm=update_norm)
-  for side, side_weights in weights.items():
-    if side == reference:
-      continue
-    difference = [np.asarray(w, np.float64) - r
-                  for w, r in zip(side_weights, ref)]
-    relative = _norm(difference) / update_norm if update_norm else (
-        0.0 if _norm(difference) == 0 else np.inf)
-    result[side] = collections.OrderedDict(
-        max_abs=_max_abs(difference), relative=relative)
-    if not relative <= RELATIVE_TOLERANCE:
-      raise AssertionError(
-          f'{side} and {reference} rounds disagree: ||difference|| is '
-          f'{relative:.3g} of ||update|| (max |difference| '
-          f'{result[side]["max_abs"]:.3g}, max |update| '
-          f'{result["max_abs_update"]:.3g}); the benchmark would compare '
-          'different work.')
-  return result
 
 
 def _serialize(process, state, client_data, result, computation
@@ -601,7 +106,8 @@ def _concurrency_label(calls: int) -> str:
   return str(calls) if calls > 0 else 'unlimited'
 
 
-def _measure(workload: Workload, pure_tf_round: PureTfRound,
+def _measure(workload: round_overhead_workloads.Workload,
+             pure_tf_round: round_overhead_pure_tf.PureTfRound,
              contexts: Mapping[str, Any], *, computation,
              repeats: int) -> dict[str, Any]:
   """Runs the warm-up, the check and the interleaved timed rounds.
@@ -653,7 +159,8 @@ def _measure(workload: Workload, pure_tf_round: PureTfRound,
     weights = {side: process.get_model_weights(outputs[side].state).trainable
                for side in contexts}
   weights.update((side, outputs[side]) for side in PURE_TF_SIDES)
-  differences = check_same_model(weights, initial, reference=TFF)
+  differences = round_overhead_pure_tf.check_same_model(weights, initial,
+                                                       reference=TFF)
 
   for repeat in range(repeats):
     # Rotating the order keeps drift (e.g. other processes on the machine)
@@ -670,7 +177,7 @@ def _measure(workload: Workload, pure_tf_round: PureTfRound,
 
 def run_round_overhead(
     *,
-    setup: Setup,
+    setup: round_overhead_workloads.Setup,
     data_dir: Optional[str],
     repeats: int,
     seed: int,
@@ -712,12 +219,14 @@ def run_round_overhead(
         'The benchmark starts its own workers (one context with concurrency '
         '1); remote worker_addresses cannot be given a concurrency from '
         f'here: {list(context_settings.worker_addresses)}.')
-  workload = build_workload(setup, data_dir=data_dir, seed=seed)
+  workload = round_overhead_workloads.build_workload(
+      setup, data_dir=data_dir, seed=seed)
   process = workload.process
   # Built after the process: a Keras model built before TFF traces
   # `model_fn` fails when first called in a tf.function afterwards.
   start = time.perf_counter()
-  pure_tf_round = PureTfRound(workload.model_fn, workload.client_optimizer)
+  pure_tf_round = round_overhead_pure_tf.PureTfRound(
+      workload.model_fn, workload.client_optimizer)
   pure_tf_build_seconds = time.perf_counter() - start
   # As the contexts compile it on their first call; serialized below because
   # they send it with every call.

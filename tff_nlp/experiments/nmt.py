@@ -18,7 +18,8 @@ model per client). `run_engine` trains one; its kinds:
 *   `combined`: the generic engine fine-tuned on the union of all domains'
     training data (centralised data combination, Table 3);
 *   `chained`: the generic engine fine-tuned on each other domain in turn,
-    in the order of `nmt_task.DataConfig.domains` (chained fine-tuning, Table 3);
+    in the order of `DataConfig.domains` (`tff_nlp.tasks.nmt`; chained
+    fine-tuning, Table 3);
 *   `federated`: the generic engine given to every client; rounds of local
     fine-tuning (`local_steps` steps per client) and aggregation weighted by
     data size, with the dynamic-pulling `mode` of
