@@ -15,16 +15,17 @@ import sacrebleu
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.experiments import nmt
+from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.metrics import nmt_report
 from tff_nlp.models import seq2seq
 
-_DATA = nmt.DataConfig(domains=('wmt_news', 'ubuntu_l10n'),
+_DATA = nmt_task.DataConfig(domains=('wmt_news', 'ubuntu_l10n'),
                        vocabulary_size=400, max_length=20,
                        max_train_examples=32, max_eval_examples=6)
 _MODEL = seq2seq.Seq2SeqConfig.from_preset(
     'small', num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
     num_heads=2, intermediate_dim=32)
-_TRAINING = nmt.TrainingConfig(batch_size=16, pretrain_epochs=1,
+_TRAINING = nmt_task.TrainingConfig(batch_size=16, pretrain_epochs=1,
                                local_steps=2, decode_batch_size=16,
                                controller_layers=(0,))
 _LOOP = training.LoopConfig(rounds=1, progress=False)
@@ -61,7 +62,7 @@ def test_engine_names_and_keys():
       'federated-dp_l-rms-r5')
   dirs = {}
   for steps in (2, 3):
-    training_config = nmt.TrainingConfig(local_steps=steps)
+    training_config = nmt_task.TrainingConfig(local_steps=steps)
     dirs[steps] = {
         e: nmt.engine_dir('out', nmt.EngineSpec.parse(e), data=_DATA,
                           model=_MODEL, training=training_config, seed=0)
@@ -72,7 +73,7 @@ def test_engine_names_and_keys():
   assert dirs[2]['federated:dp_l'] != dirs[3]['federated:dp_l']
   assert dirs[2]['federated:dp_l'].startswith('out/engines/federated-dp_l-r5-')
   # A new generic engine (other epochs) means new engines built on it.
-  longer = nmt.TrainingConfig(local_steps=2, pretrain_epochs=3)
+  longer = nmt_task.TrainingConfig(local_steps=2, pretrain_epochs=3)
   assert nmt.engine_dir('out', nmt.EngineSpec('chained'), data=_DATA,
                         model=_MODEL, training=longer, seed=0) != dirs[2][
                             'chained']
@@ -196,24 +197,24 @@ def test_select_domains_discovers_every_domain_folder(tmp_path):
   # A user's sixth domain ('legal') and another ('aaa') beside two of the
   # paper's: the paper's come first in their order, then the others by name.
   _domain_folders(tmp_path, ['legal', 'php_docs', 'aaa', 'wmt_news'])
-  assert nmt.select_domains(str(tmp_path)) == (
+  assert nmt_task.select_domains(str(tmp_path)) == (
       'wmt_news', 'php_docs', 'aaa', 'legal')
 
 
 def test_select_domains_names_the_users_domains_left_out(tmp_path, caplog):
   _domain_folders(tmp_path, ['legal', 'php_docs', 'wmt_news'])
   with caplog.at_level('WARNING'):
-    assert nmt.select_domains(str(tmp_path), ['wmt_news']) == ('wmt_news',)
+    assert nmt_task.select_domains(str(tmp_path), ['wmt_news']) == ('wmt_news',)
   (record,) = [r for r in caplog.records if r.levelname == 'WARNING']
   # The paper's php_docs left out is a choice; the added 'legal' is named.
   assert 'not used, as --domains does not list them: legal.' in (
       record.getMessage())
   caplog.clear()
   with caplog.at_level('WARNING'):
-    nmt.select_domains(str(tmp_path), ['wmt_news', 'legal'])
+    nmt_task.select_domains(str(tmp_path), ['wmt_news', 'legal'])
   assert not [r for r in caplog.records if r.levelname == 'WARNING']
 
 
 def test_select_domains_of_a_folder_without_domains(tmp_path):
   with pytest.raises(errors.InputError, match='holds neither'):
-    nmt.select_domains(str(tmp_path))
+    nmt_task.select_domains(str(tmp_path))

@@ -17,7 +17,8 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
-from tests.experiments import text2sql_fake_runs
+from tff_nlp.tasks import text2sql as text2sql_task
+from tests import text2sql_fake_runs
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
 _FEDAVG_LORAR = ('federated', 'fedavg', 'lorar')
@@ -235,7 +236,7 @@ _BASELINE_CLIENTS = ('restaurants', 'imdb')
 @pytest.fixture(scope='module')
 def baseline():
   return text2sql_seed_runs.template_retrieval_predictions(
-      text2sql.DataConfig(clients=_BASELINE_CLIENTS), data_dir=None)
+      text2sql_task.DataConfig(clients=_BASELINE_CLIENTS), data_dir=None)
 
 
 def test_baseline_row_on_full_splits(tmp_path, baseline):
@@ -360,7 +361,7 @@ def test_align_to_baseline_anonymised_questions():
   real = text2sql_fake_runs.real_test_examples(
       ('imdb',), with_values=False, schema_columns=False)['imdb']
   anonymised = text2sql_seed_runs.template_retrieval_predictions(
-      text2sql.DataConfig(clients=('imdb',), with_values=False),
+      text2sql_task.DataConfig(clients=('imdb',), with_values=False),
       data_dir=None)
   golds = [g for _, g in anonymised.pairs['imdb']]
   examples = [(s, g) for (s, _), g in zip(real, golds)]

@@ -20,15 +20,17 @@ from tff_nlp import metrics
 from tff_nlp import runtime
 from tff_nlp import training
 from tff_nlp.baselines import template_retrieval
-from tff_nlp.experiments import seq2seq_examples
+from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
+from tff_nlp.tasks import seq2seq_examples
+from tff_nlp.tasks import text2sql as text2sql_task
 
 _CLIENTS = ('geography', 'imdb')
-_DATA = experiment.DataConfig(
+_DATA = text2sql_task.DataConfig(
     clients=_CLIENTS, schema_columns=False, vocabulary_size=400,
     max_source_length=48, max_target_length=96, max_train_examples=6,
     max_eval_examples=3)
@@ -39,11 +41,11 @@ _LOOP = training.LoopConfig(rounds=2, eval_every=1, progress=False)
 
 
 def _run(output_dir, **training_kwargs):
-  training_kwargs.setdefault('local_epochs', experiment.PerClient(1))
-  training_kwargs.setdefault('batch_sizes', experiment.PerClient(4))
+  training_kwargs.setdefault('local_epochs', text2sql_task.PerClient(1))
+  training_kwargs.setdefault('batch_sizes', text2sql_task.PerClient(4))
   return experiment.run_text2sql(
       data_dir=None, output_dir=str(output_dir), data=_DATA, model=_MODEL,
-      training=experiment.TrainingConfig(**training_kwargs), loop=_LOOP)
+      training=text2sql_task.TrainingConfig(**training_kwargs), loop=_LOOP)
 
 
 @pytest.mark.parametrize('training_kwargs, unit_dirs', [
@@ -127,8 +129,8 @@ def test_copy_words_run(tmp_path, with_values):
       max_target_length=0, with_values=with_values, vocabulary_size=300)
   results = experiment.run_text2sql(
       data_dir=None, output_dir=str(tmp_path), data=data, model=_MODEL,
-      training=experiment.TrainingConfig(
-          paradigm='centralized', batch_sizes=experiment.PerClient(4)),
+      training=text2sql_task.TrainingConfig(
+          paradigm='centralized', batch_sizes=text2sql_task.PerClient(4)),
       loop=dataclasses.replace(_LOOP, evaluate_initial=False))
   # Lengths fit the longest example: nothing is truncated.
   assert all(v == {'sources': 0, 'targets': 0}
@@ -143,14 +145,14 @@ def test_copy_words_run(tmp_path, with_values):
   assert [r['round'] for r in records if 'eval' in r] == [1, 2]
   # Gold SQL is scored with values on both protocols: the anonymised
   # run's predictions have the variables' values filled in.
-  gold = {c: [e.sql for e in experiment.text2sql.load_clients(
+  gold = {c: [e.sql for e in text2sql_data.load_clients(
       [c], with_values=True)[c].test] for c in _CLIENTS}
   for client in _CLIENTS:
     with open(os.path.join(tmp_path, 'predictions', f'{client}.jsonl')) as f:
       lines = [json.loads(line) for line in f]
     assert all(line['gold'] in gold[client] for line in lines)
     for line in lines:
-      assert experiment.text2sql.VARIABLE_PATTERN.search(line['gold']) is None
+      assert text2sql_data.VARIABLE_PATTERN.search(line['gold']) is None
 
 
 @pytest.mark.parametrize('spec, kind, expected', [
@@ -159,7 +161,7 @@ def test_copy_words_run(tmp_path, with_values):
     ([' 4 '], int, (4, {})),
 ])
 def test_per_client_parse(spec, kind, expected):
-  value = experiment.PerClient.parse(spec, name='x', kind=kind)
+  value = text2sql_task.PerClient.parse(spec, name='x', kind=kind)
   default, overrides = expected
   assert value.default == default
   for client in ('advising', 'atis', 'yelp', 'imdb'):
@@ -167,38 +169,38 @@ def test_per_client_parse(spec, kind, expected):
 
 
 def test_per_client_parse_allows_zero_only_when_asked():
-  value = experiment.PerClient.parse(['0', 'atis=400'], name='x', kind=int,
+  value = text2sql_task.PerClient.parse(['0', 'atis=400'], name='x', kind=int,
                                      allow_zero=True)
   assert (value['imdb'], value['atis']) == (0, 400)
   with pytest.raises(errors.InputError, match="--x: '0' must be positive"):
-    experiment.PerClient.parse(['0'], name='x', kind=int)
+    text2sql_task.PerClient.parse(['0'], name='x', kind=int)
   with pytest.raises(errors.InputError, match="--x: 'atis=-1' must be >= 0"):
-    experiment.PerClient.parse(['0', 'atis=-1'], name='x', kind=int,
+    text2sql_task.PerClient.parse(['0', 'atis=-1'], name='x', kind=int,
                                allow_zero=True)
 
 
 def test_per_client_training_caps(tmp_path):
-  data = experiment.DataConfig(
+  data = text2sql_task.DataConfig(
       clients=('geography', 'imdb', 'yelp'), schema_columns=False,
       vocabulary_size=400, max_source_length=48, max_target_length=96,
-      max_train_examples=experiment.PerClient(5, (('imdb', 9), ('yelp', 0))),
+      max_train_examples=text2sql_task.PerClient(5, (('imdb', 9), ('yelp', 0))),
       max_eval_examples=2)
-  task = experiment.prepare_task(data, data_dir=None, seed=0,
+  task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
                                  tokenizer_dir=str(tmp_path))
   sizes = {c: len(task.splits[c]['train']) for c in task.clients}
   # yelp=0 keeps all 78 training questions of the paper's split.
   assert sizes == {'geography': 5, 'imdb': 9, 'yelp': 78}
-  assert experiment.DataConfig(max_train_examples=7).max_train_examples == (
-      experiment.PerClient(7))
+  assert text2sql_task.DataConfig(max_train_examples=7).max_train_examples == (
+      text2sql_task.PerClient(7))
 
 
 def test_decode_lengths_bound_every_gold_sql_of_the_client(tmp_path):
-  data = experiment.DataConfig(
+  data = text2sql_task.DataConfig(
       clients=('geography', 'yelp'), schema_columns=False,
       tokenizer='copy_words', sql_merges=50, vocabulary_size=400,
       max_source_length=0, max_target_length=0, max_train_examples=20,
       max_eval_examples=0)
-  task = experiment.prepare_task(data, data_dir=None, seed=0,
+  task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
                                  tokenizer_dir=str(tmp_path))
   for client in task.clients:
     # The longest gold SQL of the client, in words, plus END; every
@@ -221,19 +223,19 @@ def test_decode_lengths_bound_every_gold_sql_of_the_client(tmp_path):
 def test_retrieved_sql_hints_are_the_baselines_predictions(tmp_path,
                                                            with_values):
   clients = ('geography', 'yelp')
-  data = experiment.DataConfig(
+  data = text2sql_task.DataConfig(
       clients=clients, schema_columns=False, tokenizer='copy_words',
       sql_merges=50, vocabulary_size=400, max_source_length=0,
       max_target_length=0, retrieved_sql=True, with_values=with_values)
-  task = experiment.prepare_task(data, data_dir=None, seed=0,
+  task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
                                  tokenizer_dir=str(tmp_path))
-  raw = experiment.text2sql.load_clients(clients, with_values=True)
+  raw = text2sql_data.load_clients(clients, with_values=True)
   baseline = template_retrieval.predict_clients(raw, split='test')
   for client in clients:
     test = task.splits[client]['test']
-    questions = [experiment.text2sql.model_input(
+    questions = [text2sql_data.model_input(
         e.question, raw[client].schema, columns=False)
-                 for e in experiment.text2sql.load_clients(
+                 for e in text2sql_data.load_clients(
                      [client], with_values=with_values)[client].test]
     hints = []
     for source, question in zip(test.sources, questions):
@@ -246,7 +248,7 @@ def test_retrieved_sql_hints_are_the_baselines_predictions(tmp_path,
       # Anonymised hints with the oracle values are right wherever the
       # baseline is (they can be right more often: a variable only in the
       # SQL gets the question's own value, not the retrieved example's).
-      filled = [experiment.text2sql.fill_variables(hint, variables)
+      filled = [text2sql_data.fill_variables(hint, variables)
                 for hint, variables in zip(hints, test.variables)]
       for hint, (prediction, gold) in zip(filled, baseline[client]):
         assert hint == gold or prediction != gold
@@ -260,7 +262,7 @@ def test_retrieved_sql_hints_are_the_baselines_predictions(tmp_path,
   train = task.splits['geography']['train']
   hints = [source.split(' <sql> ', 1)[1] for source in train.sources]
   if not with_values:
-    hints = [experiment.text2sql.fill_variables(hint, variables)
+    hints = [text2sql_data.fill_variables(hint, variables)
              for hint, variables in zip(hints, train.variables)]
   assert sum(h == gold for h, gold in zip(hints, train.gold_sql)) == 323
 
@@ -274,7 +276,7 @@ def test_retrieved_sql_hints_are_the_baselines_predictions(tmp_path,
 ])
 def test_per_client_parse_errors_name_the_flag(spec, message):
   with pytest.raises(errors.InputError, match=f'--local_epochs: .*{message}'):
-    experiment.PerClient.parse(spec, name='local_epochs', kind=int)
+    text2sql_task.PerClient.parse(spec, name='local_epochs', kind=int)
 
 
 @pytest.mark.parametrize('kwargs, message', [
@@ -283,14 +285,14 @@ def test_per_client_parse_errors_name_the_flag(spec, message):
     (dict(clients=('nowhere',)), 'nowhere'),
     (dict(max_source_length=0), 'max_source_length must be positive'),
     (dict(max_train_examples=-1), 'max_train_examples must be >= 0'),
-    (dict(max_train_examples=experiment.PerClient(5, (('atis', -2),))),
+    (dict(max_train_examples=text2sql_task.PerClient(5, (('atis', -2),))),
      'max_train_examples must be >= 0'),
     (dict(max_eval_examples=-1), 'max_eval_examples must be >= 0'),
     (dict(retrieved_sql=True), 'retrieved_sql needs the copy_words'),
 ])
 def test_data_config_rejects(kwargs, message):
   with pytest.raises(ValueError, match=message):
-    experiment.DataConfig(**kwargs)
+    text2sql_task.DataConfig(**kwargs)
 
 
 @pytest.fixture(scope='module')
@@ -312,10 +314,10 @@ def test_init_from_starts_from_the_selected_model(tmp_path, pretrained):
       model=dataclasses.replace(_MODEL, dropout=0.0, seed=5,
                                 vocabulary_size=1000),
       loop=_LOOP, init_from=str(pretrained),
-      training=experiment.TrainingConfig(
+      training=text2sql_task.TrainingConfig(
           paradigm='federated', algorithm='fedavg', weighting='lorar',
-          local_epochs=experiment.PerClient(1),
-          batch_sizes=experiment.PerClient(4)))
+          local_epochs=text2sql_task.PerClient(1),
+          batch_sizes=text2sql_task.PerClient(4)))
   assert ((tmp_path / 'finetuned' / 'tokenizer' / 'vocabulary.spm')
           .read_bytes() == (pretrained / 'tokenizer' /
                             'vocabulary.spm').read_bytes())
@@ -362,7 +364,7 @@ def test_init_from_a_run_of_another_model_is_refused(
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path / 'run'), data=data,
         model=model, loop=_LOOP, init_from=str(pretrained),
-        training=experiment.TrainingConfig())
+        training=text2sql_task.TrainingConfig())
   assert str(e.value) == (
       f"{pretrained / 'config.json'}: the run in '{pretrained}' trained a "
       f"different model (its value -> this run's: {differences}), so its "
@@ -377,7 +379,7 @@ def test_init_from_a_directory_without_a_selected_model(tmp_path):
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
         model=_MODEL, loop=_LOOP, init_from=str(tmp_path),
-        training=experiment.TrainingConfig())
+        training=text2sql_task.TrainingConfig())
 
 
 @pytest.mark.parametrize('recorded, problem', [
@@ -397,7 +399,7 @@ def test_init_from_a_run_without_its_model_config(tmp_path, recorded,
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
         model=_MODEL, loop=_LOOP, init_from=str(earlier),
-        training=experiment.TrainingConfig())
+        training=text2sql_task.TrainingConfig())
   assert str(e.value) == (
       f'{path}: cannot read the model configuration of the run in '
       f"'{earlier}' ({problem.format(path=path)}); init_from needs the "
@@ -442,7 +444,7 @@ def test_token_metrics_match_one_padded_batch(batch_size):
   targets = tf.ragged.constant([[7, 8], [9, 10, 11], [4], [5, 6, 7, 8]])
   x, y = seq2seq.pack_inputs(sources, targets, source_length=6,
                              target_length=5)
-  data = experiment.EncodedSplit(
+  data = text2sql_task.EncodedSplit(
       x={k: v.numpy() for k, v in x.items()}, y=y.numpy(),
       sources=['a'] * 4, gold_sql=['b'] * 4, truncated_sources=0,
       truncated_targets=0)
@@ -453,7 +455,7 @@ def test_token_metrics_match_one_padded_batch(batch_size):
   assert mask.sum() == 14
   expected_loss = float(seq2seq.masked_loss()(y, logits))
   expected_correct = int(((logits.argmax(-1) == y.numpy()) & mask).sum())
-  token_metrics = experiment.make_token_metrics_fn(model,
+  token_metrics = seq2seq_examples.make_token_metrics_fn(model,
                                                    batch_size=batch_size)
   metrics = token_metrics(data)
   assert metrics['tokens'] == 14
@@ -472,10 +474,10 @@ def test_vocab_sliced_run_moves_fewer_bytes(tmp_path):
   # download is the rest of the model plus 60 embedding rows, not 400.
   results = experiment.run_text2sql(
       data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-      training=experiment.TrainingConfig(
+      training=text2sql_task.TrainingConfig(
           paradigm='federated', algorithm='fedavg', weighting='uniform',
-          local_epochs=experiment.PerClient(1),
-          batch_sizes=experiment.PerClient(4)),
+          local_epochs=text2sql_task.PerClient(1),
+          batch_sizes=text2sql_task.PerClient(4)),
       loop=_LOOP, vocab_slice_keys=60)
   slices = results['vocab_slices']
   assert set(slices) == set(_CLIENTS)
@@ -500,10 +502,10 @@ def test_lorar_without_fallback_is_split_across_two_workers(tmp_path):
   with context:
     results = experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-        training=experiment.TrainingConfig(
+        training=text2sql_task.TrainingConfig(
             paradigm='federated', algorithm='fedavg', weighting='lorar',
-            local_epochs=experiment.PerClient(1),
-            batch_sizes=experiment.PerClient(4)),
+            local_epochs=text2sql_task.PerClient(1),
+            batch_sizes=text2sql_task.PerClient(4)),
         loop=_LOOP, num_examples_fallback=False)
   # Every round ran split (none fell back to one worker) and was recorded.
   assert context.tff_context.unsplit_computations == []
@@ -517,7 +519,7 @@ def test_vocab_slicing_needs_fedavg_uniform(tmp_path):
   with pytest.raises(ValueError, match="algorithm 'fedavg' and weighting"):
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-        training=experiment.TrainingConfig(paradigm='federated',
+        training=text2sql_task.TrainingConfig(paradigm='federated',
                                            algorithm='fedavg',
                                            weighting='lorar'),
         loop=_LOOP, vocab_slice_keys=60)
@@ -532,10 +534,10 @@ def test_same_config_and_seed_give_identical_weights_and_metrics(tmp_path):
                       ('no_dropout', dataclasses.replace(_MODEL, dropout=0.0))):
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path / name), data=_DATA,
-        model=model, loop=_LOOP, training=experiment.TrainingConfig(
+        model=model, loop=_LOOP, training=text2sql_task.TrainingConfig(
             paradigm='federated', algorithm='fedavg', weighting='lorar',
-            local_epochs=experiment.PerClient(1),
-            batch_sizes=experiment.PerClient(4)))
+            local_epochs=text2sql_task.PerClient(1),
+            batch_sizes=text2sql_task.PerClient(4)))
     with np.load(tmp_path / name / 'federated' / 'best_model.npz') as f:
       weights = {k: f[k] for k in f.files}
     with open(tmp_path / name / 'federated' / 'metrics.jsonl') as f:

@@ -13,8 +13,8 @@ import pytest
 
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import vocab_slice_benchmark
+from tff_nlp.benchmarks import vocab_slice_benchmark
+from tff_nlp.tasks import text2sql
 from tff_nlp.models import seq2seq
 
 _DATA = text2sql.DataConfig(clients=('geography', 'imdb'))

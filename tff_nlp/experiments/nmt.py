@@ -54,6 +54,7 @@ from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.tasks import seq2seq_examples
+from tff_nlp.training import run_cache
 
 ENGINE_KINDS = ('generic', 'single', 'combined', 'chained', 'federated')
 TOKENIZER_DIR = 'tokenizer'
@@ -399,22 +400,14 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   return key
 
 
-def engine_dir(output_dir: str, spec: EngineSpec, *, data: nmt_task.DataConfig,
+def engine_dir(output_dir: str, spec: EngineSpec, *,
+               data: nmt_task.DataConfig,
                model: seq2seq.Seq2SeqConfig, training: nmt_task.TrainingConfig,
                seed: int) -> str:
   """`output_dir/engines/<name>-<hash of engine_key>`."""
-  digest = training_lib.config_digest(engine_key(
-      spec, data=data, model=model, training=training, seed=seed))
-  return os.path.join(output_dir, 'engines', f'{spec.name}-{digest}')
-
-
-def finished(run_dir: str) -> Optional[dict[str, Any]]:
-  """An engine's `results.json` if it finished, else None."""
-  path = os.path.join(run_dir, RESULTS_FILE)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding='utf-8') as f:
-    return json.load(f)
+  return run_cache.run_dir(
+      os.path.join(output_dir, 'engines'), spec.name,
+      engine_key(spec, data=data, model=model, training=training, seed=seed))
 
 
 def run_nmt(
@@ -468,7 +461,7 @@ def run_nmt(
     run_dir = engine_dir(output_dir, spec, data=data, model=model,
                          training=training, seed=loop.seed)
     dirs[spec] = run_dir
-    done = finished(run_dir)
+    done = run_cache.finished_results(run_dir, results_file=RESULTS_FILE)
     if done is None:
       logging.info('%s: training in %s', spec.name, run_dir)
       done = run_engine(spec, task=task, model=model, training=training,

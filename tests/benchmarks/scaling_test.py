@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 
 from tff_nlp import runtime
-from tff_nlp.experiments import scaling
+from tff_nlp.benchmarks import client_scaling
+from tff_nlp.benchmarks import scaling
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import memory
 
@@ -34,7 +35,7 @@ class TestFitScaling:
   def test_power_law_slope_and_ratio(self):
     clients = [10, 100, 1000]
     seconds = [0.3 * n ** 0.8 for n in clients]
-    fit = scaling.fit_scaling(clients, seconds)
+    fit = client_scaling.fit_scaling(clients, seconds)
     assert fit['log_log_slope'] == pytest.approx(0.8)
     assert fit['time_ratio'] == pytest.approx(100 ** 0.8)
     assert fit['clients_ratio'] == 100
@@ -42,7 +43,7 @@ class TestFitScaling:
 
   def test_line_gives_cost_per_client_and_fixed_cost(self):
     clients = [10, 100, 1000, 30]  # Any order.
-    fit = scaling.fit_scaling(clients, [2 + 0.01 * n for n in clients])
+    fit = client_scaling.fit_scaling(clients, [2 + 0.01 * n for n in clients])
     assert fit['seconds_per_client'] == pytest.approx(0.01)
     assert fit['intercept_seconds'] == pytest.approx(2)
     # A fixed cost makes the growth sublinear: 12 s / 2.1 s for 100x.
@@ -50,7 +51,7 @@ class TestFitScaling:
     assert fit['log_log_slope'] < 1
 
   def test_superlinear_growth_fails_the_check(self):
-    fit = scaling.fit_scaling([10, 1000], [1.0, 1000.0])
+    fit = client_scaling.fit_scaling([10, 1000], [1.0, 1000.0])
     assert fit['log_log_slope'] == pytest.approx(1.5)
     assert not fit['no_worse_than_linear']
 
@@ -59,7 +60,7 @@ class TestFitScaling:
       ([10, 100], [1.0])])
   def test_rejects_unfittable_input(self, clients, seconds):
     with pytest.raises(ValueError, match='Need'):
-      scaling.fit_scaling(clients, seconds)
+      client_scaling.fit_scaling(clients, seconds)
 
 
 def _sample(round_num, python_mb, workers):
@@ -120,12 +121,12 @@ def test_memory_growth_samples_every_n_rounds(tmp_path):
 
 def test_client_scaling_in_process(tmp_path):
   def measure(method, clients_per_round):
-    return scaling.measure_clients_per_round(
+    return client_scaling.measure_clients_per_round(
         data_dir=None, data=_DATA, training=_TRAINING, method=method,
         clients_per_round=clients_per_round, rounds=2, warmup_rounds=1,
         seed=0)
 
-  summary = scaling.run_client_scaling(
+  summary = client_scaling.run_client_scaling(
       measure=measure, methods=['sparse'], clients_per_round_values=[4, 2],
       output_dir=str(tmp_path))
   settings = summary['settings']
@@ -149,17 +150,17 @@ def test_client_scaling_in_process(tmp_path):
   assert fit['time_ratio'] == pytest.approx(
       settings[1]['round_seconds_median']
       / settings[0]['round_seconds_median'])
-  for name in (scaling.CLIENT_SCALING_JSON, scaling.CLIENT_SCALING_TABLE,
-               scaling.CLIENT_SCALING_PLOT):
+  for name in (client_scaling.CLIENT_SCALING_JSON, client_scaling.CLIENT_SCALING_TABLE,
+               client_scaling.CLIENT_SCALING_PLOT):
     assert (tmp_path / name).stat().st_size > 0
-  table = (tmp_path / scaling.CLIENT_SCALING_TABLE).read_text()
+  table = (tmp_path / client_scaling.CLIENT_SCALING_TABLE).read_text()
   assert '| sparse | 2 |' in table and '| sparse | 4 |' in table
   assert 'sparse: round time grew' in table
 
 
 def test_measure_rejects_more_clients_than_the_task_has():
   with pytest.raises(ValueError, match='clients_per_round must be in'):
-    scaling.measure_clients_per_round(
+    client_scaling.measure_clients_per_round(
         data_dir=None, data=_DATA, training=_TRAINING, method='sparse',
         clients_per_round=6000, rounds=1, warmup_rounds=0, seed=0)
 
@@ -176,10 +177,10 @@ def _fake_child(record):
 
 
 def test_subprocess_measure_reads_the_childs_json(tmp_path):
-  measure = scaling.subprocess_measure(_fake_child({'x': 1}), str(tmp_path))
+  measure = client_scaling.subprocess_measure(_fake_child({'x': 1}), str(tmp_path))
   assert measure('dense', 10) == {'x': 1, 'method': 'dense',
                                   'clients_per_round': 10}
-  assert os.path.exists(tmp_path / scaling.SETTINGS_DIR / 'dense_10.json')
+  assert os.path.exists(tmp_path / client_scaling.SETTINGS_DIR / 'dense_10.json')
 
 
 def test_failed_child_is_reported_and_the_rest_still_written(tmp_path):
@@ -194,15 +195,15 @@ def test_failed_child_is_reported_and_the_rest_still_written(tmp_path):
       return [sys.executable, '-c', 'raise SystemExit(3)']
     return ok(method, clients_per_round, path)
 
-  summary = scaling.run_client_scaling(
-      measure=scaling.subprocess_measure(command, str(tmp_path)),
+  summary = client_scaling.run_client_scaling(
+      measure=client_scaling.subprocess_measure(command, str(tmp_path)),
       methods=['dense'], clients_per_round_values=[10, 1000],
       output_dir=str(tmp_path))
   assert summary['settings'][1] == {
       'method': 'dense', 'clients_per_round': 1000,
       'error': 'child exited with status 3'}
   assert summary['fits'] == {}  # One measured setting: nothing to fit.
-  table = (tmp_path / scaling.CLIENT_SCALING_TABLE).read_text()
+  table = (tmp_path / client_scaling.CLIENT_SCALING_TABLE).read_text()
   assert '| dense | 10 | 2.000 | 200.00 | 0.100 | 1,024 | 512 | 256 | 1 |' in (
       table)
   assert 'failed: child exited with status 3' in table

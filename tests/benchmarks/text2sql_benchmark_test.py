@@ -14,17 +14,18 @@ import pytest
 
 from tff_nlp import errors
 from tff_nlp import training
+from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import text2sql_benchmark
+from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import seq2seq
-from tests.experiments import text2sql_fake_runs
+from tests import text2sql_fake_runs
 
 _NUM_TEST = 4  # Test examples per client of the fake runs.
-_DATA = text2sql.DataConfig(clients=('geography', 'imdb'),
+_DATA = text2sql_task.DataConfig(clients=('geography', 'imdb'),
                             max_eval_examples=_NUM_TEST)
 _MODEL = seq2seq.Seq2SeqConfig.from_preset('small')
-_TRAINING = text2sql.TrainingConfig()
+_TRAINING = text2sql_task.TrainingConfig()
 _LOOP = training.LoopConfig(rounds=3)
 _CENTRALIZED = ('centralized',)
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
@@ -99,7 +100,7 @@ def test_runs_each_method_once_and_reads_finished_ones_back(tmp_path, calls):
   _run(tmp_path, _METHODS, loop=training.LoopConfig(rounds=5))  # More rounds.
   assert len(calls) == 4
   # Another configuration is another run, in its own directory.
-  _run(tmp_path, _METHODS[:1], training_config=text2sql.TrainingConfig(
+  _run(tmp_path, _METHODS[:1], training_config=text2sql_task.TrainingConfig(
       client_optimizer='sgd'))
   assert len(calls) == 5
   assert len(os.listdir(tmp_path / 'runs')) == 3

@@ -12,7 +12,8 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import text2sql as experiment
-from tff_nlp.experiments import text2sql_templates
+from tff_nlp.tasks import text2sql as text2sql_task
+from tff_nlp.tasks import text2sql_templates
 from tff_nlp.models import text_classifier
 
 _J = '\u2581'
@@ -61,8 +62,8 @@ def test_inventory_one_class_per_client_and_template():
 
 @pytest.fixture(scope='module')
 def full_task():
-  return experiment.prepare_template_task(
-      experiment.DataConfig(vocabulary_size=20000), data_dir=None, seed=0,
+  return text2sql_task.prepare_template_task(
+      text2sql_task.DataConfig(vocabulary_size=20000), data_dir=None, seed=0,
       ngrams=2)
 
 
@@ -116,7 +117,7 @@ def test_gold_class_sql_is_the_gold_sql(full_task):
 
 
 _CLIENTS = ('geography', 'imdb')
-_DATA = experiment.DataConfig(clients=_CLIENTS, vocabulary_size=500,
+_DATA = text2sql_task.DataConfig(clients=_CLIENTS, vocabulary_size=500,
                               max_train_examples=40, max_eval_examples=10)
 _MODEL = text2sql_templates.TemplateParserConfig(embedding_dim=8)
 
@@ -129,13 +130,13 @@ def test_run_reports_what_its_predictions_say(tmp_path, paradigm, algorithm,
                                               weighting):
   results = experiment.run_text2sql(
       data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-      training=experiment.TrainingConfig(
+      training=text2sql_task.TrainingConfig(
           paradigm=paradigm, algorithm=algorithm, weighting=weighting,
-          local_epochs=experiment.PerClient(2),
-          learning_rates=experiment.PerClient(0.01),
-          batch_sizes=experiment.PerClient(8)),
+          local_epochs=text2sql_task.PerClient(2),
+          learning_rates=text2sql_task.PerClient(0.01),
+          batch_sizes=text2sql_task.PerClient(8)),
       loop=training.LoopConfig(rounds=2, eval_every=1, progress=False))
-  task = experiment.prepare_template_task(_DATA, data_dir=None, seed=0,
+  task = text2sql_task.prepare_template_task(_DATA, data_dir=None, seed=0,
                                           ngrams=_MODEL.ngrams)
   inventory = task.tokenizer.inventory
   outcomes = {}
@@ -170,7 +171,7 @@ def test_template_parser_refuses_seq2seq_options(tmp_path):
   with pytest.raises(ValueError, match='template parser'):
     experiment.run_text2sql(
         data_dir=None, output_dir=str(tmp_path),
-        data=experiment.DataConfig(clients=_CLIENTS, tokenizer='copy_words',
+        data=text2sql_task.DataConfig(clients=_CLIENTS, tokenizer='copy_words',
                                    retrieved_sql=True),
-        model=_MODEL, training=experiment.TrainingConfig(),
+        model=_MODEL, training=text2sql_task.TrainingConfig(),
         loop=training.LoopConfig(rounds=1, progress=False))
