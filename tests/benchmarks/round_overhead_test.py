@@ -67,7 +67,7 @@ def _run(model: str):
   return json.loads(json.dumps(result))
 
 
-class RunTest(parameterized.TestCase):
+class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*_MODELS)
   def test_every_side_computes_the_same_global_model(self, model):
@@ -173,7 +173,7 @@ class RunTest(parameterized.TestCase):
     self.assertIn('| computation |', text)
 
 
-class CheckSameModelTest(tf.test.TestCase):
+class CheckSameModelExecutionTest(tf.test.TestCase):
 
   def test_noise_passes_and_reports_differences(self):
     initial = [np.zeros(3), np.zeros((2, 2))]
@@ -196,7 +196,7 @@ class CheckSameModelTest(tf.test.TestCase):
           reference='tff')
 
 
-class SetupTest(parameterized.TestCase):
+class SetupExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('dropout', dict(model=dict(dropout=0.1)), 'dropout 0'),

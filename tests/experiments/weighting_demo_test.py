@@ -39,7 +39,7 @@ def _table_rows(markdown: str) -> dict[str, list[str]]:
   return rows
 
 
-class ResultsTableTest(tf.test.TestCase):
+class ResultsTableExecutionTest(tf.test.TestCase):
 
   def test_table_layout_and_percentages(self):
     result = weighting_demo.WeightingResult(
@@ -55,7 +55,7 @@ class ResultsTableTest(tf.test.TestCase):
         '| lorar | 33.33 | 50.00 | 41.67 | 42.86 |')
 
 
-class ArgumentsTest(parameterized.TestCase):
+class ArgumentsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('local_epochs', dict(local_epochs=0), 'local_epochs must be positive'),

@@ -29,7 +29,7 @@ def _client(n_train, n_test=2, length=3):
   )
 
 
-class AccuraciesTest(tf.test.TestCase):
+class AccuraciesExecutionTest(tf.test.TestCase):
 
   def test_macro_and_micro_averages(self):
     accuracies = text_classification.Accuracies(correct=(1, 9, 0),
@@ -62,7 +62,7 @@ class AccuraciesTest(tf.test.TestCase):
     self.assertEqual(accuracies.totals, (4, 1))
 
 
-class TrainDatasetTest(tf.test.TestCase, parameterized.TestCase):
+class TrainDatasetExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _batches(self, client, **kwargs):
     dataset = text_classification.train_dataset(client, **kwargs)
@@ -117,7 +117,7 @@ def _write_toy_dataset(root, train, test):
   return root
 
 
-class PrepareClientsTest(tf.test.TestCase):
+class PrepareClientsExecutionTest(tf.test.TestCase):
 
   def test_clients_hold_their_partition_encoded(self):
     root = _write_toy_dataset(self.create_tempdir().full_path, _TRAIN, _TEST)
@@ -170,7 +170,7 @@ _TEST_LENGTHS = ''.join(
 )
 
 
-class TruncationTest(tf.test.TestCase, parameterized.TestCase):
+class TruncationExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # Texts of more than max_length tokens: train 5 per length above it,
