@@ -17,18 +17,18 @@ import tensorflow as tf
 from tff_nlp import runtime
 from tff_nlp.benchmarks import round_overhead
 from tff_nlp.benchmarks import round_overhead_pure_tf
-from tff_nlp.benchmarks import round_overhead_workloads
+from tff_nlp.benchmarks import round_overhead_workloads as workloads
 from tff_nlp.tasks import text2sql
 from tff_nlp.tasks import text_classification
 from tff_nlp.models import seq2seq
 
 _SETUPS = {
-    round_overhead_workloads.R8_CLASSIFIER: round_overhead_workloads.R8Setup(
+    workloads.R8_CLASSIFIER: workloads.R8Setup(
         data=text_classification.ClientDataConfig(
             dataset='r8', num_clients=2, dirichlet_alpha=0.5,
             min_train_examples=50, vocab_size=500, max_length=16),
         local_epochs=1, batch_size=64, embedding_dim=8, learning_rate=1.0),
-    round_overhead_workloads.TEXT2SQL_SEQ2SEQ: round_overhead_workloads.Text2SqlSetup(
+    workloads.TEXT2SQL_SEQ2SEQ: workloads.Text2SqlSetup(
         data=text2sql.DataConfig(
             clients=('geography', 'imdb'), schema_columns=False,
             vocabulary_size=400, max_source_length=48, max_target_length=96,
@@ -44,7 +44,7 @@ _SETUPS = {
             learning_rates=text2sql.PerClient(1e-2, (('imdb', 5e-3),)),
             batch_sizes=text2sql.PerClient(4))),
 }
-_MODELS = [(name, name) for name in round_overhead_workloads.MODELS]
+_MODELS = [(name, name) for name in workloads.MODELS]
 # Issue 2's JSON fields, which docs/results/round_overhead_c*.json hold.
 _ISSUE_2_FIELDS = {
     'num_clients': int, 'client_train_examples': list, 'local_epochs': int,
@@ -155,7 +155,7 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
                      {'tff', 'tff_compile', 'pure_tf'})
 
   def test_text2sql_clients_keep_their_own_configuration(self):
-    result = _run(round_overhead_workloads.TEXT2SQL_SEQ2SEQ)
+    result = _run(workloads.TEXT2SQL_SEQ2SEQ)
     self.assertEqual(result['client_names'], ['geography', 'imdb'])
     self.assertEqual(result['client_train_examples'], [8, 12])
     self.assertEqual(result['client_local_epochs'], [2, 1])
@@ -208,15 +208,15 @@ class SetupExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_refuses_what_the_reference_does_not_implement(self, changes,
                                                          message):
-    setup = _SETUPS[round_overhead_workloads.TEXT2SQL_SEQ2SEQ]
+    setup = _SETUPS[workloads.TEXT2SQL_SEQ2SEQ]
     ((name, overrides),) = changes.items()
     with self.assertRaisesRegex(ValueError, message):
       dataclasses.replace(setup, **{
           name: dataclasses.replace(getattr(setup, name), **overrides)})
 
   def test_text2sql_setup_is_the_cpu_preset_resized(self):
-    setup = round_overhead_workloads.text2sql_setup(num_clients=3,
-                                          max_train_examples=20)
+    setup = workloads.text2sql_setup(num_clients=3,
+                                                    max_train_examples=20)
     self.assertEqual(setup.data.clients, ('advising', 'atis', 'geography'))
     self.assertEqual(setup.data.max_train_examples, text2sql.PerClient(20))
     self.assertEqual((setup.data.max_source_length,
@@ -227,7 +227,7 @@ class SetupExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(setup.training.local_epochs['geography'], 2)
     self.assertEqual(setup.training.learning_rates['atis'], 2e-3)
     with self.assertRaisesRegex(ValueError, 'num_clients'):
-      round_overhead_workloads.text2sql_setup(num_clients=9)
+      workloads.text2sql_setup(num_clients=9)
 
 
 if __name__ == '__main__':

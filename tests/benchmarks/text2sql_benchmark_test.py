@@ -248,7 +248,7 @@ class Text2SqlBenchmarkExecutionTest(tf.test.TestCase, parameterized.TestCase):
         text2sql_report.method_slug(method).replace('-', '/', 1)) == method
 
   @parameterized.parameters(*['fedopt', 'fedsgd/lorar', 'fedopt/median',
-                                    'local', ''])
+                              'local', ''])
   def test_parse_method_rejects(self, spec):
     with self.assertRaisesRegex(errors.InputError,
                                 '--methods: .* is not a method'):

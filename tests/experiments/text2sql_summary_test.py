@@ -297,7 +297,7 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
         'Template retrieval (no learning)')
 
   @parameterized.parameters(*[[_SUBSET_0], [_SUBSET_0, _SUBSET_0],
-                                       [_SUBSET_0, _SUBSET_1]])
+                              [_SUBSET_0, _SUBSET_1]])
   def test_baseline_on_subsets(self, subsets):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     baseline = _baseline()

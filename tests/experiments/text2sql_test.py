@@ -187,14 +187,14 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_per_client_parse_allows_zero_only_when_asked(self):
     value = text2sql_task.PerClient.parse(['0', 'atis=400'], name='x', kind=int,
-                                       allow_zero=True)
+                                          allow_zero=True)
     assert (value['imdb'], value['atis']) == (0, 400)
     with self.assertRaisesRegex(errors.InputError, "--x: '0' must be positive"):
       text2sql_task.PerClient.parse(['0'], name='x', kind=int)
     with self.assertRaisesRegex(errors.InputError,
                                 "--x: 'atis=-1' must be >= 0"):
       text2sql_task.PerClient.parse(['0', 'atis=-1'], name='x', kind=int,
-                                 allow_zero=True)
+                                    allow_zero=True)
 
   def test_per_client_training_caps(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
@@ -205,7 +205,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
             5, (('imdb', 9), ('yelp', 0))),
         max_eval_examples=2)
     task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
-                                   tokenizer_dir=str(tmp_path))
+                                      tokenizer_dir=str(tmp_path))
     sizes = {c: len(task.splits[c]['train']) for c in task.clients}
     # yelp=0 keeps all 78 training questions of the paper's split.
     assert sizes == {'geography': 5, 'imdb': 9, 'yelp': 78}
@@ -220,7 +220,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         max_source_length=0, max_target_length=0, max_train_examples=20,
         max_eval_examples=0)
     task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
-                                   tokenizer_dir=str(tmp_path))
+                                      tokenizer_dir=str(tmp_path))
     for client in task.clients:
       # The longest gold SQL of the client, in words, plus END; every
       # encoded target (tokens: words or merged words, plus END) fits.
@@ -245,7 +245,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         sql_merges=50, vocabulary_size=400, max_source_length=0,
         max_target_length=0, retrieved_sql=True, with_values=with_values)
     task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
-                                   tokenizer_dir=str(tmp_path))
+                                      tokenizer_dir=str(tmp_path))
     raw = text2sql_data.load_clients(clients, with_values=True)
     baseline = template_retrieval.predict_clients(raw, split='test')
     for client in clients:
@@ -423,7 +423,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         'output directory of a text2sql run.')
 
   @parameterized.parameters(*[(0, 4), (3, 4), (64, 4), (1000, 8),
-                                             (257, 16)])
+                              (257, 16)])
   def test_length_grouped_order(self, n, batch_size):
     rng = np.random.default_rng(n)
     source = rng.integers(1, 50, n)
@@ -470,8 +470,8 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert mask.sum() == 14
     expected_loss = float(seq2seq.masked_loss()(y, logits))
     expected_correct = int(((logits.argmax(-1) == y.numpy()) & mask).sum())
-    token_metrics = seq2seq_examples.make_token_metrics_fn(model,
-                                                     batch_size=batch_size)
+    token_metrics = seq2seq_examples.make_token_metrics_fn(
+        model, batch_size=batch_size)
     metrics = token_metrics(data)
     assert metrics['tokens'] == 14
     assert metrics['correct_tokens'] == expected_correct
@@ -535,7 +535,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
       experiment.run_text2sql(
           data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
           training=text2sql_task.TrainingConfig(paradigm='federated',
-                                             algorithm='fedavg',
+                                                algorithm='fedavg',
                                              weighting='lorar'),
           loop=_LOOP, vocab_slice_keys=60)
 

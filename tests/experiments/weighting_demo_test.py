@@ -44,7 +44,8 @@ class ResultsTableExecutionTest(tf.test.TestCase):
   def test_table_layout_and_percentages(self):
     result = weighting_demo.WeightingResult(
         weighting='lorar',
-        accuracies=text_classification.Accuracies(correct=(1, 2), totals=(3, 4)),
+        accuracies=text_classification.Accuracies(correct=(1, 2),
+                                                  totals=(3, 4)),
         records=[],
     )
     # 1/3 = 33.33%, 2/4 = 50%; MacroAvg 41.67%, MicroAvg 3/7 = 42.86%.

@@ -33,7 +33,7 @@ class AccuraciesExecutionTest(tf.test.TestCase):
 
   def test_macro_and_micro_averages(self):
     accuracies = text_classification.Accuracies(correct=(1, 9, 0),
-                                           totals=(2, 10, 3))
+                                                totals=(2, 10, 3))
     self.assertAllClose(accuracies.per_client, [0.5, 0.9, 0.0])
     # MacroAvg = (0.5 + 0.9 + 0) / 3; MicroAvg = (1 + 9 + 0) / 15.
     self.assertAlmostEqual(accuracies.macro, 1.4 / 3)
@@ -57,7 +57,8 @@ class AccuraciesExecutionTest(tf.test.TestCase):
             test_y=np.array([0], np.int32),  # wrong
         ),
     )
-    accuracies = text_classification.evaluate_classifier(keras_model, clients, batch_size=3)
+    accuracies = text_classification.evaluate_classifier(keras_model, clients,
+                                                         batch_size=3)
     self.assertEqual(accuracies.correct, (3, 0))
     self.assertEqual(accuracies.totals, (4, 1))
 
@@ -70,7 +71,7 @@ class TrainDatasetExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_element_spec_matches_the_model_input_spec(self):
     dataset = text_classification.train_dataset(_client(5), batch_size=2,
-                                           shuffle_seed=None)
+                                                shuffle_seed=None)
     self.assertEqual(dataset.element_spec, models.input_spec(3))
 
   @parameterized.named_parameters(
@@ -124,7 +125,8 @@ class PrepareClientsExecutionTest(tf.test.TestCase):
     config = text_classification.ClientDataConfig(
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=4)
-    prepared = text_classification.prepare_clients(config, data_dir=root, seed=5)
+    prepared = text_classification.prepare_clients(config, data_dir=root,
+                                                   seed=5)
     again = text_classification.prepare_clients(config, data_dir=root, seed=5)
 
     self.assertEqual(prepared.label_names, ('a', 'b'))
@@ -186,7 +188,8 @@ class TruncationExecutionTest(tf.test.TestCase, parameterized.TestCase):
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=max_length)
     with self.assertLogs('absl', level='INFO') as logs:
-      prepared = text_classification.prepare_clients(config, data_dir=root, seed=5)
+      prepared = text_classification.prepare_clients(config, data_dir=root,
+                                                     seed=5)
     self.assertIn(f'toy: {train} of 30 training and {test} of 12 test texts '
                   f'cut at {max_length} tokens', '\n'.join(logs.output))
     truncated = prepared.truncated()

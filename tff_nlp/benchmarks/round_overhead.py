@@ -30,8 +30,8 @@ initial state in every round:
     `round_overhead_pure_tf.PureTfRound` (a `tf.function` per client
     looping over its batches with `algorithms.batch_loop.for_each_batch`,
     as TFF's client work; a Python loop of `tf.function` steps), then the
-    weighted mean and server step in eager TensorFlow. The faster is the reference
-    of the ratios, so a slow hand-written loop cannot flatter TFF.
+    weighted mean and server step in eager TensorFlow. The faster is the
+    reference of the ratios, so a slow hand-written loop cannot flatter TFF.
 
 After one warm-up round each, every side's global model must match the
 others' (`check_same_model`), so the timings compare the same work. Where
@@ -160,7 +160,7 @@ def _measure(workload: round_overhead_workloads.Workload,
                for side in contexts}
   weights.update((side, outputs[side]) for side in PURE_TF_SIDES)
   differences = round_overhead_pure_tf.check_same_model(weights, initial,
-                                                       reference=TFF)
+                                                        reference=TFF)
 
   for repeat in range(repeats):
     # Rotating the order keeps drift (e.g. other processes on the machine)
@@ -251,7 +251,7 @@ def run_round_overhead(
     measured = _measure(workload, pure_tf_round, contexts,
                         computation=computation, repeats=repeats)
   times, first, compute = (measured['times'], measured['first'],
-                            measured['compute'])
+                           measured['compute'])
   initial, differences = measured['initial'], measured['differences']
 
   medians = {side: statistics.median(t) for side, t in times.items()}

@@ -18,8 +18,9 @@ the memory growth; the client scaling is `client_scaling`'s.
     the median round time, the time per client, and the peak resident memory
     (`VmHWM`) of the Python process and of each TFF worker. A peak since
     process start is only the setting's own if the setting has the
-    processes to itself, so `tff_nlp/bin/client_scaling.py` runs every setting in
-    a fresh child process (with fresh workers) and this module collects
+    processes to itself, so `tff_nlp/bin/client_scaling.py` runs every
+    setting in a fresh child process (with fresh workers) and this module
+    collects
     them (`subprocess_measure`). `fit_scaling` checks the growth of round
     time: the time ratio of the largest to the smallest setting against
     their clients ratio, and the slope of log(time) on log(clients) (1 is

@@ -13,9 +13,10 @@ largest to the smallest setting against their clients ratio, and the
 log-log slope), and writes `client_scaling.{json,md,png}` to `--output_dir`
 (`benchmarks.client_scaling`).
 
-  python -m tff_nlp.bin.client_scaling                        # ~5 minutes, 2 cores
+  python -m tff_nlp.bin.client_scaling                 # ~5 minutes, 2 cores
   python -m tff_nlp.bin.client_scaling --methods=sparse,dense
-  python -m tff_nlp.bin.client_scaling --clients_per_round_values=10,100 --rounds=2
+  python -m tff_nlp.bin.client_scaling --clients_per_round_values=10,100 \
+      --rounds=2
 
 Runtime flags (`--max_concurrent_computation_calls`, the worker flags) go
 to every child. This is a benchmark, not a test: its numbers depend on the

@@ -36,7 +36,8 @@ from tff_nlp.tasks import text2sql
 from tff_nlp.tasks import text_classification
 
 _MODEL = flags.DEFINE_enum(
-    'model', round_overhead_workloads.R8_CLASSIFIER, list(round_overhead_workloads.MODELS),
+    'model', round_overhead_workloads.R8_CLASSIFIER,
+    list(round_overhead_workloads.MODELS),
     'The workload: the r8 demo classifier or the text-to-SQL seq2seq model.')
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', None, 'The shared/data folder (default: ../shared/data).')

@@ -435,8 +435,9 @@ def run_nmt(
     raise errors.InputError('--engines: no engine given.')
   training_lib.prepare_run_dir(output_dir, collections.OrderedDict(
       experiment=collections.OrderedDict(data=data, seed=loop.seed)))
-  task = nmt_task.prepare_task(data, data_dir=data_dir, seed=loop.seed,
-                      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+  task = nmt_task.prepare_task(
+      data, data_dir=data_dir, seed=loop.seed,
+      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
   model = nmt_task.model_config(model, task, data)
   generic = EngineSpec('generic')
   needed = []

@@ -158,7 +158,7 @@ def training_units(training: text2sql_task.TrainingConfig,
   if training.paradigm == 'finetune':
     return [Unit(c, [c], [c], [c]) for c in clients]
   return [Unit(training.paradigm, list(clients), list(clients),
-                list(clients))]
+               list(clients))]
 
 
 def build_process(training: text2sql_task.TrainingConfig,
