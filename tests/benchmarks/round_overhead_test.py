@@ -216,7 +216,7 @@ class SetupExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_text2sql_setup_is_the_cpu_preset_resized(self):
     setup = workloads.text2sql_setup(num_clients=3,
-                                                    max_train_examples=20)
+                                     max_train_examples=20)
     self.assertEqual(setup.data.clients, ('advising', 'atis', 'geography'))
     self.assertEqual(setup.data.max_train_examples, text2sql.PerClient(20))
     self.assertEqual((setup.data.max_source_length,
