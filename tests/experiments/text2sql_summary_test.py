@@ -296,8 +296,10 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert [m['label'] for m in report['table2']['methods']][-1] == (
         'Template retrieval (no learning)')
 
-  @parameterized.parameters(*[[_SUBSET_0], [_SUBSET_0, _SUBSET_0],
-                              [_SUBSET_0, _SUBSET_1]])
+  # Each case one argument, a list of subsets (a bare list would be unpacked
+  # into several arguments).
+  @parameterized.parameters(([_SUBSET_0],), ([_SUBSET_0, _SUBSET_0],),
+                            ([_SUBSET_0, _SUBSET_1],))
   def test_baseline_on_subsets(self, subsets):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     baseline = _baseline()
