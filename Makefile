@@ -79,9 +79,9 @@ bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-template
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
 # model; docs/results/round_overhead.md discusses the JSON it writes.
 bench-round-overhead: $(STAMP)
-	"$(PY)" bench/round_overhead.py --model=r8_classifier --repeats=7 \
+	"$(PY)" -m tff_nlp.bin.round_overhead --model=r8_classifier --repeats=7 \
 	  --output_json=docs/results/round_overhead_r8.json
-	"$(PY)" bench/round_overhead.py --model=text2sql_seq2seq --repeats=15 \
+	"$(PY)" -m tff_nlp.bin.round_overhead --model=text2sql_seq2seq --repeats=15 \
 	  --output_json=docs/results/round_overhead_text2sql.json
 
 # Issue-8 scaling measurements (docs/results/scaling.md): round time and
@@ -89,10 +89,10 @@ bench-round-overhead: $(STAMP)
 # per setting), on one worker and on two; resident memory over 200 rounds.
 SCALING_DIR ?= runs/scaling
 bench-scaling: $(STAMP)
-	"$(PY)" bench/client_scaling.py --output_dir=$(SCALING_DIR)/clients_1worker
-	"$(PY)" bench/client_scaling.py --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
-	"$(PY)" bench/memory_growth.py --output_dir=$(SCALING_DIR)/memory_growth
-	"$(PY)" bench/memory_growth.py --output_dir=$(SCALING_DIR)/memory_growth_glibc_default \
+	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_1worker
+	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
+	"$(PY)" -m tff_nlp.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth
+	"$(PY)" -m tff_nlp.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth_glibc_default \
 	  --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
 	mkdir -p docs/results/scaling
 	for d in clients_1worker clients_2workers memory_growth memory_growth_glibc_default; do \
@@ -152,7 +152,7 @@ bench-sparse-tags: $(STAMP)
 # Bytes per client and round time of sparse vs dense as V grows to 10^6.
 bench-select: $(STAMP)
 	mkdir -p docs/results/federated_select
-	"$(PY)" bench/select_scaling.py \
+	"$(PY)" -m tff_nlp.bin.select_scaling \
 	  --output_json=docs/results/federated_select/select_scaling.json
 
 # Vocabulary-sliced (federated_select of each client's embedding rows) vs
@@ -161,7 +161,7 @@ bench-select: $(STAMP)
 # docs/results/federated_select/ (discussed in docs/results/federated_select.md).
 VOCAB_SLICE_DIR ?= runs/vocab_slice_cpu
 bench-vocab-slice: $(STAMP)
-	"$(PY)" bench/vocab_slice.py \
+	"$(PY)" -m tff_nlp.bin.vocab_slice \
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.subword.flags \
 	  --output_dir=$(VOCAB_SLICE_DIR) --progress=off
 	mkdir -p docs/results/federated_select
@@ -209,7 +209,7 @@ bench-fcl: $(STAMP)
 # (docs/results/reliability.md, "Determinism").
 DETERMINISM_DIR ?= runs/determinism
 bench-determinism: $(STAMP)
-	"$(PY)" bench/determinism.py --output_dir=$(DETERMINISM_DIR)
+	"$(PY)" -m tff_nlp.bin.determinism --output_dir=$(DETERMINISM_DIR)
 	cp $(DETERMINISM_DIR)/determinism.md $(DETERMINISM_DIR)/determinism.json \
 	  docs/results/
 

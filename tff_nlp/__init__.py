@@ -12,7 +12,10 @@ Subpackages:
   training     The round loop of every experiment: client sampling,
                checkpoint/resume (`tff.program`), metrics to TensorBoard,
                CSV and JSON lines, progress bar.
+  tasks        Each task's data, model_fn, learning process and client data
+               (text classification, text-to-SQL, NMT).
   experiments  Federated training runs on real data, with their reports.
+  benchmarks   Measurements: round overhead, scaling, methods x seeds.
   sparse       Partial models: `tff.federated_select` of the rows a client
                uses and IndexedSlices aggregation of what it changed.
 
@@ -22,9 +25,10 @@ Modules:
   plots        Matplotlib figures of training runs (PNG).
 
 Binaries (`python -m tff_nlp.bin.<name>`) live in `tff_nlp.bin`; they are
-entry points, not API, and are not imported here. `experiments` and `plots`
-are imported on first use (`tff_nlp.experiments`, or `from tff_nlp import
-plots`): the computations do not need the experiments' runs or matplotlib.
+entry points, not API, and are not imported here. `tasks`, `experiments`,
+`benchmarks` and `plots` are imported on first use (`tff_nlp.experiments`,
+or `from tff_nlp import plots`): the computations do not need the tasks'
+keras-nlp, the experiments' runs or matplotlib.
 """
 
 from tff_nlp import _lazy
@@ -40,8 +44,10 @@ from tff_nlp import sparse
 from tff_nlp import training
 
 _LAZY_EXPORTS = {
+    'benchmarks': ('tff_nlp.benchmarks', None),
     'experiments': ('tff_nlp.experiments', None),
     'plots': ('tff_nlp.plots', None),
+    'tasks': ('tff_nlp.tasks', None),
 }
 
 __getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS)

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from absl.testing import absltest
+import tensorflow as tf
 
 from tff_nlp import data
 
@@ -32,7 +32,7 @@ def _run(*args):
       capture_output=True, text=True, timeout=300, check=False)
 
 
-class Text2sqlStatsBinaryTest(absltest.TestCase):
+class Text2sqlStatsBinaryExecutionTest(tf.test.TestCase):
 
   def test_json_of_every_client(self):
     # --data_dir is the shared/data folder, as for every binary.
@@ -69,4 +69,4 @@ class Text2sqlStatsBinaryTest(absltest.TestCase):
 
 
 if __name__ == '__main__':
-  absltest.main()
+  tf.test.main()

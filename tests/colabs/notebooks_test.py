@@ -12,13 +12,16 @@ import os
 import shutil
 import subprocess
 import sys
+from unittest import mock
 
+from absl.testing import parameterized
 import nbclient
 import nbformat
-import pytest
+import tensorflow as tf
 
 _COLABS_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))),
     'colabs',
 )
 _NOTEBOOKS = sorted(glob.glob(os.path.join(_COLABS_DIR, '*.ipynb')))
@@ -45,70 +48,77 @@ def _worker_pids() -> set[int]:
   return pids
 
 
-def test_there_is_a_notebook():
-  assert _NOTEBOOKS, f'no notebooks in {_COLABS_DIR}'
-
-
-@pytest.mark.parametrize(
-    'path', _NOTEBOOKS, ids=[os.path.basename(p) for p in _NOTEBOOKS]
-)
-def test_notebook_runs(path, monkeypatch):
-  monkeypatch.setenv('TFF_NLP_NOTEBOOK_ROUNDS', '2')
-  monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '2')
-  workers_before = _worker_pids()
-  notebook = nbformat.read(path, as_version=4)
-  client = nbclient.NotebookClient(
-      notebook,
-      timeout=900,
-      kernel_name='python3',
-      resources={'metadata': {'path': _COLABS_DIR}},
-  )
-  client.execute()  # Raises CellExecutionError naming the failing cell.
-
-  code_cells = [c for c in notebook.cells if c.cell_type == 'code']
-  errors = [
-      o for c in code_cells for o in c.get('outputs', [])
-      if o.get('output_type') == 'error'
-  ]
-  assert not errors
-  # The guarded install cell saw tff_nlp installed and did nothing.
-  install_outputs = ''.join(
-      o.get('text', '') for c in code_cells if 'find_spec' in c.source
-      for o in c.outputs
-  )
-  assert 'nothing to do' in install_outputs
-  leftover = _worker_pids() - workers_before
-  assert not leftover, f'{path} left TFF workers running: {leftover}'
-
-
 _REPO = os.path.dirname(_COLABS_DIR)
 
 
-def test_local_instructions_are_commands_that_exist():
-  # `.venv/bin/python -m jupyter notebook` failed: Jupyter Notebook cannot
-  # live in .venv (it needs typing_extensions>=4.6; TensorFlow 2.14 refuses
-  # it). `make notebook` serves it from its own environment.
-  texts = {os.path.basename(p): open(p, encoding='utf-8').read()
-           for p in _NOTEBOOKS}
-  texts['README.md'] = open(os.path.join(_REPO, 'README.md'),
-                            encoding='utf-8').read()
-  for name, text in texts.items():
-    assert '-m jupyter notebook' not in text, name
-    assert 'jupyter lab' not in text, name
-  assert 'make notebook' in texts['quickstart.ipynb']
-  assert 'make notebook' in texts['README.md']
-  # The target exists and installs Jupyter beside, not into, .venv; the
-  # notebooks' kernel is .venv's Python.
-  dry_run = subprocess.run(
-      ['make', '-n', '-o', '.venv/.tff_nlp-installed', 'notebook',
-       'NOTEBOOK_VENV=/nowhere/nb'],
-      cwd=_REPO, capture_output=True, text=True, check=True).stdout
-  assert '"/nowhere/nb/bin/pip" install -q -r requirements-notebook.txt' in (
-      dry_run)
-  assert '.venv/bin/python" -m ipykernel install --prefix "/nowhere/nb"' in (
-      dry_run)
-  assert '"/nowhere/nb/bin/jupyter" notebook --notebook-dir=colabs' in dry_run
-  # .venv itself can run a notebook without a browser.
-  assert os.path.exists(os.path.join(_REPO, 'requirements-notebook.txt'))
-  assert shutil.which('jupyter-execute', path=os.path.dirname(
-      sys.executable)), 'jupyter-execute is missing from .venv'
+class NotebooksExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_there_is_a_notebook(self):
+    self.assertTrue(_NOTEBOOKS, f'no notebooks in {_COLABS_DIR}')
+
+  @parameterized.named_parameters(
+      (os.path.basename(p), p) for p in _NOTEBOOKS)
+  def test_notebook_runs(self, path):
+    self.enter_context(mock.patch.dict(os.environ, {
+        'TFF_NLP_NOTEBOOK_ROUNDS': '2', 'TF_CPP_MIN_LOG_LEVEL': '2'}))
+    workers_before = _worker_pids()
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=900,
+        kernel_name='python3',
+        resources={'metadata': {'path': _COLABS_DIR}},
+    )
+    client.execute()  # Raises CellExecutionError naming the failing cell.
+
+    code_cells = [c for c in notebook.cells if c.cell_type == 'code']
+    errors = [
+        o for c in code_cells for o in c.get('outputs', [])
+        if o.get('output_type') == 'error'
+    ]
+    self.assertFalse(errors)
+    # The guarded install cell saw tff_nlp installed and did nothing.
+    install_outputs = ''.join(
+        o.get('text', '') for c in code_cells if 'find_spec' in c.source
+        for o in c.outputs
+    )
+    self.assertIn('nothing to do', install_outputs)
+    leftover = _worker_pids() - workers_before
+    self.assertFalse(leftover, f'{path} left TFF workers running: {leftover}')
+
+  def test_local_instructions_are_commands_that_exist(self):
+    # `.venv/bin/python -m jupyter notebook` failed: Jupyter Notebook cannot
+    # live in .venv (it needs typing_extensions>=4.6; TensorFlow 2.14 refuses
+    # it). `make notebook` serves it from its own environment.
+    texts = {os.path.basename(p): open(p, encoding='utf-8').read()
+             for p in _NOTEBOOKS}
+    texts['README.md'] = open(os.path.join(_REPO, 'README.md'),
+                              encoding='utf-8').read()
+    for name, text in texts.items():
+      self.assertNotIn('-m jupyter notebook', text, name)
+      self.assertNotIn('jupyter lab', text, name)
+    self.assertIn('make notebook', texts['quickstart.ipynb'])
+    self.assertIn('make notebook', texts['README.md'])
+    # The target exists and installs Jupyter beside, not into, .venv; the
+    # notebooks' kernel is .venv's Python.
+    dry_run = subprocess.run(
+        ['make', '-n', '-o', '.venv/.tff_nlp-installed', 'notebook',
+         'NOTEBOOK_VENV=/nowhere/nb'],
+        cwd=_REPO, capture_output=True, text=True, check=True).stdout
+    self.assertIn(
+        '"/nowhere/nb/bin/pip" install -q -r requirements-notebook.txt',
+        dry_run)
+    self.assertIn(
+        '.venv/bin/python" -m ipykernel install --prefix "/nowhere/nb"',
+        dry_run)
+    self.assertIn('"/nowhere/nb/bin/jupyter" notebook --notebook-dir=colabs',
+                  dry_run)
+    # .venv itself can run a notebook without a browser.
+    self.assertTrue(os.path.exists(
+        os.path.join(_REPO, 'requirements-notebook.txt')))
+    self.assertTrue(shutil.which('jupyter-execute', path=os.path.dirname(
+        sys.executable)), 'jupyter-execute is missing from .venv')
+
+
+if __name__ == '__main__':
+  tf.test.main()

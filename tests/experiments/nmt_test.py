@@ -8,74 +8,80 @@ checked on hand-made results.
 
 import json
 import os
+import pathlib
 
+from absl.testing import parameterized
 import pytest
 import sacrebleu
+import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.experiments import nmt
+from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.metrics import nmt_report
 from tff_nlp.models import seq2seq
 
-_DATA = nmt.DataConfig(domains=('wmt_news', 'ubuntu_l10n'),
-                       vocabulary_size=400, max_length=20,
-                       max_train_examples=32, max_eval_examples=6)
+_DATA = nmt_task.DataConfig(domains=('wmt_news', 'ubuntu_l10n'),
+                            vocabulary_size=400, max_length=20,
+                            max_train_examples=32, max_eval_examples=6)
 _MODEL = seq2seq.Seq2SeqConfig.from_preset(
     'small', num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
     num_heads=2, intermediate_dim=32)
-_TRAINING = nmt.TrainingConfig(batch_size=16, pretrain_epochs=1,
-                               local_steps=2, decode_batch_size=16,
-                               controller_layers=(0,))
+_TRAINING = nmt_task.TrainingConfig(batch_size=16, pretrain_epochs=1,
+                                    local_steps=2, decode_batch_size=16,
+                                    controller_layers=(0,))
 _LOOP = training.LoopConfig(rounds=1, progress=False)
 
 
-@pytest.mark.parametrize('spec, expected', [
-    ('generic', nmt.EngineSpec('generic')),
-    (' chained ', nmt.EngineSpec('chained')),
-    ('single:php_docs', nmt.EngineSpec('single', domain='php_docs')),
-    ('federated:dp_l', nmt.EngineSpec('federated', mode='dp_l', rounds=7)),
-    ('federated:random:10', nmt.EngineSpec('federated', mode='random',
-                                           rounds=10)),
-    ('federated:dp_l:rms', nmt.EngineSpec('federated', mode='dp_l', rounds=7,
-                                          change_norm='rms')),
-    ('federated:dp_g:3:rms', nmt.EngineSpec('federated', mode='dp_g',
-                                            rounds=3, change_norm='rms')),
-])
-def test_engine_spec_parse(spec, expected):
-  assert nmt.EngineSpec.parse(spec, default_rounds=7) == expected
+class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
+  @parameterized.parameters(
+      ('generic', nmt.EngineSpec('generic')),
+      (' chained ', nmt.EngineSpec('chained')),
+      ('single:php_docs', nmt.EngineSpec('single', domain='php_docs')),
+      ('federated:dp_l', nmt.EngineSpec('federated', mode='dp_l', rounds=7)),
+      ('federated:random:10', nmt.EngineSpec('federated', mode='random',
+                                             rounds=10)),
+      ('federated:dp_l:rms', nmt.EngineSpec('federated', mode='dp_l',
+                                            rounds=7, change_norm='rms')),
+      ('federated:dp_g:3:rms', nmt.EngineSpec('federated', mode='dp_g',
+                                              rounds=3, change_norm='rms')),
+  )
+  def test_engine_spec_parse(self, spec, expected):
+    self.assertEqual(nmt.EngineSpec.parse(spec, default_rounds=7), expected)
 
-@pytest.mark.parametrize('spec', ['federated:dp_x', 'federated:dp_l:zero',
-                                  'federated:dp_l:0', 'single', 'local',
-                                  'generic:2', 'single:a:b',
-                                  'federated:dp_l:rms:l2',
-                                  'federated:dp_l:2:3'])
-def test_engine_spec_parse_rejects(spec):
-  with pytest.raises(errors.InputError, match='--engines'):
-    nmt.EngineSpec.parse(spec)
+  @parameterized.parameters('federated:dp_x', 'federated:dp_l:zero',
+                            'federated:dp_l:0', 'single', 'local',
+                            'generic:2', 'single:a:b',
+                            'federated:dp_l:rms:l2', 'federated:dp_l:2:3')
+  def test_engine_spec_parse_rejects(self, spec):
+    with self.assertRaisesRegex(errors.InputError, '--engines'):
+      nmt.EngineSpec.parse(spec)
 
-
-def test_engine_names_and_keys():
-  assert nmt.EngineSpec.parse('federated:dp_l:rms').name == (
-      'federated-dp_l-rms-r5')
-  dirs = {}
-  for steps in (2, 3):
-    training_config = nmt.TrainingConfig(local_steps=steps)
-    dirs[steps] = {
-        e: nmt.engine_dir('out', nmt.EngineSpec.parse(e), data=_DATA,
-                          model=_MODEL, training=training_config, seed=0)
-        for e in ('generic', 'single:php_docs', 'chained', 'federated:dp_l')}
-  # Local steps define federated engines only; the others keep their runs.
-  for engine in ('generic', 'single:php_docs', 'chained'):
-    assert dirs[2][engine] == dirs[3][engine]
-  assert dirs[2]['federated:dp_l'] != dirs[3]['federated:dp_l']
-  assert dirs[2]['federated:dp_l'].startswith('out/engines/federated-dp_l-r5-')
-  # A new generic engine (other epochs) means new engines built on it.
-  longer = nmt.TrainingConfig(local_steps=2, pretrain_epochs=3)
-  assert nmt.engine_dir('out', nmt.EngineSpec('chained'), data=_DATA,
-                        model=_MODEL, training=longer, seed=0) != dirs[2][
-                            'chained']
+  def test_engine_names_and_keys(self):
+    self.assertEqual(nmt.EngineSpec.parse('federated:dp_l:rms').name,
+                     'federated-dp_l-rms-r5')
+    dirs = {}
+    for steps in (2, 3):
+      training_config = nmt_task.TrainingConfig(local_steps=steps)
+      dirs[steps] = {
+          e: nmt.engine_dir('out', nmt.EngineSpec.parse(e), data=_DATA,
+                            model=_MODEL, training=training_config, seed=0)
+          for e in ('generic', 'single:php_docs', 'chained',
+                    'federated:dp_l')}
+    # Local steps define federated engines only; the others keep their runs.
+    for engine in ('generic', 'single:php_docs', 'chained'):
+      self.assertEqual(dirs[2][engine], dirs[3][engine])
+    self.assertNotEqual(dirs[2]['federated:dp_l'], dirs[3]['federated:dp_l'])
+    self.assertStartsWith(dirs[2]['federated:dp_l'],
+                          'out/engines/federated-dp_l-r5-')
+    # A new generic engine (other epochs) means new engines built on it.
+    longer = nmt_task.TrainingConfig(local_steps=2, pretrain_epochs=3)
+    self.assertNotEqual(
+        nmt.engine_dir('out', nmt.EngineSpec('chained'), data=_DATA,
+                       model=_MODEL, training=longer, seed=0),
+        dirs[2]['chained'])
 
 
 def _run(output_dir, engines):
@@ -85,63 +91,67 @@ def _run(output_dir, engines):
       training=_TRAINING, loop=_LOOP, command='cmd')
 
 
-def test_tiny_run_trains_every_kind_and_reports(tmp_path):
-  engines = ['single:ubuntu_l10n', 'chained', 'federated:dp_l',
-             'federated:controllers']
-  results = _run(tmp_path, engines)
-  # The generic engine is trained first: the others start from it.
-  assert list(results) == ['generic', 'single-ubuntu_l10n', 'chained',
-                           'federated-dp_l-r1', 'federated-controllers-r1']
+class RunNmtExecutionTest(tf.test.TestCase):
 
-  federated = results['federated-dp_l-r1']
-  assert list(federated['bleu']) == ['server', 'client wmt_news',
-                                     'client ubuntu_l10n']
-  # BLEU recomputed from the written translations with SacreBLEU itself.
-  run_dir = tmp_path / federated['run_dir']
-  lines = [json.loads(l) for l in
-           (run_dir / 'predictions' / 'server.jsonl').read_text().splitlines()]
-  for domain in _DATA.domains:
-    rows = [r for r in lines if r['domain'] == domain]
-    assert len(rows) == 6
-    expected = sacrebleu.corpus_bleu([r['hypothesis'] for r in rows],
-                                     [[r['reference'] for r in rows]]).score
-    assert federated['bleu']['server'][domain] == pytest.approx(expected)
-  assert 'tok:13a' in federated['sacrebleu']
+  def test_tiny_run_trains_every_kind_and_reports(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    engines = ['single:ubuntu_l10n', 'chained', 'federated:dp_l',
+               'federated:controllers']
+    results = _run(tmp_path, engines)
+    # The generic engine is trained first: the others start from it.
+    self.assertEqual(list(results), [
+        'generic', 'single-ubuntu_l10n', 'chained', 'federated-dp_l-r1',
+        'federated-controllers-r1'])
 
-  # Per-round traffic: DP_l sends at most half of each group's tensors, so
-  # fewer parameters than it is pushed (every tensor, push='all').
-  (record,) = [r for r in federated['records']['federated'] if 'train' in r]
-  traffic = record['train']
-  assert 0 < traffic['parameters_pulled_per_client'] < traffic[
-      'parameters_pushed_per_client']
-  assert traffic['bytes_pulled_per_client'] == pytest.approx(
-      4 * traffic['parameters_pulled_per_client'])
-  # The figure plots every evaluated round's mean dev BLEU (a lookup of the
-  # flat key as nested keys once plotted nothing).
-  evaluated = [r for r in federated['records']['federated'] if 'eval' in r]
-  assert evaluated
-  report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
-  assert report['dev_bleu_by_round']['federated-dp_l-r1'] == {
-      'rounds': [r['round'] for r in evaluated],
-      'values': [r['eval']['dev_bleu/avg'] for r in evaluated]}
-  assert (run_dir / 'clients' / 'ubuntu_l10n.npz').exists()
+    federated = results['federated-dp_l-r1']
+    self.assertEqual(list(federated['bleu']), ['server', 'client wmt_news',
+                                               'client ubuntu_l10n'])
+    # BLEU recomputed from the written translations with SacreBLEU itself.
+    run_dir = tmp_path / federated['run_dir']
+    lines = [json.loads(l) for l in (
+        run_dir / 'predictions' / 'server.jsonl').read_text().splitlines()]
+    for domain in _DATA.domains:
+      rows = [r for r in lines if r['domain'] == domain]
+      self.assertLen(rows, 6)
+      expected = sacrebleu.corpus_bleu([r['hypothesis'] for r in rows],
+                                       [[r['reference'] for r in rows]]).score
+      self.assertEqual(federated['bleu']['server'][domain],
+                       pytest.approx(expected))
+    self.assertIn('tok:13a', federated['sacrebleu'])
 
-  table = (tmp_path / 'results.md').read_text()
-  assert '| ubuntu_l10n engine | ours |' in table
-  assert '| chained | paper | – | – | 21.80 |' in table
-  assert '| DP_l (less active half) | 1 | ours |' in table
-  assert (tmp_path / 'dev_bleu.png').stat().st_size > 0
+    # Per-round traffic: DP_l sends at most half of each group's tensors, so
+    # fewer parameters than it is pushed (every tensor, push='all').
+    (record,) = [r for r in federated['records']['federated'] if 'train' in r]
+    traffic = record['train']
+    self.assertTrue(0 < traffic['parameters_pulled_per_client'] < traffic[
+        'parameters_pushed_per_client'])
+    self.assertEqual(traffic['bytes_pulled_per_client'], pytest.approx(
+        4 * traffic['parameters_pulled_per_client']))
+    # The figure plots every evaluated round's mean dev BLEU (a lookup of the
+    # flat key as nested keys once plotted nothing).
+    evaluated = [r for r in federated['records']['federated'] if 'eval' in r]
+    self.assertTrue(evaluated)
+    report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
+    self.assertEqual(report['dev_bleu_by_round']['federated-dp_l-r1'], {
+        'rounds': [r['round'] for r in evaluated],
+        'values': [r['eval']['dev_bleu/avg'] for r in evaluated]})
+    self.assertTrue((run_dir / 'clients' / 'ubuntu_l10n.npz').exists())
 
-  # Finished engines are read back, not trained again.
-  mtime = os.path.getmtime(run_dir / nmt.RESULTS_FILE)
-  again = _run(tmp_path, engines)
-  assert os.path.getmtime(run_dir / nmt.RESULTS_FILE) == mtime
-  assert again['federated-dp_l-r1']['bleu'] == federated['bleu']
+    table = (tmp_path / 'results.md').read_text()
+    self.assertIn('| ubuntu_l10n engine | ours |', table)
+    self.assertIn('| chained | paper | – | – | 21.80 |', table)
+    self.assertIn('| DP_l (less active half) | 1 | ours |', table)
+    self.assertGreater((tmp_path / 'dev_bleu.png').stat().st_size, 0)
 
+    # Finished engines are read back, not trained again.
+    mtime = os.path.getmtime(run_dir / nmt.RESULTS_FILE)
+    again = _run(tmp_path, engines)
+    self.assertEqual(os.path.getmtime(run_dir / nmt.RESULTS_FILE), mtime)
+    self.assertEqual(again['federated-dp_l-r1']['bleu'], federated['bleu'])
 
-def test_unknown_single_domain_is_refused(tmp_path):
-  with pytest.raises(errors.InputError, match='single:php_docs'):
-    _run(tmp_path, ['single:php_docs'])
+  def test_unknown_single_domain_is_refused(self):
+    with self.assertRaisesRegex(errors.InputError, 'single:php_docs'):
+      _run(self.create_tempdir().full_path, ['single:php_docs'])
 
 
 def _result(kind, bleu, *, mode='default', rounds=5, pulled=(), pushed=()):
@@ -153,34 +163,36 @@ def _result(kind, bleu, *, mode='default', rounds=5, pulled=(), pushed=()):
   return {'spec': spec, 'bleu': bleu, 'records': {'federated': records}}
 
 
-def test_modes_table_numbers():
-  domains = ('wmt_news', 'php_docs')
-  results = {
-      'federated-default-r5': _result(
-          'federated', {'server': {'wmt_news': 20.0, 'php_docs': 30.0}},
-          pulled=(1000, 1000), pushed=(1000, 1000)),
-      'federated-dp_l-r5': _result(
-          'federated', {'server': {'wmt_news': 10.0, 'php_docs': 16.0}},
-          mode='dp_l', pulled=(300, 500), pushed=(1000, 1000)),
-  }
-  results['federated-dp_l-rms-r5'] = _result(
-      'federated', {'server': {'wmt_news': 9.0, 'php_docs': 15.0}},
-      mode='dp_l', pulled=(100, 100), pushed=(1000, 1000))
-  results['federated-dp_l-rms-r5']['spec']['change_norm'] = 'rms'
-  table = nmt_report.modes_table(results, domains)
-  # default: avg (20 + 30) / 2 = 25; dp_l: (10 + 16) / 2 = 13, pulled
-  # (300 + 500) / 2 = 400 of 1,000 = 0.400x. The paper: 22,863,104 of
-  # 45,724,160 = 0.500x; its WMT and PHP cells and its own averages.
-  assert ('| FedAvg, all tensors (default) | 5 | ours | 20.00 | 30.00 | '
-          '25.00 | 1,000 | 1,000 | 1.000× |') in table
-  assert ('| DP_l (less active half) | 5 | ours | 10.00 | 16.00 | 13.00 | '
-          '400 | 1,000 | 0.400× |') in table
-  assert ('| DP_l (less active half) | 5 | paper | 29.28 | 36.33 | 32.28 | '
-          '22,863,104 | – | 0.500× |') in table
-  # The rms variant is ours alone: no second paper row.
-  assert ('| DP_l (less active half), rms | 5 | ours | 9.00 | 15.00 | 12.00 '
-          '| 100 | 1,000 | 0.100× |') in table
-  assert table.count('| paper |') == 2
+class ModesTableExecutionTest(tf.test.TestCase):
+
+  def test_modes_table_numbers(self):
+    domains = ('wmt_news', 'php_docs')
+    results = {
+        'federated-default-r5': _result(
+            'federated', {'server': {'wmt_news': 20.0, 'php_docs': 30.0}},
+            pulled=(1000, 1000), pushed=(1000, 1000)),
+        'federated-dp_l-r5': _result(
+            'federated', {'server': {'wmt_news': 10.0, 'php_docs': 16.0}},
+            mode='dp_l', pulled=(300, 500), pushed=(1000, 1000)),
+    }
+    results['federated-dp_l-rms-r5'] = _result(
+        'federated', {'server': {'wmt_news': 9.0, 'php_docs': 15.0}},
+        mode='dp_l', pulled=(100, 100), pushed=(1000, 1000))
+    results['federated-dp_l-rms-r5']['spec']['change_norm'] = 'rms'
+    table = nmt_report.modes_table(results, domains)
+    # default: avg (20 + 30) / 2 = 25; dp_l: (10 + 16) / 2 = 13, pulled
+    # (300 + 500) / 2 = 400 of 1,000 = 0.400x. The paper: 22,863,104 of
+    # 45,724,160 = 0.500x; its WMT and PHP cells and its own averages.
+    self.assertIn('| FedAvg, all tensors (default) | 5 | ours | 20.00 | '
+                  '30.00 | 25.00 | 1,000 | 1,000 | 1.000× |', table)
+    self.assertIn('| DP_l (less active half) | 5 | ours | 10.00 | 16.00 | '
+                  '13.00 | 400 | 1,000 | 0.400× |', table)
+    self.assertIn('| DP_l (less active half) | 5 | paper | 29.28 | 36.33 | '
+                  '32.28 | 22,863,104 | – | 0.500× |', table)
+    # The rms variant is ours alone: no second paper row.
+    self.assertIn('| DP_l (less active half), rms | 5 | ours | 9.00 | 15.00 '
+                  '| 12.00 | 100 | 1,000 | 0.100× |', table)
+    self.assertEqual(table.count('| paper |'), 2)
 
 
 def _domain_folders(root, names):
@@ -192,28 +204,34 @@ def _domain_folders(root, names):
   (root / 'SHA256SUMS').write_text('not a domain\n')
 
 
-def test_select_domains_discovers_every_domain_folder(tmp_path):
-  # A user's sixth domain ('legal') and another ('aaa') beside two of the
-  # paper's: the paper's come first in their order, then the others by name.
-  _domain_folders(tmp_path, ['legal', 'php_docs', 'aaa', 'wmt_news'])
-  assert nmt.select_domains(str(tmp_path)) == (
-      'wmt_news', 'php_docs', 'aaa', 'legal')
+class SelectDomainsExecutionTest(tf.test.TestCase):
+
+  def test_select_domains_discovers_every_domain_folder(self):
+    # A user's sixth domain ('legal') and another ('aaa') beside two of the
+    # paper's: the paper's come first in their order, then the others by
+    # name.
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    _domain_folders(tmp_path, ['legal', 'php_docs', 'aaa', 'wmt_news'])
+    self.assertEqual(nmt_task.select_domains(str(tmp_path)),
+                     ('wmt_news', 'php_docs', 'aaa', 'legal'))
+
+  def test_select_domains_names_the_users_domains_left_out(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    _domain_folders(tmp_path, ['legal', 'php_docs', 'wmt_news'])
+    with self.assertLogs(level='WARNING') as logs:
+      self.assertEqual(nmt_task.select_domains(str(tmp_path), ['wmt_news']),
+                       ('wmt_news',))
+    (record,) = [r for r in logs.records if r.levelname == 'WARNING']
+    # The paper's php_docs left out is a choice; the added 'legal' is named.
+    self.assertIn('not used, as --domains does not list them: legal.',
+                  record.getMessage())
+    with self.assertNoLogs(level='WARNING'):
+      nmt_task.select_domains(str(tmp_path), ['wmt_news', 'legal'])
+
+  def test_select_domains_of_a_folder_without_domains(self):
+    with self.assertRaisesRegex(errors.InputError, 'holds neither'):
+      nmt_task.select_domains(self.create_tempdir().full_path)
 
 
-def test_select_domains_names_the_users_domains_left_out(tmp_path, caplog):
-  _domain_folders(tmp_path, ['legal', 'php_docs', 'wmt_news'])
-  with caplog.at_level('WARNING'):
-    assert nmt.select_domains(str(tmp_path), ['wmt_news']) == ('wmt_news',)
-  (record,) = [r for r in caplog.records if r.levelname == 'WARNING']
-  # The paper's php_docs left out is a choice; the added 'legal' is named.
-  assert 'not used, as --domains does not list them: legal.' in (
-      record.getMessage())
-  caplog.clear()
-  with caplog.at_level('WARNING'):
-    nmt.select_domains(str(tmp_path), ['wmt_news', 'legal'])
-  assert not [r for r in caplog.records if r.levelname == 'WARNING']
-
-
-def test_select_domains_of_a_folder_without_domains(tmp_path):
-  with pytest.raises(errors.InputError, match='holds neither'):
-    nmt.select_domains(str(tmp_path))
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,6 +1,10 @@
 """Experiments report an unusable output directory before reading any data."""
 
-import pytest
+import pathlib
+import re
+
+from absl.testing import parameterized
+import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
@@ -22,13 +26,21 @@ def _run_fcl(output_dir, data_dir):
               data_dir=data_dir)
 
 
-@pytest.mark.parametrize('run', [_run_sparse_tags, _run_fcl],
-                         ids=['sparse_tags', 'fcl'])
-def test_output_dir_is_checked_before_the_data(tmp_path, run):
-  blocker = tmp_path / 'a_file'
-  blocker.write_text('')
-  # The data folder does not exist either: the output directory's error
-  # comes first, so nothing was read or trained.
-  with pytest.raises(errors.InputError,
-                     match=f"'{blocker / 'run'}' cannot be created"):
-    run(str(blocker / 'run'), str(tmp_path / 'no_data'))
+class OutputDirCheckExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(('sparse_tags', _run_sparse_tags),
+                                  ('fcl', _run_fcl))
+  def test_output_dir_is_checked_before_the_data(self, run):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('')
+    # The data folder does not exist either: the output directory's error
+    # comes first, so nothing was read or trained.
+    with self.assertRaisesRegex(
+        errors.InputError,
+        re.escape(f"'{blocker / 'run'}' cannot be created")):
+      run(str(blocker / 'run'), str(tmp_path / 'no_data'))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -4,12 +4,16 @@
 (`text2sql_fake_runs.write_run`), with numbers derived in the comments.
 """
 
+import functools
 import json
 import math
 import os
+import pathlib
 
+from absl.testing import parameterized
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tff_nlp import data as data_lib
 from tff_nlp import errors
@@ -17,7 +21,8 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
-from tests.experiments import text2sql_fake_runs
+from tff_nlp.tasks import text2sql as text2sql_task
+from tests import text2sql_fake_runs
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
 _FEDAVG_LORAR = ('federated', 'fedavg', 'lorar')
@@ -63,94 +68,6 @@ def _summarize(tmp_path, runs, **kwargs):
       runs, output_dir=str(tmp_path), num_replicates=500, **kwargs)
 
 
-def test_seed_mean_and_t_interval(tmp_path):
-  report = _summarize(tmp_path, {
-      _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING)})
-  exact = report['methods']['fedavg-lorar']['test']['exact_match']
-  half = _T_2 * 0.2 / math.sqrt(3)
-  assert half == pytest.approx(0.496828, abs=1e-6)
-  assert exact['macro_avg'] == pytest.approx(0.5)
-  assert exact['macro_avg_ci95'] == pytest.approx([0.5 - half, 0.5 + half])
-  assert exact['micro_avg'] == pytest.approx(16 / 30)
-  assert exact['micro_avg_ci95'] == pytest.approx(
-      [16 / 30 - half, 16 / 30 + half])
-  # imdb per seed 0.2, 0.4, 0.6: mean 0.4, sd 0.2.
-  imdb = exact['per_client']['imdb']
-  assert imdb['correct'] == [2, 4, 6] and imdb['total'] == 10
-  assert imdb['accuracy'] == pytest.approx(0.4)
-  assert imdb['ci95'] == pytest.approx([0.4 - half, 0.4 + half])
-  # The bootstrap's point is the same mean; its interval lies in [0, 1]
-  # around it.
-  low, high = exact['macro_avg_bootstrap_ci95']
-  assert 0 <= low < 0.5 < high <= 1
-  assert exact['macro_avg_bootstrap_seeds_ci95'] is not None
-  assert report['units'] == 'fraction'
-  assert [s['test']['exact_match']['macro_avg'] for s in report['methods'][
-      'fedavg-lorar']['seeds']] == pytest.approx([0.3, 0.5, 0.7])
-  table = (tmp_path / 'results.md').read_text()
-  # imdb 40.00 ± 49.68, yelp 60 ± 49.68 (sd of 0.4, 0.6, 0.8 is 0.2),
-  # MacroAvg 50 ± 49.68, MicroAvg 53.33 ± 49.68.
-  assert ('| FedAvg + Lorar | ours (n=3) | – | – | – | – | – | – | '
-          '40.00 ± 49.68 | 60.00 ± 49.68 | 50.00 ± 49.68* | '
-          '53.33 ± 49.68* |') in table
-  assert '| FedAvg + Lorar | 3 | 50.00 | [0.32, 99.68] |' in table
-
-
-def test_one_seed_has_no_t_interval(tmp_path):
-  report = _summarize(tmp_path, {
-      _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING[:1])})
-  exact = report['methods']['fedavg-lorar']['test']['exact_match']
-  assert exact['macro_avg'] == pytest.approx(0.3)
-  assert exact['macro_avg_ci95'] is None
-  assert exact['macro_avg_bootstrap_ci95'] is not None
-  table = (tmp_path / 'results.md').read_text()
-  assert '| FedAvg + Lorar | ours (n=1) |' in table
-  assert '| FedAvg + Lorar | 1 | 30.00 | n=1 |' in table
-
-
-@pytest.mark.parametrize('lorar, base, interval, verdict', [
-    # Identical outcomes: every paired replicate's difference is 0.
-    (_RISING, _RISING, [0.0, 0.0], 'no difference'),
-    # Lorar right everywhere, num_examples nowhere: every replicate 1.
-    (_ALL, _NONE, [1.0, 1.0], 'Lorar higher'),
-    (_NONE, _ALL, [-1.0, -1.0], 'num_examples higher'),
-])
-def test_lorar_minus_num_examples(tmp_path, lorar, base, interval, verdict):
-  report = _summarize(tmp_path, {
-      _FEDAVG: _write_method(tmp_path, 'base', base),
-      _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', lorar)})
-  difference = report['lorar_vs_num_examples']['fedavg']
-  assert difference['num_seeds'] == [3, 3]
-  assert difference['paired_seeds'] == [0, 1, 2]
-  exact = difference['exact_match']
-  for entry in [exact['macro_avg'], exact['micro_avg'],
-                *exact['per_client'].values()]:
-    assert entry['difference'] == pytest.approx(interval[0])
-    assert entry['bootstrap_ci95'] == pytest.approx(interval)
-    assert entry['bootstrap_verdict'] == verdict
-    # Per-seed differences are all equal: a t interval of width 0.
-    assert entry['seed_ci95'] == pytest.approx(interval)
-    assert entry['seed_verdict'] == verdict
-  table = (tmp_path / 'results.md').read_text()
-  points = f'{100 * interval[0]:+.2f}'
-  assert (f'| MacroAvg | {points} | [{points}, {points}] | {verdict} |'
-          in table)
-
-
-def test_resampled_seeds_widen_the_difference(tmp_path):
-  # Same outcomes per seed, but seeds differ: resampling seeds
-  # independently per method moves the difference off 0, plain does not.
-  report = _summarize(tmp_path, {
-      _FEDAVG: _write_method(tmp_path, 'base', _RISING),
-      _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING)})
-  macro = report['lorar_vs_num_examples']['fedavg']['exact_match'][
-      'macro_avg']
-  assert macro['bootstrap_ci95'] == [0.0, 0.0]
-  low, high = macro['bootstrap_seeds_ci95']
-  assert low < 0 < high
-  assert macro['bootstrap_seeds_verdict'] == 'no difference'
-
-
 def _corrupt_total(run_dir):
   path = os.path.join(run_dir, 'results.json')
   with open(path) as f:
@@ -181,103 +98,16 @@ def _remove_predictions(run_dir):
   os.remove(os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'imdb.jsonl'))
 
 
-@pytest.mark.parametrize('corrupt, message', [
-    (_corrupt_total, "client 'imdb' was scored on 10 test examples, but its "
-     'test split has 12'),
-    (_drop_prediction, "19 predictions, but client 'yelp' has 20"),
-    (_flip_prediction, r'5 exact matches, but .* counts 4'),
-    (_remove_predictions, 'imdb.jsonl: missing'),
-])
-def test_refuses_inconsistent_runs(tmp_path, corrupt, message):
-  runs = _write_method(tmp_path, 'lorar', _RISING)
-  corrupt(runs[1][1])
-  with pytest.raises(errors.InputError, match=message):
-    _summarize(tmp_path, {_FEDAVG_LORAR: runs})
-
-
-def test_refuses_wrong_seed(tmp_path):
-  runs = _write_method(tmp_path, 'lorar', _RISING)
-  with pytest.raises(errors.InputError,
-                     match='a run of seed 0, expected seed 5'):
-    _summarize(tmp_path, {_FEDAVG_LORAR: [(5, runs[0][1])]})
-
-
-def test_refuses_one_seed_on_different_examples(tmp_path):
-  other = {c: [(s, g + ' ') for s, g in v] for c, v in _FAKE_EXAMPLES.items()}
-  with pytest.raises(errors.InputError, match='both seed 0.*different '
-                     "examples of client 'imdb'"):
-    _summarize(tmp_path, {
-        _FEDAVG: _write_method(tmp_path, 'base', _RISING),
-        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING, other)})
-
-
-def test_seed_dependent_test_sets_leave_out_the_bootstrap(tmp_path):
-  runs = []
-  for seed, outcomes in enumerate(_RISING):
-    examples = {c: [(s, f'{g} -- seed {seed}') for s, g in v]
-                for c, v in _FAKE_EXAMPLES.items()}
-    run_dir = str(tmp_path / f'run-{seed}')
-    text2sql_fake_runs.write_run(run_dir, seed, outcomes, examples)
-    runs.append((seed, run_dir))
-  report = _summarize(tmp_path, {_FEDAVG_LORAR: runs})
-  exact = report['methods']['fedavg-lorar']['test']['exact_match']
-  assert exact['macro_avg_ci95'] is not None
-  assert exact['macro_avg_bootstrap_ci95'] is None
-  assert report['test_sets']['same_for_every_seed'] is False
-  assert 'differs between seeds' in (tmp_path / 'results.md').read_text()
-
-
 # --- The template-retrieval baseline on the runs' test examples. ---
 
 _BASELINE_CLIENTS = ('restaurants', 'imdb')
 
 
-@pytest.fixture(scope='module')
-def baseline():
+@functools.cache
+def _baseline():
+  """The baseline's predictions, computed once per test process."""
   return text2sql_seed_runs.template_retrieval_predictions(
-      text2sql.DataConfig(clients=_BASELINE_CLIENTS), data_dir=None)
-
-
-def test_baseline_row_on_full_splits(tmp_path, baseline):
-  real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
-  sizes = {c: len(v) for c, v in real.items()}
-  # The full splits: restaurants 74, imdb 26 (data/text2sql's PAPER_FOLDS).
-  assert sizes == {'restaurants': 74, 'imdb': 26}
-  per_seed = [{c: _first(s + 1, n) for c, n in sizes.items()}
-              for s in range(2)]
-  report = _summarize(tmp_path, {
-      _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', per_seed, real,
-                                   execution={'restaurants': (3, 74)})},
-                      baseline=baseline, expect_full_splits=True)
-  # Template retrieval gets restaurants 72/74 and imdb 6/26 right
-  # (baselines/template_retrieval.py, tests/baselines): MacroAvg
-  # (72/74 + 6/26) / 2 = 60.19 %, MicroAvg 78/100; one test set for both
-  # seeds, so no t interval.
-  entry = report['baseline']
-  assert entry['label'] == 'Template retrieval (no learning)'
-  assert entry['num_test_sets'] == 1
-  assert entry['test_sets'][0]['seeds'] == [0, 1]
-  exact = entry['test']['exact_match']
-  assert exact['per_client']['restaurants']['correct'] == [72]
-  assert exact['per_client']['restaurants']['total'] == 74
-  assert exact['per_client']['imdb']['correct'] == [6]
-  assert exact['macro_avg'] == pytest.approx((72 / 74 + 6 / 26) / 2)
-  assert exact['micro_avg'] == pytest.approx(0.78)
-  assert exact['macro_avg_ci95'] is None
-  assert exact['macro_avg_bootstrap_ci95'] is not None
-  assert entry['test']['execution']['per_client']['restaurants'][
-      'accuracy'] > 0
-  assert report['test_sets']['full_splits'] is True
-  for client, total in sizes.items():
-    method_exact = report['methods']['fedavg-lorar']['test']['exact_match']
-    assert method_exact['per_client'][client]['total'] == total
-  table = (tmp_path / 'results.md').read_text()
-  assert ('| Template retrieval (no learning) | ours | – | – | – | 97.30 | – '
-          '| – | 23.08 | – | 60.19* | 78.00* |') in table
-  assert 'whole test split' in table
-  assert '| Template retrieval (no learning) | restaurants ' in table
-  assert [m['label'] for m in report['table2']['methods']][-1] == (
-      'Template retrieval (no learning)')
+      text2sql_task.DataConfig(clients=_BASELINE_CLIENTS), data_dir=None)
 
 
 # Seeded subsets in file order, as max_eval_examples draws them: one per
@@ -286,86 +116,276 @@ _SUBSET_0 = {'restaurants': [0, 5, 6, 40, 73], 'imdb': [1, 2, 25]}
 _SUBSET_1 = {'restaurants': [1, 2, 3, 50, 60], 'imdb': [0, 10, 11]}
 
 
-@pytest.mark.parametrize('subsets', [[_SUBSET_0], [_SUBSET_0, _SUBSET_0],
-                                     [_SUBSET_0, _SUBSET_1]])
-def test_baseline_on_subsets(tmp_path, baseline, subsets):
-  real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
-  runs = []
-  for seed, keep in enumerate(subsets):
-    examples = {c: [real[c][i] for i in keep[c]] for c in keep}
-    run_dir = str(tmp_path / f'run-{seed}')
-    text2sql_fake_runs.write_run(
-        run_dir, seed, {c: _first(1, len(v)) for c, v in examples.items()},
-        examples)
-    runs.append((seed, run_dir))
-  report = _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline)
-  pairs = template_retrieval.predict_clients(
-      data_lib.load_clients(_BASELINE_CLIENTS))
-  distinct = [k for i, k in enumerate(subsets) if k not in subsets[:i]]
-  entry = report['baseline']
-  assert entry['num_test_sets'] == len(distinct)
-  for test_set, keep in zip(entry['test_sets'], distinct):
-    assert test_set['seeds'] == [s for s, k in enumerate(subsets)
-                                 if k == keep]
-    for client, indices in keep.items():
-      counts = test_set['test']['exact_match']['per_client'][client]
-      assert counts['correct'] == sum(
-          pairs[client][i][0] == pairs[client][i][1] for i in indices)
-      assert counts['total'] == len(indices)
-  exact = entry['test']['exact_match']
-  # Bootstrap intervals need the same examples for every seed.
-  assert (exact['macro_avg_bootstrap_ci95'] is None) == (len(distinct) > 1)
-  assert (report['methods']['fedavg-lorar']['test']['exact_match'][
-      'macro_avg_bootstrap_ci95'] is None) == (len(distinct) > 1)
-  assert report['test_sets']['same_for_every_seed'] == (len(distinct) == 1)
-  assert report['test_sets']['full_splits'] is False
-  source = 'ours' if len(distinct) == 1 else f'ours (n={len(distinct)})'
-  assert (f'| Template retrieval (no learning) | {source} |'
-          in (tmp_path / 'results.md').read_text())
+class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
+  def test_seed_mean_and_t_interval(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    report = _summarize(tmp_path, {
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING)})
+    exact = report['methods']['fedavg-lorar']['test']['exact_match']
+    half = _T_2 * 0.2 / math.sqrt(3)
+    assert half == pytest.approx(0.496828, abs=1e-6)
+    assert exact['macro_avg'] == pytest.approx(0.5)
+    assert exact['macro_avg_ci95'] == pytest.approx([0.5 - half, 0.5 + half])
+    assert exact['micro_avg'] == pytest.approx(16 / 30)
+    assert exact['micro_avg_ci95'] == pytest.approx(
+        [16 / 30 - half, 16 / 30 + half])
+    # imdb per seed 0.2, 0.4, 0.6: mean 0.4, sd 0.2.
+    imdb = exact['per_client']['imdb']
+    assert imdb['correct'] == [2, 4, 6] and imdb['total'] == 10
+    assert imdb['accuracy'] == pytest.approx(0.4)
+    assert imdb['ci95'] == pytest.approx([0.4 - half, 0.4 + half])
+    # The bootstrap's point is the same mean; its interval lies in [0, 1]
+    # around it.
+    low, high = exact['macro_avg_bootstrap_ci95']
+    assert 0 <= low < 0.5 < high <= 1
+    assert exact['macro_avg_bootstrap_seeds_ci95'] is not None
+    assert report['units'] == 'fraction'
+    assert [s['test']['exact_match']['macro_avg'] for s in report['methods'][
+        'fedavg-lorar']['seeds']] == pytest.approx([0.3, 0.5, 0.7])
+    table = (tmp_path / 'results.md').read_text()
+    # imdb 40.00 ± 49.68, yelp 60 ± 49.68 (sd of 0.4, 0.6, 0.8 is 0.2),
+    # MacroAvg 50 ± 49.68, MicroAvg 53.33 ± 49.68.
+    assert ('| FedAvg + Lorar | ours (n=3) | – | – | – | – | – | – | '
+            '40.00 ± 49.68 | 60.00 ± 49.68 | 50.00 ± 49.68* | '
+            '53.33 ± 49.68* |') in table
+    assert '| FedAvg + Lorar | 3 | 50.00 | [0.32, 99.68] |' in table
 
-def test_expect_full_splits_refuses_a_subset(tmp_path, baseline):
-  real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
-  examples = dict(real, imdb=real['imdb'][:20])  # 20 of imdb's 26.
-  runs = _write_method(
-      tmp_path, 'lorar',
-      [{c: _first(0, len(v)) for c, v in examples.items()}], examples)
-  with pytest.raises(errors.InputError,
-                     match=r"subset of the test split of \{'imdb': '20 of "
-                     r"26'\}"):
-    _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline,
-               expect_full_splits=True)
-  # Not refused without expect_full_splits (max_eval_examples > 0).
-  _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline)
+  def test_one_seed_has_no_t_interval(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    report = _summarize(tmp_path, {
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING[:1])})
+    exact = report['methods']['fedavg-lorar']['test']['exact_match']
+    assert exact['macro_avg'] == pytest.approx(0.3)
+    assert exact['macro_avg_ci95'] is None
+    assert exact['macro_avg_bootstrap_ci95'] is not None
+    table = (tmp_path / 'results.md').read_text()
+    assert '| FedAvg + Lorar | ours (n=1) |' in table
+    assert '| FedAvg + Lorar | 1 | 30.00 | n=1 |' in table
 
+  @parameterized.parameters(*[
+      # Identical outcomes: every paired replicate's difference is 0.
+      (_RISING, _RISING, [0.0, 0.0], 'no difference'),
+      # Lorar right everywhere, num_examples nowhere: every replicate 1.
+      (_ALL, _NONE, [1.0, 1.0], 'Lorar higher'),
+      (_NONE, _ALL, [-1.0, -1.0], 'num_examples higher'),
+  ])
+  def test_lorar_minus_num_examples(self, lorar, base, interval, verdict):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    report = _summarize(tmp_path, {
+        _FEDAVG: _write_method(tmp_path, 'base', base),
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', lorar)})
+    difference = report['lorar_vs_num_examples']['fedavg']
+    assert difference['num_seeds'] == [3, 3]
+    assert difference['paired_seeds'] == [0, 1, 2]
+    exact = difference['exact_match']
+    for entry in [exact['macro_avg'], exact['micro_avg'],
+                  *exact['per_client'].values()]:
+      assert entry['difference'] == pytest.approx(interval[0])
+      assert entry['bootstrap_ci95'] == pytest.approx(interval)
+      assert entry['bootstrap_verdict'] == verdict
+      # Per-seed differences are all equal: a t interval of width 0.
+      assert entry['seed_ci95'] == pytest.approx(interval)
+      assert entry['seed_verdict'] == verdict
+    table = (tmp_path / 'results.md').read_text()
+    points = f'{100 * interval[0]:+.2f}'
+    assert (f'| MacroAvg | {points} | [{points}, {points}] | {verdict} |'
+            in table)
 
-@pytest.mark.parametrize('reorder', [
-    lambda v: v[::-1],  # Full split, out of order.
-    lambda v: [v[3], v[1]],  # Subset, out of order.
-    lambda v: v[:2] + [('another question | x', 'SELECT 1 ;')],
-])
-def test_baseline_refuses_other_examples(tmp_path, baseline, reorder):
-  real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
-  examples = dict(real, imdb=reorder(real['imdb']))
-  runs = _write_method(
-      tmp_path, 'lorar',
-      [{c: _first(0, len(v)) for c, v in examples.items()}], examples)
-  with pytest.raises(errors.InputError, match="client 'imdb'.*do not align"):
+  def test_resampled_seeds_widen_the_difference(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    # Same outcomes per seed, but seeds differ: resampling seeds
+    # independently per method moves the difference off 0, plain does not.
+    report = _summarize(tmp_path, {
+        _FEDAVG: _write_method(tmp_path, 'base', _RISING),
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING)})
+    macro = report['lorar_vs_num_examples']['fedavg']['exact_match'][
+        'macro_avg']
+    assert macro['bootstrap_ci95'] == [0.0, 0.0]
+    low, high = macro['bootstrap_seeds_ci95']
+    assert low < 0 < high
+    assert macro['bootstrap_seeds_verdict'] == 'no difference'
+
+  @parameterized.parameters(*[
+      (_corrupt_total, "client 'imdb' was scored on 10 test examples, but its "
+       'test split has 12'),
+      (_drop_prediction, "19 predictions, but client 'yelp' has 20"),
+      (_flip_prediction, r'5 exact matches, but .* counts 4'),
+      (_remove_predictions, 'imdb.jsonl: missing'),
+  ])
+  def test_refuses_inconsistent_runs(self, corrupt, message):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    runs = _write_method(tmp_path, 'lorar', _RISING)
+    corrupt(runs[1][1])
+    with self.assertRaisesRegex(errors.InputError, message):
+      _summarize(tmp_path, {_FEDAVG_LORAR: runs})
+
+  def test_refuses_wrong_seed(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    runs = _write_method(tmp_path, 'lorar', _RISING)
+    with self.assertRaisesRegex(errors.InputError,
+                                'a run of seed 0, expected seed 5'):
+      _summarize(tmp_path, {_FEDAVG_LORAR: [(5, runs[0][1])]})
+
+  def test_refuses_one_seed_on_different_examples(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    other = {c: [(s, g + ' ') for s, g in v] for c, v in _FAKE_EXAMPLES.items()}
+    with self.assertRaisesRegex(errors.InputError,
+                                'both seed 0.*different '
+                                "examples of client 'imdb'"):
+      _summarize(tmp_path, {
+          _FEDAVG: _write_method(tmp_path, 'base', _RISING),
+          _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING, other)})
+
+  def test_seed_dependent_test_sets_leave_out_the_bootstrap(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    runs = []
+    for seed, outcomes in enumerate(_RISING):
+      examples = {c: [(s, f'{g} -- seed {seed}') for s, g in v]
+                  for c, v in _FAKE_EXAMPLES.items()}
+      run_dir = str(tmp_path / f'run-{seed}')
+      text2sql_fake_runs.write_run(run_dir, seed, outcomes, examples)
+      runs.append((seed, run_dir))
+    report = _summarize(tmp_path, {_FEDAVG_LORAR: runs})
+    exact = report['methods']['fedavg-lorar']['test']['exact_match']
+    assert exact['macro_avg_ci95'] is not None
+    assert exact['macro_avg_bootstrap_ci95'] is None
+    assert report['test_sets']['same_for_every_seed'] is False
+    assert 'differs between seeds' in (tmp_path / 'results.md').read_text()
+
+  def test_baseline_row_on_full_splits(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    baseline = _baseline()
+    real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
+    sizes = {c: len(v) for c, v in real.items()}
+    # The full splits: restaurants 74, imdb 26 (data/text2sql's PAPER_FOLDS).
+    assert sizes == {'restaurants': 74, 'imdb': 26}
+    per_seed = [{c: _first(s + 1, n) for c, n in sizes.items()}
+                for s in range(2)]
+    report = _summarize(tmp_path, {
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', per_seed, real,
+                                     execution={'restaurants': (3, 74)})},
+                        baseline=baseline, expect_full_splits=True)
+    # Template retrieval gets restaurants 72/74 and imdb 6/26 right
+    # (baselines/template_retrieval.py, tests/baselines): MacroAvg
+    # (72/74 + 6/26) / 2 = 60.19 %, MicroAvg 78/100; one test set for both
+    # seeds, so no t interval.
+    entry = report['baseline']
+    assert entry['label'] == 'Template retrieval (no learning)'
+    assert entry['num_test_sets'] == 1
+    assert entry['test_sets'][0]['seeds'] == [0, 1]
+    exact = entry['test']['exact_match']
+    assert exact['per_client']['restaurants']['correct'] == [72]
+    assert exact['per_client']['restaurants']['total'] == 74
+    assert exact['per_client']['imdb']['correct'] == [6]
+    assert exact['macro_avg'] == pytest.approx((72 / 74 + 6 / 26) / 2)
+    assert exact['micro_avg'] == pytest.approx(0.78)
+    assert exact['macro_avg_ci95'] is None
+    assert exact['macro_avg_bootstrap_ci95'] is not None
+    assert entry['test']['execution']['per_client']['restaurants'][
+        'accuracy'] > 0
+    assert report['test_sets']['full_splits'] is True
+    for client, total in sizes.items():
+      method_exact = report['methods']['fedavg-lorar']['test']['exact_match']
+      assert method_exact['per_client'][client]['total'] == total
+    table = (tmp_path / 'results.md').read_text()
+    assert ('| Template retrieval (no learning) | ours | – | – | – | 97.30 | – '
+            '| – | 23.08 | – | 60.19* | 78.00* |') in table
+    assert 'whole test split' in table
+    assert '| Template retrieval (no learning) | restaurants ' in table
+    assert [m['label'] for m in report['table2']['methods']][-1] == (
+        'Template retrieval (no learning)')
+
+  # Each case one argument, a list of subsets (a bare list would be unpacked
+  # into several arguments).
+  @parameterized.parameters(([_SUBSET_0],), ([_SUBSET_0, _SUBSET_0],),
+                            ([_SUBSET_0, _SUBSET_1],))
+  def test_baseline_on_subsets(self, subsets):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    baseline = _baseline()
+    real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
+    runs = []
+    for seed, keep in enumerate(subsets):
+      examples = {c: [real[c][i] for i in keep[c]] for c in keep}
+      run_dir = str(tmp_path / f'run-{seed}')
+      text2sql_fake_runs.write_run(
+          run_dir, seed, {c: _first(1, len(v)) for c, v in examples.items()},
+          examples)
+      runs.append((seed, run_dir))
+    report = _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline)
+    pairs = template_retrieval.predict_clients(
+        data_lib.load_clients(_BASELINE_CLIENTS))
+    distinct = [k for i, k in enumerate(subsets) if k not in subsets[:i]]
+    entry = report['baseline']
+    assert entry['num_test_sets'] == len(distinct)
+    for test_set, keep in zip(entry['test_sets'], distinct):
+      assert test_set['seeds'] == [s for s, k in enumerate(subsets)
+                                   if k == keep]
+      for client, indices in keep.items():
+        counts = test_set['test']['exact_match']['per_client'][client]
+        assert counts['correct'] == sum(
+            pairs[client][i][0] == pairs[client][i][1] for i in indices)
+        assert counts['total'] == len(indices)
+    exact = entry['test']['exact_match']
+    # Bootstrap intervals need the same examples for every seed.
+    assert (exact['macro_avg_bootstrap_ci95'] is None) == (len(distinct) > 1)
+    assert (report['methods']['fedavg-lorar']['test']['exact_match'][
+        'macro_avg_bootstrap_ci95'] is None) == (len(distinct) > 1)
+    assert report['test_sets']['same_for_every_seed'] == (len(distinct) == 1)
+    assert report['test_sets']['full_splits'] is False
+    source = 'ours' if len(distinct) == 1 else f'ours (n={len(distinct)})'
+    assert (f'| Template retrieval (no learning) | {source} |'
+            in (tmp_path / 'results.md').read_text())
+
+  def test_expect_full_splits_refuses_a_subset(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    baseline = _baseline()
+    real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
+    examples = dict(real, imdb=real['imdb'][:20])  # 20 of imdb's 26.
+    runs = _write_method(
+        tmp_path, 'lorar',
+        [{c: _first(0, len(v)) for c, v in examples.items()}], examples)
+    with self.assertRaisesRegex(
+        errors.InputError,
+        r"subset of the test split of \{'imdb': '20 of 26'\}"):
+      _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline,
+                 expect_full_splits=True)
+    # Not refused without expect_full_splits (max_eval_examples > 0).
     _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline)
 
+  @parameterized.parameters(*[
+      lambda v: v[::-1],  # Full split, out of order.
+      lambda v: [v[3], v[1]],  # Subset, out of order.
+      lambda v: v[:2] + [('another question | x', 'SELECT 1 ;')],
+  ])
+  def test_baseline_refuses_other_examples(self, reorder):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    baseline = _baseline()
+    real = text2sql_fake_runs.real_test_examples(_BASELINE_CLIENTS)
+    examples = dict(real, imdb=reorder(real['imdb']))
+    runs = _write_method(
+        tmp_path, 'lorar',
+        [{c: _first(0, len(v)) for c, v in examples.items()}], examples)
+    with self.assertRaisesRegex(errors.InputError,
+                                "client 'imdb'.*do not align"):
+      _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline)
 
-def test_align_to_baseline_anonymised_questions():
-  # Without values, questions keep their variable names; gold SQL has
-  # values either way (what predictions are scored against).
-  real = text2sql_fake_runs.real_test_examples(
-      ('imdb',), with_values=False, schema_columns=False)['imdb']
-  anonymised = text2sql_seed_runs.template_retrieval_predictions(
-      text2sql.DataConfig(clients=('imdb',), with_values=False),
-      data_dir=None)
-  golds = [g for _, g in anonymised.pairs['imdb']]
-  examples = [(s, g) for (s, _), g in zip(real, golds)]
-  assert text2sql_seed_runs.align_to_baseline(
-      examples[3:9:2], anonymised.questions['imdb'], golds,
-      where='imdb') == [3, 5, 7]
-  assert np.all(np.diff(text2sql_seed_runs.align_to_baseline(
-      examples, anonymised.questions['imdb'], golds, where='imdb')) == 1)
+  def test_align_to_baseline_anonymised_questions(self):
+    # Without values, questions keep their variable names; gold SQL has
+    # values either way (what predictions are scored against).
+    real = text2sql_fake_runs.real_test_examples(
+        ('imdb',), with_values=False, schema_columns=False)['imdb']
+    anonymised = text2sql_seed_runs.template_retrieval_predictions(
+        text2sql_task.DataConfig(clients=('imdb',), with_values=False),
+        data_dir=None)
+    golds = [g for _, g in anonymised.pairs['imdb']]
+    examples = [(s, g) for (s, _), g in zip(real, golds)]
+    assert text2sql_seed_runs.align_to_baseline(
+        examples[3:9:2], anonymised.questions['imdb'], golds,
+        where='imdb') == [3, 5, 7]
+    assert np.all(np.diff(text2sql_seed_runs.align_to_baseline(
+        examples, anonymised.questions['imdb'], golds, where='imdb')) == 1)
+
+
+if __name__ == '__main__':
+  tf.test.main()

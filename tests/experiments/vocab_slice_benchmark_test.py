@@ -13,11 +13,12 @@ import pytest
 
 from tff_nlp import errors
 from tff_nlp import training
+from tff_nlp.benchmarks import vocab_slice_benchmark
 from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import vocab_slice_benchmark
+from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.models import seq2seq
 
-_DATA = text2sql.DataConfig(clients=('geography', 'imdb'))
+_DATA = text2sql_task.DataConfig(clients=('geography', 'imdb'))
 _MODEL = seq2seq.Seq2SeqConfig.from_preset('small')
 _LOOP = training.LoopConfig(rounds=2)
 # Per M: bytes down and up per client in rounds 1 and 2, round seconds,
@@ -77,7 +78,7 @@ def calls(monkeypatch):
 def _run(output_dir, max_keys=(100,), loop=_LOOP):
   return vocab_slice_benchmark.run_vocab_slice_benchmark(
       data_dir=None, output_dir=str(output_dir), max_keys=max_keys,
-      data=_DATA, model=_MODEL, training=text2sql.TrainingConfig(),
+      data=_DATA, model=_MODEL, training=text2sql_task.TrainingConfig(),
       loop=loop, command='cmd')
 
 

@@ -11,13 +11,13 @@ from tff_nlp import data
 from tff_nlp import errors
 from tff_nlp import runtime
 from tff_nlp import training
-from tff_nlp.experiments import federated_text
 from tff_nlp.experiments import weighting_demo
+from tff_nlp.tasks import text_classification
 
-_TINY_DATA = federated_text.ClientDataConfig(
+_TINY_DATA = text_classification.ClientDataConfig(
     dataset='r8', num_clients=2, dirichlet_alpha=0.5, min_train_examples=50,
     vocab_size=500, max_length=16)
-_TINY_TRAINING = weighting_demo.TrainingConfig(
+_TINY_TRAINING = weighting_demo.WeightingTrainingConfig(
     local_epochs=1, batch_size=256, client_learning_rate=1.0, embedding_dim=8)
 _TINY_LOOP = training.LoopConfig(rounds=2, seed=3, progress=False)
 
@@ -38,12 +38,13 @@ def _table_rows(markdown: str) -> dict[str, list[str]]:
   return rows
 
 
-class ResultsTableTest(tf.test.TestCase):
+class ResultsTableExecutionTest(tf.test.TestCase):
 
   def test_table_layout_and_percentages(self):
     result = weighting_demo.WeightingResult(
         weighting='lorar',
-        accuracies=federated_text.Accuracies(correct=(1, 2), totals=(3, 4)),
+        accuracies=text_classification.Accuracies(correct=(1, 2),
+                                                  totals=(3, 4)),
         records=[],
     )
     # 1/3 = 33.33%, 2/4 = 50%; MacroAvg 41.67%, MicroAvg 3/7 = 42.86%.
@@ -54,7 +55,7 @@ class ResultsTableTest(tf.test.TestCase):
         '| lorar | 33.33 | 50.00 | 41.67 | 42.86 |')
 
 
-class ArgumentsTest(parameterized.TestCase):
+class ArgumentsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('local_epochs', dict(local_epochs=0), 'local_epochs must be positive'),
@@ -65,7 +66,7 @@ class ArgumentsTest(parameterized.TestCase):
   )
   def test_bad_training_config(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
-      weighting_demo.TrainingConfig(**kwargs)
+      weighting_demo.WeightingTrainingConfig(**kwargs)
 
   @parameterized.named_parameters(
       ('unknown', ['lorar', 'lora']),

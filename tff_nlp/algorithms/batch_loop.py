@@ -19,7 +19,7 @@ dataset's iterator is lowered by TFF's compiler into the computation's own
 graph (`LoopCond`, `Enter`, `Exit`, ...), which the worker builds once per
 session and keeps between rounds. On the text-to-SQL seq2seq model this took
 a TFF round from 1.19x to 0.76x the time of a hand-written pure-TensorFlow
-loop (`bench/round_overhead.py --model=text2sql_seq2seq`,
+loop (`tff_nlp/bin/round_overhead.py --model=text2sql_seq2seq`,
 `docs/results/round_overhead.md`).
 """
 

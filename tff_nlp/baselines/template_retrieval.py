@@ -242,7 +242,7 @@ def retrieved_sql(train: Sequence[QueryAndSentence],
                   with_values: bool = True) -> list[str]:
   """The SQL retrieval predicts for each question: a parser's hint.
 
-  A retrieve-and-edit parser (`experiments.text2sql.DataConfig.
+  A retrieve-and-edit parser (`tasks.text2sql.DataConfig.
   retrieved_sql`) reads this after the question. In training each
   question's hint comes from the *other* training questions (leave one
   out), as a test question's comes from training questions that are not

@@ -2,7 +2,7 @@
 
 `train_text2sql` (one method) and `text2sql_benchmark` (several methods)
 define the same experiment; this module defines its flags once and turns
-them into the configs of `tff_nlp.experiments.text2sql`. Not a binary.
+them into the configs of `tff_nlp.tasks.text2sql`. Not a binary.
 The model flags are `_seq2seq_flags`' (adopted here, and
 `model_config` re-exported for the binaries).
 """
@@ -13,8 +13,8 @@ from tff_nlp import algorithms
 from tff_nlp.bin import _seq2seq_flags as seq2seq_flags
 from tff_nlp.bin import common
 from tff_nlp.data import text2sql
-from tff_nlp.experiments import text2sql as experiment
-from tff_nlp.experiments import text2sql_templates
+from tff_nlp.tasks import text2sql as experiment
+from tff_nlp.tasks import text2sql_templates
 
 flags.adopt_module_key_flags(seq2seq_flags)
 
@@ -23,7 +23,7 @@ PARSER = flags.DEFINE_enum(
     'seq2seq: generates the SQL (the paper\'s kind of parser; --model and '
     'the model flags); template: classifies the question among its '
     'database\'s training SQL templates and fills in its values '
-    '(tff_nlp.experiments.text2sql_templates; --template_* flags).')
+    '(tff_nlp.tasks.text2sql_templates; --template_* flags).')
 TEMPLATE_EMBEDDING_DIM = flags.DEFINE_integer(
     'template_embedding_dim', 256,
     'With --parser=template: the n-gram embedding size.', lower_bound=1)

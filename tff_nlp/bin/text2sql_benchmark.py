@@ -5,12 +5,12 @@
       --methods=fedavg/num_examples,fedavg/lorar
 
 Without `--methods` it runs every method of
-`experiments.text2sql_benchmark.default_methods()`, each with every seed of
+`benchmarks.text2sql_benchmark.default_methods()`, each with every seed of
 `--seeds` (default 0,1,2), except the `--single_seed_methods` (default
 finetune,centralized), which run with the first seed only. Runs go seed by
 seed (every method with the first seed, then the second, ...). Each run has
 its own directory keyed by its configuration and seed, so running the
-command again continues an interrupted benchmark; see `tff_nlp.experiments.
+command again continues an interrupted benchmark; see `tff_nlp.benchmarks.
 text2sql_benchmark`. The report (`tff_nlp.experiments.text2sql_summary`)
 gives means over seeds with 95 % intervals and the template-retrieval
 baseline. Data, model and local-training flags are those of
@@ -26,7 +26,7 @@ from absl import flags
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp import errors
 from tff_nlp.bin import common
-from tff_nlp.experiments import text2sql_benchmark
+from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.runtime import flags as runtime_flags
 

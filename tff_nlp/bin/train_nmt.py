@@ -29,6 +29,7 @@ from tff_nlp.bin import common
 from tff_nlp.data import nmt as nmt_data
 from tff_nlp.experiments import nmt
 from tff_nlp.runtime import flags as runtime_flags
+from tff_nlp.tasks import nmt as nmt_task
 
 flags.adopt_module_key_flags(common)
 flags.adopt_module_key_flags(seq2seq_flags)
@@ -112,13 +113,13 @@ def main(argv):
   engines = [nmt.EngineSpec.parse(spec, default_rounds=common.ROUNDS.value)
              for spec in _ENGINES.value]
   try:
-    data = nmt.DataConfig(
-        domains=nmt.select_domains(_DATA_DIR.value, _DOMAINS.value),
+    data = nmt_task.DataConfig(
+        domains=nmt_task.select_domains(_DATA_DIR.value, _DOMAINS.value),
         generic_domain=_GENERIC_DOMAIN.value,
         vocabulary_size=_VOCABULARY_SIZE.value, max_length=_MAX_LENGTH.value,
         max_train_examples=_MAX_TRAIN.value,
         max_eval_examples=_MAX_EVAL.value)
-    training = nmt.TrainingConfig(
+    training = nmt_task.TrainingConfig(
         client_optimizer=_CLIENT_OPTIMIZER.value,
         learning_rate=_LEARNING_RATE.value, batch_size=_BATCH_SIZE.value,
         pretrain_epochs=_PRETRAIN_EPOCHS.value,

@@ -25,6 +25,7 @@ from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.runtime import flags as runtime_flags
+from tff_nlp.tasks import text2sql as text2sql_task
 
 flags.adopt_module_key_flags(common)
 flags.adopt_module_key_flags(text2sql_flags)
@@ -33,7 +34,7 @@ flags.set_default(common.ROUNDS, 60)
 flags.set_default(common.EVAL_EVERY, 5)
 
 _PARADIGM = flags.DEFINE_enum(
-    'paradigm', 'federated', list(experiment.PARADIGMS),
+    'paradigm', 'federated', list(text2sql_task.PARADIGMS),
     'finetune: a model per client; centralized: one model on the union; '
     'federated: --algorithm with --weighting. Outside federated, a round is '
     'one epoch.')

@@ -16,6 +16,7 @@ from absl import flags
 from tff_nlp import experiments
 from tff_nlp.bin import common
 from tff_nlp.runtime import flags as runtime_flags
+from tff_nlp.tasks import text_classification
 
 flags.adopt_module_key_flags(common)
 flags.set_default(common.OUTPUT_DIR, 'runs/weighting_demo')
@@ -82,7 +83,7 @@ def main(argv):
     experiments.run_weighting_demo(
         data_dir=_DATA_DIR.value,
         output_dir=common.OUTPUT_DIR.value,
-        client_data=experiments.ClientDataConfig(
+        client_data=text_classification.ClientDataConfig(
             dataset=_DATASET.value,
             num_clients=_NUM_CLIENTS.value,
             dirichlet_alpha=_DIRICHLET_ALPHA.value,
@@ -90,7 +91,7 @@ def main(argv):
             vocab_size=_VOCAB_SIZE.value,
             max_length=_MAX_LENGTH.value,
         ),
-        training=experiments.TrainingConfig(
+        training=experiments.WeightingTrainingConfig(
             algorithm=_ALGORITHM.value,
             local_epochs=_LOCAL_EPOCHS.value,
             batch_size=_BATCH_SIZE.value,

@@ -18,7 +18,8 @@ model per client). `run_engine` trains one; its kinds:
 *   `combined`: the generic engine fine-tuned on the union of all domains'
     training data (centralised data combination, Table 3);
 *   `chained`: the generic engine fine-tuned on each other domain in turn,
-    in the order of `DataConfig.domains` (chained fine-tuning, Table 3);
+    in the order of `DataConfig.domains` (`tff_nlp.tasks.nmt`; chained
+    fine-tuning, Table 3);
 *   `federated`: the generic engine given to every client; rounds of local
     fine-tuning (`local_steps` steps per client) and aggregation weighted by
     data size, with the dynamic-pulling `mode` of
@@ -26,12 +27,10 @@ model per client). `run_engine` trains one; its kinds:
     sends (Tables 4 and 6); the server model and every client's model (its
     weights after its last local fine-tuning) are scored.
 
-Centralised training runs through the same resumable loop as the federated
-one (`tff_nlp.training.run_training`): a one-client FedAvg whose round is
-one epoch, as in `experiments.text2sql`. The subword vocabulary is trained on
-the training text of every domain, both languages (the paper's joint BPE);
-it is a stand-in for a public vocabulary and never enters a federated
-computation.
+The task (data, model configuration, processes and client data) is
+`tff_nlp.tasks.nmt`. Centralised training runs through the same resumable
+loop as the federated one (`tff_nlp.training.run_training`): a one-client
+FedAvg whose round is one epoch, as in `experiments.text2sql`.
 """
 
 import collections
@@ -45,20 +44,17 @@ from typing import Any, Optional
 from absl import logging
 import numpy as np
 
-from tff_nlp import algorithms
 from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import dynamic_pulling
-from tff_nlp.data import nmt
-from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.metrics import bleu
 from tff_nlp.metrics import nmt_report
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
-from tff_nlp.models import seq2seq_layout
-from tff_nlp.models import seq2seq_model_fn
-from tff_nlp.models import subword_tokenizer
+from tff_nlp.tasks import nmt as nmt_task
+from tff_nlp.tasks import seq2seq_examples
+from tff_nlp.training import run_cache
 
 ENGINE_KINDS = ('generic', 'single', 'combined', 'chained', 'federated')
 TOKENIZER_DIR = 'tokenizer'
@@ -72,83 +68,6 @@ DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
 SERVER = 'server'
 _MODES = tuple(m.value for m in dynamic_pulling.Mode)
-
-
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-  """Which sentence pairs, and how they become token ids.
-
-  Attributes:
-    domains: Domain (client) names of the folder of domains, the generic
-      one included.
-    generic_domain: The domain the generic engine is trained on.
-    vocabulary_size: Upper bound of the joint subword vocabulary.
-    max_length: Source and target tokens; longer sentences are truncated
-      (counted in the results).
-    max_train_examples: Training pairs per domain, a seeded subset; 0: all.
-    max_eval_examples: Dev and test pairs per domain; 0: all.
-  """
-
-  domains: tuple[str, ...] = nmt.DOMAINS
-  generic_domain: str = 'wmt_news'
-  vocabulary_size: int = 8000
-  max_length: int = 64
-  max_train_examples: int = 0
-  max_eval_examples: int = 0
-
-  def __post_init__(self):
-    if self.generic_domain not in self.domains:
-      raise ValueError(f'generic_domain {self.generic_domain!r} is not one '
-                       f'of the domains {list(self.domains)}.')
-    if len(set(self.domains)) != len(self.domains):
-      raise ValueError(f'domains repeat: {list(self.domains)}.')
-    for name in ('vocabulary_size', 'max_length'):
-      if getattr(self, name) < 1:
-        raise ValueError(f'{name} must be positive, got '
-                         f'{getattr(self, name)}.')
-    for name in ('max_train_examples', 'max_eval_examples'):
-      if getattr(self, name) < 0:
-        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingConfig:
-  """How engines are trained and decoded.
-
-  Attributes:
-    client_optimizer: A key of `algorithms.CLIENT_OPTIMIZERS`.
-    learning_rate: Learning rate of every training step.
-    batch_size: Sentence pairs per batch.
-    pretrain_epochs: Epochs of the generic and single-domain engines.
-    finetune_epochs: Epochs of data combination, and of each domain in
-      chained fine-tuning.
-    local_steps: Batches per client per federated round (the paper: 10K).
-    beam_size: 1 for greedy decoding, else beam search.
-    decode_batch_size: Sentences decoded at once.
-    controller_layers: The encoder and decoder layers the `controllers`
-      baseline exchanges (the paper's 6E6D (0-3): layers 0 and 3).
-  """
-
-  client_optimizer: str = 'adam'
-  learning_rate: float = 1e-3
-  batch_size: int = 32
-  pretrain_epochs: int = 10
-  finetune_epochs: int = 1
-  local_steps: int = 100
-  beam_size: int = 1
-  decode_batch_size: int = 64
-  controller_layers: tuple[int, ...] = (0, 3)
-
-  def __post_init__(self):
-    if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
-      raise ValueError(
-          f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
-          f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.')
-    for name in ('batch_size', 'pretrain_epochs', 'finetune_epochs',
-                 'local_steps', 'beam_size', 'decode_batch_size'):
-      if getattr(self, name) < 1:
-        raise ValueError(f'{name} must be positive, got '
-                         f'{getattr(self, name)}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,132 +156,6 @@ class EngineSpec:
         f'norm from {list(dynamic_pulling.CHANGE_NORMS)}.')
 
 
-@dataclasses.dataclass
-class EncodedCorpus:
-  """One split of one domain: its text and its packed token ids."""
-
-  corpus: nmt.ParallelCorpus
-  encoded: seq2seq_examples.EncodedPairs
-
-  @property
-  def x(self):
-    return self.encoded.x
-
-  @property
-  def y(self):
-    return self.encoded.y
-
-  def __len__(self) -> int:
-    return len(self.corpus)
-
-
-@dataclasses.dataclass
-class NmtTask:
-  """The domains' data, tokenized, and the joint tokenizer."""
-
-  domains: tuple[str, ...]
-  tokenizer: subword_tokenizer.SubwordTokenizer
-  splits: dict[str, dict[str, EncodedCorpus]]  # domain -> split -> data
-
-  def truncated(self) -> dict[str, dict[str, dict[str, int]]]:
-    return {d: {s: {'sources': v.encoded.truncated_sources,
-                    'targets': v.encoded.truncated_targets}
-                for s, v in splits.items()}
-            for d, splits in self.splits.items()}
-
-
-def select_domains(data_dir: Optional[str],
-                   requested: Sequence[str] = ()) -> tuple[str, ...]:
-  """The domains (clients) of a run: `requested`, or every domain found.
-
-  Args:
-    data_dir: The `shared/data` folder or a folder of domains; None finds
-      it (`nmt.find_nmt_dir`).
-    requested: Domain names; empty for every domain folder of `data_dir`,
-      in `nmt.list_domains` order (the paper's five first, then any other
-      sorted by name).
-
-  Returns:
-    The domains. With `requested`, a domain folder found but not requested
-    that is not one of the paper's five (a user's own) is named in a
-    warning, so an added domain is never silently left out.
-
-  Raises:
-    InputError: If the folder holds no domain (`nmt.find_nmt_dir`).
-  """
-  folder = nmt.find_nmt_dir(data_dir)
-  found = nmt.list_domains(folder)
-  if not requested:
-    logging.info('Domains of %s: %s', folder, ', '.join(found))
-    return found
-  unused = [d for d in found if d not in requested and d not in nmt.DOMAINS]
-  if unused:
-    logging.warning(
-        'Domain folders of %s not used, as --domains does not list them: '
-        '%s. Leave --domains unset to use every domain folder.', folder,
-        ', '.join(unused))
-  return tuple(requested)
-
-
-def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
-                 tokenizer_dir: str) -> NmtTask:
-  """Loads, subsets and tokenizes the domains.
-
-  The tokenizer is read from `tokenizer_dir` when it holds one, else trained
-  on both sides of every domain's training pairs and written there.
-
-  Args:
-    config: The data configuration.
-    data_dir: The `shared/data` folder or a folder of domains; None finds it.
-    seed: Seed of the subsets.
-    tokenizer_dir: Where the tokenizer is kept (shared by the engines of an
-      experiment, so that their ids agree).
-
-  Returns:
-    The `NmtTask`.
-  """
-  folder = nmt.find_nmt_dir(data_dir)
-  corpora = nmt.load_domains(
-      folder, config.domains,
-      max_train=config.max_train_examples or None,
-      max_eval=config.max_eval_examples or None, seed=seed)
-  tokenizer = subword_tokenizer.load_or_train(
-      tokenizer_dir,
-      lambda: [t for d in config.domains
-               for side in (corpora[d]['train'].sources,
-                            corpora[d]['train'].targets) for t in side],
-      config.vocabulary_size)
-  splits = {
-      d: {s: EncodedCorpus(c, seq2seq_examples.encode_pairs(
-          tokenizer, c.sources, c.targets, source_length=config.max_length,
-          target_length=config.max_length))
-          for s, c in corpora[d].items()}
-      for d in config.domains}
-  return NmtTask(tuple(config.domains), tokenizer, splits)
-
-
-def model_config(base: seq2seq.Seq2SeqConfig, task: NmtTask,
-                 data: DataConfig) -> seq2seq.Seq2SeqConfig:
-  """`base` with the task's vocabulary and the data's lengths."""
-  return dataclasses.replace(
-      base, vocabulary_size=task.tokenizer.vocabulary_size(),
-      max_source_length=data.max_length, max_target_length=data.max_length)
-
-
-def _union(parts: Sequence[EncodedCorpus]) -> EncodedCorpus:
-  return EncodedCorpus(
-      nmt.ParallelCorpus(
-          tuple(s for p in parts for s in p.corpus.sources),
-          tuple(t for p in parts for t in p.corpus.targets)),
-      seq2seq_examples.EncodedPairs(
-          x=collections.OrderedDict(
-              (k, np.concatenate([p.x[k] for p in parts]))
-              for k in parts[0].x),
-          y=np.concatenate([p.y for p in parts]),
-          truncated_sources=sum(p.encoded.truncated_sources for p in parts),
-          truncated_targets=sum(p.encoded.truncated_targets for p in parts)))
-
-
 class BleuEvaluator:
   """SacreBLEU of model weights on a split of several domains.
 
@@ -371,15 +164,15 @@ class BleuEvaluator:
   afterwards; see `experiments.text2sql`).
   """
 
-  def __init__(self, task: NmtTask, config: seq2seq.Seq2SeqConfig,
-               training: TrainingConfig):
+  def __init__(self, task: nmt_task.NmtTask, config: seq2seq.Seq2SeqConfig,
+               training: nmt_task.TrainingConfig):
     self._task = task
     self._config = config
     self._training = training
     self._keras_model = self._decode_fn = None
 
   def translate(self, weights: Sequence[np.ndarray],
-                data: EncodedCorpus) -> list[str]:
+                data: nmt_task.EncodedCorpus) -> list[str]:
     """The detokenized translations of `data`'s sources by `weights`."""
     if self._keras_model is None:
       self._keras_model = seq2seq.build_keras_model(self._config)
@@ -423,39 +216,23 @@ def load_weights(path: str) -> list[np.ndarray]:
     return [saved[f'arr_{i}'] for i in range(len(saved.files))]
 
 
-def _centralized_process(model: seq2seq.Seq2SeqConfig,
-                         training: TrainingConfig):
-  optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
-  return algorithms.build_fl_process(
-      seq2seq_model_fn.build_model_fn(model), algorithm='fedavg',
-      weighting='num_examples',
-      client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True)
-
-
-def _train_centralized(data: EncodedCorpus, *, epochs: int,
+def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
                        initial: Optional[Sequence[np.ndarray]],
                        model: seq2seq.Seq2SeqConfig,
-                       training: TrainingConfig, loop: training_lib.LoopConfig,
+                       training: nmt_task.TrainingConfig,
+                       loop: training_lib.LoopConfig,
                        run_dir: str, seed: int) -> tuple[list[np.ndarray],
                                                          list[dict]]:
   """`epochs` epochs on `data` (a one-client FedAvg round per epoch)."""
-  process = _centralized_process(model, training)
+  process = nmt_task.build_centralized_process(model, training)
   initial_weights = None
   if initial is not None:
     template = process.get_model_weights(process.initialize())
     initial_weights = template._replace(trainable=list(initial))
-
-  def client_data(round_num, client_ids):
-    del client_ids
-    return [algorithms.with_client_config(
-        seq2seq_examples.train_dataset(
-            data, batch_size=training.batch_size,
-            shuffle_seed=(seed, round_num)),
-        learning_rate=training.learning_rate, num_epochs=1)]
-
   run = training_lib.run_training(
-      process, client_data_fn=client_data, num_clients=1,
+      process,
+      client_data_fn=nmt_task.centralized_client_data_fn(data, training, seed),
+      num_clients=1,
       config=dataclasses.replace(loop, rounds=epochs, clients_per_round=0,
                                  eval_every=0),
       output_dir=run_dir, description=os.path.basename(run_dir),
@@ -463,50 +240,20 @@ def _train_centralized(data: EncodedCorpus, *, epochs: int,
   return _trainable(process.get_model_weights(run.state)), run.records
 
 
-def _federated_client_data(task: NmtTask, training: TrainingConfig,
-                           seed: int):
-  """Each client's `local_steps` batches of a round, seeded by round."""
-  domains = task.domains
-
-  def client_data(round_num, client_ids):
-    data = []
-    for i in client_ids:
-      train = task.splits[domains[i]]['train']
-      batches = seq2seq_examples.train_dataset(
-          train, batch_size=training.batch_size,
-          shuffle_seed=(seed, round_num, i)).repeat().take(
-              training.local_steps)
-      data.append(dynamic_pulling.client_data(
-          algorithms.with_client_config(
-              batches, learning_rate=training.learning_rate, num_epochs=1),
-          seed=(seed, round_num * len(domains) + i),
-          data_size=float(len(train))))
-    return data
-
-  return client_data
-
-
-def _train_federated(task: NmtTask, spec: EngineSpec, *,
+def _train_federated(task: nmt_task.NmtTask, spec: EngineSpec, *,
                      initial: Sequence[np.ndarray],
-                     model: seq2seq.Seq2SeqConfig, training: TrainingConfig,
+                     model: seq2seq.Seq2SeqConfig,
+                     training: nmt_task.TrainingConfig,
                      loop: training_lib.LoopConfig, run_dir: str, seed: int,
                      evaluate_fn=None):
   """Rounds of `spec.mode` dynamic pulling from the generic engine."""
-  layout = seq2seq_layout.tensor_layout(model)
-  optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
-  process = dynamic_pulling.build_simulation_process(
-      seq2seq_model_fn.build_model_fn(model), num_clients=len(task.domains),
-      mode=spec.mode, tensor_groups=[t.group for t in layout],
-      exchanged=seq2seq_layout.controller_mask(
-          layout, layers=training.controller_layers)
-      if spec.mode == 'controllers'
-      else None,
-      client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True, change_norm=spec.change_norm)
+  process = nmt_task.build_federated_process(
+      model, training, num_clients=len(task.domains), mode=spec.mode,
+      change_norm=spec.change_norm)
   template = process.get_model_weights(process.initialize())
   run = training_lib.run_training(
       process,
-      client_data_fn=_federated_client_data(task, training, seed),
+      client_data_fn=nmt_task.federated_client_data_fn(task, training, seed),
       num_clients=len(task.domains),
       config=dataclasses.replace(loop, rounds=spec.rounds,
                                  clients_per_round=0),
@@ -519,12 +266,13 @@ def _train_federated(task: NmtTask, spec: EngineSpec, *,
   return server, clients, run.records
 
 
+
 def run_engine(
     spec: EngineSpec,
     *,
-    task: NmtTask,
+    task: nmt_task.NmtTask,
     model: seq2seq.Seq2SeqConfig,
-    training: TrainingConfig,
+    training: nmt_task.TrainingConfig,
     loop: training_lib.LoopConfig,
     run_dir: str,
     generic_dir: Optional[str] = None,
@@ -570,7 +318,7 @@ def run_engine(
         seed=seed)
   elif spec.kind == 'combined':
     weights, records['train'] = _train_centralized(
-        _union([task.splits[d]['train'] for d in task.domains]),
+        nmt_task.union([task.splits[d]['train'] for d in task.domains]),
         epochs=training.finetune_epochs, initial=initial, model=model,
         training=training, loop=loop, run_dir=run_dir, seed=seed)
   elif spec.kind == 'chained':
@@ -623,8 +371,8 @@ def run_engine(
   return training_lib.to_json_value(results)
 
 
-def engine_key(spec: EngineSpec, *, data: DataConfig,
-               model: seq2seq.Seq2SeqConfig, training: TrainingConfig,
+def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
+               model: seq2seq.Seq2SeqConfig, training: nmt_task.TrainingConfig,
                seed: int) -> collections.OrderedDict:
   """What defines an engine's result, and nothing else.
 
@@ -652,22 +400,14 @@ def engine_key(spec: EngineSpec, *, data: DataConfig,
   return key
 
 
-def engine_dir(output_dir: str, spec: EngineSpec, *, data: DataConfig,
-               model: seq2seq.Seq2SeqConfig, training: TrainingConfig,
+def engine_dir(output_dir: str, spec: EngineSpec, *,
+               data: nmt_task.DataConfig,
+               model: seq2seq.Seq2SeqConfig, training: nmt_task.TrainingConfig,
                seed: int) -> str:
   """`output_dir/engines/<name>-<hash of engine_key>`."""
-  digest = training_lib.config_digest(engine_key(
-      spec, data=data, model=model, training=training, seed=seed))
-  return os.path.join(output_dir, 'engines', f'{spec.name}-{digest}')
-
-
-def finished(run_dir: str) -> Optional[dict[str, Any]]:
-  """An engine's `results.json` if it finished, else None."""
-  path = os.path.join(run_dir, RESULTS_FILE)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding='utf-8') as f:
-    return json.load(f)
+  return run_cache.run_dir(
+      os.path.join(output_dir, 'engines'), spec.name,
+      engine_key(spec, data=data, model=model, training=training, seed=seed))
 
 
 def run_nmt(
@@ -675,9 +415,9 @@ def run_nmt(
     engines: Sequence[EngineSpec],
     data_dir: Optional[str],
     output_dir: str,
-    data: DataConfig,
+    data: nmt_task.DataConfig,
     model: seq2seq.Seq2SeqConfig,
-    training: TrainingConfig,
+    training: nmt_task.TrainingConfig,
     loop: training_lib.LoopConfig,
     command: str = '',
 ) -> dict[str, dict[str, Any]]:
@@ -695,9 +435,10 @@ def run_nmt(
     raise errors.InputError('--engines: no engine given.')
   training_lib.prepare_run_dir(output_dir, collections.OrderedDict(
       experiment=collections.OrderedDict(data=data, seed=loop.seed)))
-  task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
-                      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
-  model = model_config(model, task, data)
+  task = nmt_task.prepare_task(
+      data, data_dir=data_dir, seed=loop.seed,
+      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+  model = nmt_task.model_config(model, task, data)
   generic = EngineSpec('generic')
   needed = []
   for spec in engines:
@@ -721,7 +462,7 @@ def run_nmt(
     run_dir = engine_dir(output_dir, spec, data=data, model=model,
                          training=training, seed=loop.seed)
     dirs[spec] = run_dir
-    done = finished(run_dir)
+    done = run_cache.finished_results(run_dir, results_file=RESULTS_FILE)
     if done is None:
       logging.info('%s: training in %s', spec.name, run_dir)
       done = run_engine(spec, task=task, model=model, training=training,
@@ -738,7 +479,7 @@ def run_nmt(
 
 
 def write_report(results: Mapping[str, Mapping[str, Any]], output_dir: str, *,
-                 data: DataConfig, command: str = '',
+                 data: nmt_task.DataConfig, command: str = '',
                  truncated: Optional[Mapping[str, Any]] = None) -> str:
   """Writes `results.md` (the paper's tables), `results.json` and the
   federated engines' merged-dev BLEU by round (`dev_bleu.png`; its points

@@ -1,11 +1,11 @@
-"""Federated text-to-SQL: finetuning, centralized and federated training.
+"""Federated text-to-SQL: one run of finetuning, centralized or federated.
 
 Reproduces the protocol of Zhang et al., "Federated Learning for Semantic
 Parsing: Task Formulation, Evaluation Setup, New Algorithms", ACL 2023
-(arXiv 2305.17221; `shared/docs/lorar.md`): eight single-domain text-to-SQL
-datasets (`tff_nlp.data.text2sql`) are eight clients; a seq2seq parser
-(`tff_nlp.models.seq2seq`) maps the question followed by the serialized
-schema to SQL with values. Three paradigms:
+(arXiv 2305.17221; `shared/docs/lorar.md`) on the task of
+`tff_nlp.tasks.text2sql` (data and configurations) and
+`tff_nlp.tasks.text2sql_process` (parsers, processes, client data). Three
+paradigms:
 
 *   `finetune`: one model per client, trained on its own data, selected on
     its own dev set;
@@ -20,26 +20,19 @@ schema to SQL with values. Three paradigms:
 In every paradigm the model with the best dev exact match is evaluated on
 every client's test set (exact match, and execution accuracy where a SQLite
 database exists). Teacher-forced token loss and accuracy
-(`make_token_metrics_fn`) are recorded beside them, on dev at every evaluation
-and on test at the end: they separate models whose exact match is still 0.
+(`seq2seq_examples.make_token_metrics_fn`) are recorded beside them, on dev
+at every evaluation and on test at the end: they separate models whose exact
+match is still 0.
 
 All three paradigms run through the same resumable loop
-(`tff_nlp.training.run_training`) and the same TFF learning process: the
-non-federated paradigms are a one-client FedAvg whose round is one epoch
-and whose server step (SGD, learning rate 1) takes the client's model. This
-gives them checkpoints, resume and metrics for free. The one difference from
-a plain Keras loop: the client optimizer's state (e.g. Adam's moments)
-starts afresh every epoch.
-
-The subword vocabulary is trained on the training text of every client, a
-stand-in for the public pre-trained T5 vocabulary of the paper; the text
-never enters a federated computation.
+(`tff_nlp.training.run_training`) and the same TFF learning process
+(`text2sql_process.build_process`), which gives them checkpoints, resume and
+metrics for free.
 """
 
 import collections
 from collections.abc import Mapping, Sequence
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -51,33 +44,23 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp import algorithms
 from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import vocab_sliced
-from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql
-from tff_nlp.data import text2sql_source
-from tff_nlp.experiments import seq2seq_examples
-from tff_nlp.experiments import text2sql_templates
-from tff_nlp.experiments.seq2seq_examples import decode
-from tff_nlp.experiments.seq2seq_examples import make_token_metrics_fn
-from tff_nlp.experiments.seq2seq_examples import train_dataset
 from tff_nlp.metrics import intervals
-from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
-from tff_nlp.models import seq2seq_decoding
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import subword_tokenizer
-from tff_nlp.models import text_classifier
+from tff_nlp.tasks import text2sql as text2sql_task
+from tff_nlp.tasks import text2sql_process
+from tff_nlp.tasks import text2sql_templates
 from tff_nlp.training import run_dir as run_dir_lib
 
-PARADIGMS = ('finetune', 'centralized', 'federated')
-TOKENIZERS = ('copy_words', 'subword')
 TOKENIZER_DIR = 'tokenizer'
 BEST_MODEL_FILE = 'best_model.npz'
 # The selected model as a `seq2seq.save_checkpoint` checkpoint, per trained
@@ -103,609 +86,6 @@ INIT_FROM_FREE_FIELDS = ('dropout', 'seed', 'vocabulary_size')
 _LENGTH_FIELDS = ('max_source_length', 'max_target_length')
 
 
-@dataclasses.dataclass(frozen=True)
-class PerClient:
-  """A value per client: a default and the clients that differ from it.
-
-  Written `12,advising=6,atis=6` on the command line (`parse`): a bare value
-  is the default, `name=value` overrides one client.
-  """
-
-  default: float
-  overrides: tuple[tuple[str, float], ...] = ()
-
-  def __getitem__(self, client: str) -> float:
-    return dict(self.overrides).get(client, self.default)
-
-  @classmethod
-  def parse(cls, spec: Sequence[str], *, name: str, kind: type = float,
-            allow_zero: bool = False) -> 'PerClient':
-    """Parses `['12', 'advising=6']` (a flag's list); errors name `name`.
-
-    Values must be positive, or also 0 with `allow_zero`.
-    """
-    default, overrides = None, {}
-    for item in spec:
-      key, sep, value = item.strip().rpartition('=')
-      try:
-        number = kind(value)
-      except ValueError:
-        raise errors.InputError(
-            f'--{name}: {item!r} is not a {kind.__name__} or '
-            f'client={kind.__name__}.') from None
-      if not (number > 0 or (allow_zero and number == 0)):
-        raise errors.InputError(
-            f'--{name}: {item!r} must be '
-            f'{">= 0" if allow_zero else "positive"}.')
-      if not sep:
-        if default is not None:
-          raise errors.InputError(f'--{name}: two default values in {spec}.')
-        default = number
-      elif key not in text2sql.CLIENTS:
-        raise errors.InputError(
-            f'--{name}: unknown client {key!r} in {item!r}; clients: '
-            f'{list(text2sql.CLIENTS)}.')
-      else:
-        overrides[key] = number
-    if default is None:
-      raise errors.InputError(
-          f'--{name}: needs a default value (e.g. "12,advising=6"), got '
-          f'{list(spec)}.')
-    return cls(default, tuple(sorted(overrides.items())))
-
-
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-  """Which examples, and how they become token ids.
-
-  Attributes:
-    clients: Client names, from `text2sql.CLIENTS` (the paper's order).
-    with_values: Values filled into questions and SQL (the paper's setting);
-      False keeps the anonymised variable names.
-    schema_columns: Serialize table and column names after the question (as
-      the paper); False serializes table names only (shorter inputs).
-    tokenizer: 'copy_words' (`models.copy_tokenizer`: word tokens, copy
-      ids for source words outside the vocabulary, and a model that copies
-      from its input) or 'subword' (a SentencePiece vocabulary, no copying).
-    vocabulary_size: Upper bound of the vocabulary.
-    sql_merges: With copy_words: the most SQL-phrase merges
-      (`copy_tokenizer.learn_merges`: frequent word pairs of the training
-      SQL that no question holds become one token); 0: none.
-    retrieved_sql: Retrieve-and-edit (copy_words only): each input ends
-      with the SQL that template retrieval (`baselines.template_retrieval.
-      retrieved_sql`, the no-learning baseline) predicts for the question
-      from the client's own training examples, leave-one-out in training
-      (`copy_tokenizer.with_sql_hint`), so the parser copies the nearest
-      example's SQL and edits it. Not in the paper (whose parser is a
-      pre-trained T5): a way for a parser trained from scratch to start at
-      the baseline.
-    max_source_length: Encoder tokens; longer inputs are truncated, and
-      counted in `results.json`. 0 (copy_words only): the longest input of
-      the data, so none is truncated.
-    max_target_length: Decoder tokens (SQL plus END); longer SQL is
-      truncated in training, counted, and cannot be matched exactly. 0
-      (copy_words only): the longest SQL of the data (every split: a length,
-      not its content), so no gold SQL is truncated.
-    max_train_examples: Training examples per client, a seeded random
-      subset; 0 keeps all (smoke runs use a few). A `PerClient` (e.g.
-      `PerClient(200, (('advising', 400), ('atis', 400)))`) caps each client
-      differently, which keeps the clients' sizes unequal at a small scale;
-      an int caps them all.
-    max_eval_examples: Dev and test examples per client, a seeded random
-      subset; 0 keeps all.
-  """
-
-  clients: tuple[str, ...] = text2sql.CLIENTS
-  with_values: bool = True
-  schema_columns: bool = True
-  tokenizer: str = 'subword'
-  vocabulary_size: int = 4000
-  sql_merges: int = 0
-  retrieved_sql: bool = False
-  max_source_length: int = 256
-  max_target_length: int = 256
-  max_train_examples: PerClient | int = 0
-  max_eval_examples: int = 0
-
-  def __post_init__(self):
-    if not self.clients:
-      raise ValueError('clients must name at least one client.')
-    for name in self.clients:
-      text2sql.check_client(name)
-    if len(set(self.clients)) != len(self.clients):
-      raise ValueError(f'clients are repeated: {list(self.clients)}.')
-    if self.tokenizer not in TOKENIZERS:
-      raise ValueError(f'Unknown tokenizer {self.tokenizer!r}; expected one '
-                       f'of {TOKENIZERS}.')
-    if self.sql_merges < 0 or (self.sql_merges
-                               and self.tokenizer != 'copy_words'):
-      raise ValueError(f'sql_merges must be >= 0, and 0 unless the '
-                       f'tokenizer is copy_words; got {self.sql_merges}.')
-    if self.retrieved_sql and self.tokenizer != 'copy_words':
-      raise ValueError('retrieved_sql needs the copy_words tokenizer, got '
-                       f'{self.tokenizer!r}.')
-    if self.vocabulary_size < 1:
-      raise ValueError(
-          f'vocabulary_size must be positive, got {self.vocabulary_size}.')
-    for name in ('max_source_length', 'max_target_length'):
-      value = getattr(self, name)
-      if value < 0 or (value == 0 and self.tokenizer != 'copy_words'):
-        raise ValueError(
-            f'{name} must be positive (or 0 with the copy_words tokenizer: '
-            f'the longest of the data), got {value}.')
-    if not isinstance(self.max_train_examples, PerClient):
-      object.__setattr__(self, 'max_train_examples',
-                         PerClient(self.max_train_examples))
-    train_limits = [self.max_train_examples.default] + [
-        value for _, value in self.max_train_examples.overrides]
-    if min(train_limits) < 0:
-      raise ValueError(
-          f'max_train_examples must be >= 0, got {self.max_train_examples}.')
-    if self.max_eval_examples < 0:
-      raise ValueError(
-          f'max_eval_examples must be >= 0, got {self.max_eval_examples}.')
-
-
-# The paper's local training (Section 5, `lorar.md`): Adafactor, 6 local
-# epochs and batch 8 for the two large clients, 12 epochs and batch 4 for the
-# others; learning rate 1e-4 for advising, atis, geography and yelp, 1e-3 for
-# the others.
-PAPER_LOCAL_EPOCHS = PerClient(12, (('advising', 6), ('atis', 6)))
-PAPER_BATCH_SIZES = PerClient(4, (('advising', 8), ('atis', 8)))
-PAPER_LEARNING_RATES = PerClient(
-    1e-3, (('advising', 1e-4), ('atis', 1e-4), ('geography', 1e-4),
-           ('yelp', 1e-4)))
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingConfig:
-  """How the parser is trained.
-
-  Attributes:
-    paradigm: One of `PARADIGMS`.
-    algorithm: 'fedavg', 'fedopt' or 'fedprox' (federated only).
-    weighting: The client weighting (federated only).
-    client_optimizer: A key of `algorithms.CLIENT_OPTIMIZERS`.
-    local_epochs: Local epochs per round, per client (federated only; in the
-      other paradigms a round is one epoch).
-    learning_rates: Client learning rate per client; the default is also
-      the centralized model's.
-    batch_sizes: Batch size per client; the default is also the centralized
-      model's.
-    proximal_strength: FedProx's mu (only for 'fedprox').
-    decode_batch_size: Examples decoded at once in evaluation.
-  """
-
-  paradigm: str = 'federated'
-  algorithm: str = 'fedopt'
-  weighting: str = 'lorar'
-  client_optimizer: str = 'adam'
-  local_epochs: PerClient = PAPER_LOCAL_EPOCHS
-  learning_rates: PerClient = PAPER_LEARNING_RATES
-  batch_sizes: PerClient = PAPER_BATCH_SIZES
-  proximal_strength: float = 1e-4
-  decode_batch_size: int = 64
-
-  def __post_init__(self):
-    if self.paradigm not in PARADIGMS:
-      raise ValueError(f'Unknown paradigm {self.paradigm!r}; expected one of '
-                       f'{PARADIGMS}.')
-    if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
-      raise ValueError(
-          f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
-          f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.')
-    algorithms.Algorithm(self.algorithm)
-    algorithms.Weighting(self.weighting)
-
-  @property
-  def method(self) -> text2sql_report.MethodKey:
-    """The row of the paper's Table 2 this run fills."""
-    if self.paradigm == 'federated':
-      return ('federated', self.algorithm, self.weighting)
-    return (self.paradigm,)
-
-
-@dataclasses.dataclass
-class EncodedSplit:
-  """One split of one client as model inputs.
-
-  Attributes:
-    x: `seq2seq_inputs.input_spec` inputs (numpy, all examples).
-    y: Target ids [N, T].
-    sources: The model input texts.
-    gold_sql: The gold SQL strings.
-    gold_sql: The gold SQL strings, with values (on the anonymised
-      protocol too: what predictions are scored against).
-    truncated_sources: Inputs longer than `max_source_length`.
-    truncated_targets: SQL longer than `max_target_length - 1`.
-    variables: On the anonymised protocol, each example's variable values,
-      filled into the predicted SQL before it is scored; else None.
-    questions: The template parser's (query, sentence) of each example
-      (`text2sql_templates`), whose values fill a predicted template; else
-      None.
-  """
-
-  x: collections.OrderedDict
-  y: np.ndarray
-  sources: list[str]
-  gold_sql: list[str]
-  truncated_sources: int
-  truncated_targets: int
-  variables: Optional[list[Mapping[str, str]]] = None
-  questions: Optional[list[Any]] = None
-
-  def __len__(self) -> int:
-    return len(self.gold_sql)
-
-
-@dataclasses.dataclass
-class Text2SqlTask:
-  """The clients' data, tokenized, and the tokenizer.
-
-  `source_length` and `target_length` are the encoded lengths (the
-  config's, or the data's longest when the config says 0).
-  """
-
-  clients: tuple[str, ...]
-  tokenizer: Any  # SubwordTokenizer or CopyTokenizer
-  splits: dict[str, dict[str, EncodedSplit]]  # client -> split -> data
-  databases: dict[str, str]  # client -> SQLite path, where one exists
-  source_length: int = 0
-  target_length: int = 0
-  # Client -> the most tokens its decoding can need (`decode_length`).
-  decode_lengths: dict[str, int] = dataclasses.field(default_factory=dict)
-
-  def decode_length(self, client: str) -> int:
-    """The most tokens worth generating for `client`'s questions.
-
-    With the copy tokenizer every output token is at least one word of
-    `copy_tokenizer.split_words`, so an output with more tokens than the
-    client's longest SQL (of any split) has words (and END) matches no gold
-    SQL of the client: decoding stops there instead of running a weak
-    model's never-ending outputs to the longest SQL of all clients. Exact
-    match is unchanged. Otherwise (subword pieces): `target_length`.
-    """
-    return min(self.decode_lengths.get(client, self.target_length),
-               self.target_length)
-
-  def model_config(self, model: seq2seq.Seq2SeqConfig
-                   ) -> seq2seq.Seq2SeqConfig:
-    """`model` with this task's vocabulary, lengths and copying."""
-    copies = getattr(self.tokenizer, 'copies_from_source', False)
-    return dataclasses.replace(
-        model, vocabulary_size=self.tokenizer.vocabulary_size(),
-        max_source_length=self.source_length,
-        max_target_length=self.target_length,
-        copy_from_source=copies,
-        output_vocabulary_size=(self.tokenizer.output_vocabulary_size()
-                                if copies else 0))
-
-
-def _subset(examples, limit, seed, client, split):
-  if not limit or len(examples) <= limit:
-    return list(examples)
-  rng = np.random.default_rng(
-      [seed, text2sql.CLIENTS.index(client), text2sql.SPLITS.index(split)])
-  return [examples[i] for i in sorted(rng.choice(len(examples), limit,
-                                                 replace=False))]
-
-
-def _encode(tokenizer, sources, gold_sql, config: DataConfig) -> EncodedSplit:
-  encoded = seq2seq_examples.encode_pairs(
-      tokenizer, sources, gold_sql, source_length=config.max_source_length,
-      target_length=config.max_target_length)
-  return EncodedSplit(
-      x=encoded.x, y=encoded.y, sources=list(sources),
-      gold_sql=list(gold_sql), truncated_sources=encoded.truncated_sources,
-      truncated_targets=encoded.truncated_targets)
-
-
-def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
-                 *, source_length: int, target_length: int) -> EncodedSplit:
-  """`seq2seq_inputs.pack_inputs`' layout with `copy_tokenizer` ids, numpy."""
-  n = len(sources)
-  x_source = np.zeros([n, source_length], np.int32)
-  x_target = np.zeros([n, target_length], np.int32)
-  y = np.zeros([n, target_length], np.int32)
-  truncated_sources = truncated_targets = 0
-  for row, (source, target) in enumerate(zip(sources, targets)):
-    source_ids = tokenizer.encode_source(source)
-    target_ids = tokenizer.encode_target(target, source)
-    if len(source_ids) + 1 > source_length:
-      truncated_sources += 1
-      source_ids = source_ids[:source_length - 1]
-      # A copy id past the cut names nothing.
-      limit = tokenizer.output_vocabulary_size() + len(source_ids)
-      target_ids = [i if i < limit else copy_tokenizer.UNK_ID
-                    for i in target_ids]
-    if len(target_ids) + 1 > target_length:
-      truncated_targets += 1
-      target_ids = target_ids[:target_length - 1]
-    x_source[row, :len(source_ids) + 1] = source_ids + [seq2seq.END_ID]
-    x_target[row, :len(target_ids) + 1] = [seq2seq.START_ID] + target_ids
-    y[row, :len(target_ids) + 1] = target_ids + [seq2seq.END_ID]
-  return EncodedSplit(
-      x=collections.OrderedDict([(seq2seq.ENCODER_TOKEN_IDS, x_source),
-                                 (seq2seq.DECODER_TOKEN_IDS, x_target)]),
-      y=y, sources=list(sources), gold_sql=list(targets),
-      truncated_sources=truncated_sources,
-      truncated_targets=truncated_targets)
-
-
-def _add_sql_hints(texts, folder: str, with_values: bool) -> None:
-  """Appends each source's retrieved SQL (`DataConfig.retrieved_sql`)."""
-  for name, splits in texts.items():
-    queries = text2sql.read_client_queries(folder, name)
-    questions = {
-        split: template_retrieval.example_questions(splits[split][3],
-                                                    queries, split)
-        for split in text2sql.SPLITS}
-    for split in text2sql.SPLITS:
-      try:
-        hints = template_retrieval.retrieved_sql(
-            questions['train'],
-            None if split == 'train' else questions[split],
-            with_values=with_values)
-      except ValueError as e:
-        raise errors.InputError(
-            f'{folder}: client {name!r}: retrieved_sql: {e}') from None
-      sources, *rest = splits[split]
-      splits[split] = ([copy_tokenizer.with_sql_hint(source, hint)
-                        for source, hint in zip(sources, hints)], *rest)
-
-
-def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
-                 tokenizer_dir: str) -> Text2SqlTask:
-  """Loads, subsets and tokenizes the clients' data.
-
-  The tokenizer is read from `tokenizer_dir` when it holds one (a resumed
-  run), else trained on the training sources and SQL of every client and
-  written there.
-
-  Args:
-    config: The data configuration.
-    data_dir: The `shared/data` folder or the text2sql folder (see
-      `text2sql_source.find_text2sql_dir`); None finds it.
-    seed: Seed of the example subsets.
-    tokenizer_dir: Where the run keeps its tokenizer.
-
-  Returns:
-    The `Text2SqlTask`.
-  """
-  folder = text2sql_source.find_text2sql_dir(data_dir)
-  raw = text2sql.load_clients(config.clients, data_dir=data_dir,
-                              with_values=config.with_values)
-  texts = {}
-  for name in config.clients:
-    client = raw[name]
-    texts[name] = {}
-    for split in text2sql.SPLITS:
-      limit = (config.max_train_examples[name] if split == 'train'
-               else config.max_eval_examples)
-      examples = _subset(getattr(client, split), limit, seed, name, split)
-      if not examples:
-        raise errors.InputError(
-            f'{folder}: client {name!r} has no {split} examples.')
-      texts[name][split] = (
-          [text2sql.model_input(e.question, client.schema,
-                                columns=config.schema_columns)
-           for e in examples],
-          [e.sql for e in examples],
-          None if config.with_values else [e.variables for e in examples],
-          examples)
-
-  def training_texts():
-    return [t for name in config.clients
-            for part in texts[name]['train'][:2] for t in part]
-
-  source_length = config.max_source_length
-  target_length = config.max_target_length
-  if config.tokenizer == 'copy_words':
-    for name in config.clients:
-      for split in text2sql.SPLITS:
-        for text in texts[name][split][0] + texts[name][split][1]:
-          copy_tokenizer.check_text(text, f'{folder}: client {name!r}')
-    tokenizer = copy_tokenizer.load_or_build(
-        tokenizer_dir,
-        lambda: [pair for name in config.clients
-                 for pair in zip(*texts[name]['train'][:2])],
-        max_size=config.vocabulary_size, num_merges=config.sql_merges,
-        reserved_input_words=((copy_tokenizer.SQL_HINT_MARK,)
-                              if config.retrieved_sql else ()))
-    if config.retrieved_sql:
-      _add_sql_hints(texts, folder, config.with_values)
-    lengths = [(len(tokenizer.source_tokens(source)) + 1,
-                len(tokenizer.target_tokens(target)) + 1)
-               for name in config.clients for split in text2sql.SPLITS
-               for source, target in zip(*texts[name][split][:2])]
-    source_length = source_length or max(s for s, _ in lengths)
-    target_length = target_length or max(t for _, t in lengths)
-    decode_lengths = {
-        name: 1 + max(len(copy_tokenizer.split_words(target))
-                      for split in text2sql.SPLITS
-                      for target in texts[name][split][1])
-        for name in config.clients}
-    encode = functools.partial(_encode_copy, tokenizer,
-                               source_length=source_length,
-                               target_length=target_length)
-  else:
-    decode_lengths = {}
-    tokenizer = subword_tokenizer.load_or_train(
-        tokenizer_dir, training_texts, config.vocabulary_size)
-    encode = functools.partial(_encode, tokenizer, config=config)
-  splits = {}
-  for name in config.clients:
-    splits[name] = {}
-    for split in text2sql.SPLITS:
-      sources, sql, variables, _ = texts[name][split]
-      encoded = encode(sources, sql)
-      if variables is not None:
-        # Anonymised protocol: the model reads and writes variable names;
-        # its SQL is scored with the values filled in (oracle entities).
-        encoded.variables = variables
-        encoded.gold_sql = [text2sql.fill_variables(q, v)
-                            for q, v in zip(sql, variables)]
-      splits[name][split] = encoded
-  databases = {name: path for name, path in
-               sql_execution.find_databases(folder).items()
-               if name in config.clients}
-  return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
-                      source_length=source_length,
-                      target_length=target_length,
-                      decode_lengths=decode_lengths)
-
-
-def prepare_template_task(config: DataConfig, *, data_dir: Optional[str],
-                          seed: int, ngrams: int) -> Text2SqlTask:
-  """`prepare_task` for the template parser (`text2sql_templates`).
-
-  The "tokenizer" is a `text2sql_templates.TemplateTokenizer` (n-gram
-  vocabulary and template classes), rebuilt from the data on every call
-  (it is deterministic, and takes seconds).
-  """
-  questions = text2sql_templates.load_questions(
-      config, data_dir,
-      lambda examples, name, split: _subset(
-          examples, (config.max_train_examples[name] if split == 'train'
-                     else config.max_eval_examples), seed, name, split))
-  tokenizer = text2sql_templates.build_tokenizer(
-      questions, vocabulary_size=config.vocabulary_size, ngrams=ngrams)
-  splits = {}
-  for name in config.clients:
-    splits[name] = {}
-    for split in text2sql.SPLITS:
-      pairs = questions[name][split]
-      x, y = tokenizer.encode(name, pairs)
-      splits[name][split] = EncodedSplit(
-          x=x, y=y, sources=[' '.join(s.text.split()) for _, s in pairs],
-          gold_sql=[text2sql.fill_sql(q, s) for q, s in pairs],
-          truncated_sources=0, truncated_targets=0, questions=pairs)
-  folder = text2sql_source.find_text2sql_dir(data_dir)
-  databases = {name: path for name, path in
-               sql_execution.find_databases(folder).items()
-               if name in config.clients}
-  return Text2SqlTask(tuple(config.clients), tokenizer, splits, databases,
-                      source_length=tokenizer.max_length, target_length=1)
-
-
-class _Seq2SeqParser:
-  """How `run_text2sql` trains and applies the seq2seq parser."""
-
-  def __init__(self, task: Text2SqlTask, config: seq2seq.Seq2SeqConfig,
-               batch_size: int):
-    self._task, self.config, self._batch_size = task, config, batch_size
-
-  def model_fn(self):
-    return seq2seq_model_fn.build_model_fn(self.config)
-
-  def keras_model(self) -> tf.keras.Model:
-    return seq2seq.build_keras_model(self.config)
-
-  def train_dataset(self, data: EncodedSplit, **kwargs) -> tf.data.Dataset:
-    return train_dataset(data, **kwargs)
-
-  def predictor(self, keras_model):
-    """(client, EncodedSplit) -> predicted SQL with values."""
-    decode_fn = seq2seq_decoding.make_decode_fn(
-        keras_model, max_length=self.config.max_target_length)
-    return lambda client, data: predict_sql(
-        decode_fn, self._task.tokenizer, data, batch_size=self._batch_size,
-        max_length=self._task.decode_length(client))
-
-  def metrics_fn(self, keras_model):
-    """EncodedSplit -> {'token_loss', 'token_accuracy'}."""
-    return make_token_metrics_fn(keras_model, batch_size=self._batch_size)
-
-
-class _TemplateParser:
-  """How `run_text2sql` trains and applies the template parser."""
-
-  def __init__(self, task: Text2SqlTask,
-               config: text2sql_templates.TemplateParserConfig,
-               batch_size: int):
-    self._task, self._batch_size = task, batch_size
-    self.config = text2sql_templates.classifier_spec(config, task.tokenizer)
-
-  def model_fn(self):
-    return text_classifier.build_model_fn(self.config)
-
-  def keras_model(self) -> tf.keras.Model:
-    return text_classifier.build_keras_model(self.config)
-
-  def train_dataset(self, data: EncodedSplit, **kwargs) -> tf.data.Dataset:
-    return text2sql_templates.train_dataset(data, **kwargs)
-
-  def predictor(self, keras_model):
-    inventory = self._task.tokenizer.inventory
-
-    def predict(client, data):
-      del client  # The model's input names it.
-      classes = text2sql_templates.predict_classes(
-          keras_model, data.x, batch_size=self._batch_size)
-      return [inventory.sql(c, sentence)
-              for c, (_, sentence) in zip(classes, data.questions)]
-
-    return predict
-
-  def metrics_fn(self, keras_model):
-    return functools.partial(text2sql_templates.template_metrics,
-                             keras_model, batch_size=self._batch_size)
-
-
-def _parser(task: Text2SqlTask, model, batch_size: int):
-  if isinstance(model, text2sql_templates.TemplateParserConfig):
-    return _TemplateParser(task, model, batch_size)
-  return _Seq2SeqParser(task, task.model_config(model), batch_size)
-
-
-def predict_sql(decode_fn, tokenizer, data: EncodedSplit, *,
-                batch_size: int, max_length: Optional[int] = None
-                ) -> list[str]:
-  """Decoded SQL per example, with values filled in on the anonymised protocol.
-
-  `max_length`: see `seq2seq_examples.decode` (`Text2SqlTask.decode_length`).
-  """
-  predictions = decode(decode_fn, tokenizer, data, batch_size=batch_size,
-                       max_length=max_length)
-  if data.variables is None:
-    return predictions
-  return [text2sql.fill_variables(p, v)
-          for p, v in zip(predictions, data.variables)]
-
-
-def _concatenate(parts: Sequence[EncodedSplit]) -> EncodedSplit:
-  return EncodedSplit(
-      x=collections.OrderedDict(
-          (k, np.concatenate([p.x[k] for p in parts])) for k in parts[0].x),
-      y=np.concatenate([p.y for p in parts]),
-      sources=[s for p in parts for s in p.sources],
-      gold_sql=[s for p in parts for s in p.gold_sql],
-      truncated_sources=sum(p.truncated_sources for p in parts),
-      truncated_targets=sum(p.truncated_targets for p in parts),
-      variables=(None if parts[0].variables is None
-                 else [v for p in parts for v in p.variables]),
-      questions=(None if parts[0].questions is None
-                 else [q for p in parts for q in p.questions]),
-  )
-
-
-@dataclasses.dataclass
-class _Unit:
-  """One trained model: what it trains on and how it is selected."""
-
-  name: str  # 'federated', 'centralized' or a client (finetune)
-  train_clients: list[str]
-  dev_clients: list[str]
-  test_clients: list[str]
-
-
-def _units(training: TrainingConfig, clients) -> list[_Unit]:
-  if training.paradigm == 'finetune':
-    return [_Unit(c, [c], [c], [c]) for c in clients]
-  return [_Unit(training.paradigm, list(clients), list(clients),
-                list(clients))]
-
-
 class _DevEvaluator:
   """Dev exact match of global weights; keeps the best weights on disk.
 
@@ -719,7 +99,7 @@ class _DevEvaluator:
     self._task = task
     self._dev_clients = list(unit.dev_clients)
     self._dev_parts = [task.splits[c]['dev'] for c in unit.dev_clients]
-    self._dev = _concatenate(self._dev_parts)
+    self._dev = text2sql_task.concatenate(self._dev_parts)
     self._parser = parser
     self._keras_model = self._predict = self._token_metrics_fn = None
     self._weights_path = os.path.join(run_dir, BEST_MODEL_FILE)
@@ -769,76 +149,13 @@ class _DevEvaluator:
       variable.assign(value)
 
 
-def _build_process(training: TrainingConfig, parser, unit,
-                   vocab_slice_keys: int = 0,
-                   num_examples_fallback: bool = True):
-  optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
-  learning_rate = (training.learning_rates[unit.train_clients[0]]
-                   if training.paradigm == 'finetune'
-                   else training.learning_rates.default)
-  federated = training.paradigm == 'federated'
-  if vocab_slice_keys:
-    return vocab_sliced.build_vocab_sliced_process(
-        parser.config, max_keys=vocab_slice_keys,
-        client_optimizer_fn=optimizer(learning_rate=learning_rate),
-        with_client_config=True)
-  return algorithms.build_fl_process(
-      parser.model_fn(),
-      algorithm=training.algorithm if federated else 'fedavg',
-      weighting=training.weighting if federated else 'num_examples',
-      client_optimizer_fn=optimizer(learning_rate=learning_rate),
-      proximal_strength=(training.proximal_strength
-                         if federated and training.algorithm == 'fedprox'
-                         else 0.0),
-      with_client_config=True,
-      num_examples_fallback=num_examples_fallback,
-  )
-
-
-def _client_data_fn(task, unit, training, seed, parser, slices=None):
-  """The round's client data; with `slices`, sub-vocabularies and local ids."""
-  slices = slices or {}
-  if training.paradigm == 'centralized':
-    union = _concatenate([task.splits[c]['train'] for c in unit.train_clients])
-
-    def centralized_data(round_num, client_ids):
-      del client_ids  # The one client: the union.
-      return [algorithms.with_client_config(
-          parser.train_dataset(
-              union, batch_size=int(training.batch_sizes.default),
-              shuffle_seed=(seed, round_num)),
-          learning_rate=training.learning_rates.default, num_epochs=1)]
-
-    return centralized_data
-
-  def client_data(round_num, client_ids):
-    data = []
-    for i in client_ids:
-      name = unit.train_clients[i]
-      train = slices[name][1] if name in slices else task.splits[name][
-          'train']
-      client = algorithms.with_client_config(
-          parser.train_dataset(
-              train, batch_size=int(training.batch_sizes[name]),
-              shuffle_seed=(seed, round_num, text2sql.CLIENTS.index(name))),
-          learning_rate=training.learning_rates[name],
-          num_epochs=(int(training.local_epochs[name])
-                      if training.paradigm == 'federated' else 1))
-      if name in slices:
-        client = vocab_sliced.client_data(slices[name][0], client)
-      data.append(client)
-    return data
-
-  return client_data
-
-
 def run_text2sql(
     *,
     data_dir: Optional[str],
     output_dir: str,
-    data: DataConfig,
+    data: text2sql_task.DataConfig,
     model: seq2seq.Seq2SeqConfig | text2sql_templates.TemplateParserConfig,
-    training: TrainingConfig,
+    training: text2sql_task.TrainingConfig,
     loop: training_lib.LoopConfig,
     init_from: Optional[str] = None,
     vocab_slice_keys: int = 0,
@@ -935,12 +252,14 @@ def run_text2sql(
   if init_from is not None:
     _copy_tokenizer(init_from, os.path.join(output_dir, TOKENIZER_DIR))
   if templates:
-    task = prepare_template_task(data, data_dir=data_dir, seed=loop.seed,
-                                 ngrams=model.ngrams)
+    task = text2sql_task.prepare_template_task(
+        data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
   else:
-    task = prepare_task(data, data_dir=data_dir, seed=loop.seed,
-                        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
-  parser = _parser(task, model, training.decode_batch_size)
+    task = text2sql_task.prepare_task(
+        data, data_dir=data_dir, seed=loop.seed,
+        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+  parser = text2sql_process.build_parser(task, model,
+                                         training.decode_batch_size)
   model = parser.config
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
                training.method, task.tokenizer.vocabulary_size(),
@@ -964,20 +283,20 @@ def run_text2sql(
         lambda v: v.numpy(),
         seq2seq_model_fn.load_model_weights(model, init_checkpoint))
   predictions, unit_records, test_tokens = {}, {}, {}
-  for unit in _units(training, task.clients):
+  for unit in text2sql_process.training_units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
                if training.paradigm == 'finetune'
                else os.path.join(output_dir, unit.name))
     os.makedirs(run_dir, exist_ok=True)
     evaluator = _DevEvaluator(task, unit, parser, run_dir)
-    process = _build_process(training, parser, unit, vocab_slice_keys,
-                             num_examples_fallback)
+    process = text2sql_process.build_process(
+        training, parser, unit, vocab_slice_keys, num_examples_fallback)
     num_clients = (1 if training.paradigm == 'centralized'
                    else len(unit.train_clients))
     run = training_lib.run_training(
         process,
-        client_data_fn=_client_data_fn(task, unit, training, loop.seed,
-                                       parser, slices),
+        client_data_fn=text2sql_process.build_client_data_fn(
+            task, unit, training, loop.seed, parser, slices),
         num_clients=num_clients,
         # Sampling is for federated rounds; a centralized or finetuning unit
         # trains its one client whatever --clients_per_round says.
@@ -1078,7 +397,7 @@ def _selected_checkpoint(run_dir: str) -> str:
   return os.path.join(folder, units[0], BEST_CHECKPOINT_PREFIX)
 
 
-def _check_init_model(run_dir: str, data: DataConfig,
+def _check_init_model(run_dir: str, data: text2sql_task.DataConfig,
                       model: seq2seq.Seq2SeqConfig) -> None:
   """Refuses an `init_from` run whose model is not this run's.
 

@@ -33,6 +33,7 @@ from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import text2sql
 from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
+from tff_nlp.tasks import text2sql as text2sql_task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +199,7 @@ class BaselinePredictions:
 
 
 def template_retrieval_predictions(
-    data: text2sql.DataConfig, *, data_dir: Optional[str]
+    data: text2sql_task.DataConfig, *, data_dir: Optional[str]
 ) -> BaselinePredictions:
   """The template-retrieval baseline on the full test splits of `data`.
 

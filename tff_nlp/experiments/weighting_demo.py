@@ -16,7 +16,7 @@ order) is seeded from the loop's `seed`, so the same arguments give the same
 numbers, also when a killed run is resumed by running it again.
 
 It stands in for the text-to-SQL pipeline of the paper and is the job run by
-`make demo`; `federated_text` holds the reusable set-up.
+`make demo`; `tff_nlp.tasks.text_classification` holds the reusable set-up.
 """
 
 import collections
@@ -35,7 +35,7 @@ from tff_nlp import data
 from tff_nlp import models
 from tff_nlp import plots
 from tff_nlp import training as training_lib
-from tff_nlp.experiments import federated_text
+from tff_nlp.tasks import text_classification
 
 WEIGHTINGS = tuple(w.value for w in algorithms.Weighting)
 RESULTS_FILE = 'results.json'
@@ -45,7 +45,7 @@ ACCURACY_PLOT_FILE = 'macro_accuracy.png'
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig:
+class WeightingTrainingConfig:
   """The federated training, the same for every weighting.
 
   Attributes:
@@ -90,7 +90,7 @@ class WeightingResult:
   """
 
   weighting: str
-  accuracies: federated_text.Accuracies
+  accuracies: text_classification.Accuracies
   records: list[dict[str, Any]]
 
 
@@ -100,7 +100,8 @@ def _evaluation_fn(task, spec) -> training_lib.EvaluateFn:
 
   def evaluate(model_weights):
     model_weights.assign_weights_to(keras_model)
-    return _accuracies_json(federated_text.evaluate(keras_model, task.clients))
+    return _accuracies_json(
+        text_classification.evaluate_classifier(keras_model, task.clients))
 
   return evaluate
 
@@ -109,7 +110,7 @@ def _client_data_fn(task, training, seed) -> training_lib.ClientDataFn:
   def client_data_fn(round_num, client_ids):
     return [
         algorithms.with_client_config(
-            federated_text.train_dataset(
+            text_classification.train_dataset(
                 task.clients[client_id],
                 batch_size=training.batch_size,
                 shuffle_seed=(seed, round_num, client_id),
@@ -124,10 +125,10 @@ def _client_data_fn(task, training, seed) -> training_lib.ClientDataFn:
 
 
 def train_with_weighting(
-    task: federated_text.FederatedTextClassification,
+    task: text_classification.FederatedTextClassification,
     *,
     weighting: str,
-    training: TrainingConfig,
+    training: WeightingTrainingConfig,
     loop: training_lib.LoopConfig,
     output_dir: str,
     tensorboard_dir: Optional[str] = None,
@@ -175,7 +176,7 @@ def train_with_weighting(
   final = run.records[-1]['eval']
   return WeightingResult(
       weighting=weighting,
-      accuracies=federated_text.Accuracies(
+      accuracies=text_classification.Accuracies(
           correct=tuple(final['correct']),
           totals=tuple(final['test_examples']),
       ),
@@ -183,7 +184,8 @@ def train_with_weighting(
   )
 
 
-def _accuracies_json(accuracies: federated_text.Accuracies) -> dict[str, Any]:
+def _accuracies_json(accuracies: text_classification.Accuracies
+                     ) -> dict[str, Any]:
   return collections.OrderedDict(
       per_client_accuracy=accuracies.per_client,
       macro_avg=accuracies.macro,
@@ -262,8 +264,8 @@ def run_weighting_demo(
     *,
     data_dir: Optional[str],
     output_dir: str,
-    client_data: federated_text.ClientDataConfig,
-    training: TrainingConfig,
+    client_data: text_classification.ClientDataConfig,
+    training: WeightingTrainingConfig,
     loop: training_lib.LoopConfig,
     weightings: Sequence[str] = WEIGHTINGS,
 ) -> list[WeightingResult]:
@@ -298,7 +300,7 @@ def run_weighting_demo(
 
   Raises:
     ValueError: For an unknown or repeated weighting.
-    InputError: For bad data (see `federated_text.prepare_clients`) or an
+    InputError: For bad data (see `text_classification.prepare_clients`) or an
       output directory that cannot be used (see
       `tff_nlp.training.prepare_run_dir`).
   """
@@ -329,7 +331,7 @@ def run_weighting_demo(
       ),
   )
   training_lib.prepare_run_dir(output_dir, config)
-  task = federated_text.prepare_clients(
+  task = text_classification.prepare_clients(
       client_data, data_dir=data_dir, seed=loop.seed
   )
   train_sizes = [c.num_train for c in task.clients]

@@ -46,7 +46,7 @@ never have seen the pieces of a test value. Here:
 
 *   **A SQL hint in the source.** A source may end with `SQL_HINT_MARK`
     and a SQL query (a retrieved example's SQL: retrieve-and-edit parsing,
-    `experiments.text2sql.DataConfig.retrieved_sql`). `source_tokens`
+    `tasks.text2sql.DataConfig.retrieved_sql`). `source_tokens`
     splits the words after the mark as targets are split (merges applied),
     so the hint holds the very tokens the target is made of: an output
     word in the hint is copied by the pointer into its own id, and a value

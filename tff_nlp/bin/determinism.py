@@ -18,7 +18,7 @@ every array of `federated/best_model.npz` and every non-time metric of
 
 Writes `determinism.{json,md}` to `--output_dir` and prints the table.
 
-  python bench/determinism.py                       # ~3 minutes, 2 cores
+  python -m tff_nlp.bin.determinism                       # ~3 minutes, 2 cores
 
 A benchmark, not a test: which variants change the numbers depends on the
 machine's CPU and TensorFlow's kernels. `tests/experiments/text2sql_test.py`
@@ -36,7 +36,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 _FLAGFILE = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
                          'train_text2sql.smoke.flags')
 

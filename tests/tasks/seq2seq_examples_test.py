@@ -4,7 +4,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp.experiments import seq2seq_examples
+from tff_nlp.tasks import seq2seq_examples
 from tff_nlp.models import seq2seq
 
 
@@ -24,7 +24,7 @@ _SOURCES = ['5 6', '5 6 7', '5 6 7 8', '']
 _TARGETS = ['9', '9 10 11 12', '9 10', '9 10 11']
 
 
-class EncodePairsTest(tf.test.TestCase, parameterized.TestCase):
+class EncodePairsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # A text whose length with END is exactly the length fits.

@@ -8,7 +8,7 @@ repeat so that a drift of the machine's speed hits both; it prints the
 first-call (trace or compile) time and the median time of 9 steps, and
 their ratio.
 
-  .venv/bin/python bench/seq2seq_xla_step.py
+  .venv/bin/python -m tff_nlp.bin.seq2seq_xla_step
 
 Measured on 2 shared cores (docs/results/text2sql.md): XLA 1.25x slower
 per step, and 271 s of compilation for three shapes against 50 s of

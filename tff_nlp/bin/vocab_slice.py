@@ -5,11 +5,11 @@ once per M in `--vocab_slice_keys` with each client downloading and uploading
 only the M token-embedding rows of its sub-vocabulary
 (`tff_nlp.algorithms.build_vocab_sliced_process`), and prints bytes per
 client per round, the clients' sub-vocabularies and test accuracy side by
-side (`tff_nlp.experiments.vocab_slice_benchmark`). Each run is cached under
+side (`tff_nlp.benchmarks.vocab_slice_benchmark`). Each run is cached under
 its configuration, so running the command again continues an interrupted
 benchmark.
 
-  python bench/vocab_slice.py \
+  python -m tff_nlp.bin.vocab_slice \
       --flagfile=tff_nlp/bin/flags/train_text2sql.subword.flags \
       --output_dir=runs/vocab_slice_cpu             # or: make bench-vocab-slice
 
@@ -24,7 +24,7 @@ from absl import flags
 
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
-from tff_nlp.experiments import vocab_slice_benchmark
+from tff_nlp.benchmarks import vocab_slice_benchmark
 from tff_nlp.runtime import flags as runtime_flags
 
 flags.adopt_module_key_flags(common)
@@ -55,7 +55,7 @@ def main(argv):
         model=text2sql_flags.model_config(),
         training=text2sql_flags.training_config(paradigm='federated'),
         loop=common.loop_config_from_flags(),
-        command=shlex.join(['python', 'bench/vocab_slice.py']
+        command=shlex.join(['python', 'tff_nlp/bin/vocab_slice.py']
                            + sys.argv[1:]),
     )
 

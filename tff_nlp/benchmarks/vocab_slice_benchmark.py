@@ -33,11 +33,12 @@ from absl import logging
 from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
+from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import text2sql_benchmark
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import seq2seq
+from tff_nlp.tasks import text2sql as text2sql_task
 
 METHOD = ('federated', 'fedavg', 'uniform')
 RESULTS_FILE = 'vocab_slice.json'
@@ -204,9 +205,9 @@ def run_vocab_slice_benchmark(
     data_dir: str | None,
     output_dir: str,
     max_keys: Sequence[int],
-    data: text2sql.DataConfig,
+    data: text2sql_task.DataConfig,
     model: seq2seq.Seq2SeqConfig,
-    training: text2sql.TrainingConfig,
+    training: text2sql_task.TrainingConfig,
     loop: training_lib.LoopConfig,
     command: str = '',
 ) -> dict[str, Any]:

@@ -18,8 +18,8 @@ the most frequent training words plus hashed OOV buckets up to V rows (TREC
 has about 8.7k distinct training words, so the larger V are mostly buckets,
 as in a production vocabulary sized for text the clients have not shown yet).
 
-  python bench/select_scaling.py                  # or: make bench-select
-  python bench/select_scaling.py --vocab_sizes=1000,10000 --repeats=2
+  python -m tff_nlp.bin.select_scaling                  # or: make bench-select
+  python -m tff_nlp.bin.select_scaling --vocab_sizes=1000,10000 --repeats=2
 
 Results of the committed run are in docs/results/federated_select.md. This is
 a benchmark, not a test: its times depend on the machine.

@@ -29,7 +29,6 @@ import collections
 from collections.abc import Collection, Mapping, Sequence
 import dataclasses
 import gzip
-import json
 import os
 import shutil
 from typing import Any, Optional
@@ -44,6 +43,8 @@ from tff_nlp.experiments import text2sql_summary
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import seq2seq
+from tff_nlp.tasks import text2sql as text2sql_task
+from tff_nlp.training import run_cache
 
 RUNS_DIR = 'runs'
 # What `archive_run` keeps of a run: its records, not its weights.
@@ -69,8 +70,9 @@ def parse_method(spec: str) -> text2sql_report.MethodKey:
   return method
 
 
-def training_for(base: text2sql.TrainingConfig,
-                 method: text2sql_report.MethodKey) -> text2sql.TrainingConfig:
+def training_for(base: text2sql_task.TrainingConfig,
+                 method: text2sql_report.MethodKey
+                 ) -> text2sql_task.TrainingConfig:
   """`base` with the paradigm (and algorithm, weighting) of `method`."""
   if method[0] == 'federated':
     return dataclasses.replace(base, paradigm='federated',
@@ -99,18 +101,16 @@ def run_dir_for(output_dir: str, method, *, data, model, training,
   if variant:
     experiment.update(variant)
     slug += ''.join(f'-{k}{v}' for k, v in variant.items())
-  digest = training_lib.config_digest(experiment)
-  return os.path.join(output_dir, RUNS_DIR, f'{slug}-{digest}')
+  return run_cache.run_dir(os.path.join(output_dir, RUNS_DIR), slug,
+                           experiment)
 
 
 def finished_results(run_dir: str, rounds: int) -> Optional[dict[str, Any]]:
   """The `results.json` of a run finished with `rounds` rounds, else None."""
-  path = os.path.join(run_dir, text2sql.RESULTS_FILE)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding='utf-8') as f:
-    results = json.load(f)
-  return results if results['config']['loop']['rounds'] == rounds else None
+  return run_cache.finished_results(
+      run_dir, results_file=text2sql.RESULTS_FILE,
+      is_complete=lambda results: results['config']['loop']['rounds']
+      == rounds)
 
 
 def archive_run(run_dir: str, archive_dir: str) -> str:
@@ -198,9 +198,9 @@ def run_benchmark(
     data_dir: Optional[str],
     output_dir: str,
     methods: Sequence[text2sql_report.MethodKey],
-    data: text2sql.DataConfig,
+    data: text2sql_task.DataConfig,
     model: seq2seq.Seq2SeqConfig,
-    training: text2sql.TrainingConfig,
+    training: text2sql_task.TrainingConfig,
     loop: training_lib.LoopConfig,
     command: str = '',
     seeds: Optional[Sequence[int]] = None,

@@ -11,11 +11,12 @@ own from the runtime flags), so each peak is that setting's alone. The
 parent prints one Markdown table and the linearity check (time ratio of the
 largest to the smallest setting against their clients ratio, and the
 log-log slope), and writes `client_scaling.{json,md,png}` to `--output_dir`
-(`experiments.scaling`).
+(`benchmarks.client_scaling`).
 
-  python bench/client_scaling.py                        # ~5 minutes, 2 cores
-  python bench/client_scaling.py --methods=sparse,dense
-  python bench/client_scaling.py --clients_per_round_values=10,100 --rounds=2
+  python -m tff_nlp.bin.client_scaling                 # ~5 minutes, 2 cores
+  python -m tff_nlp.bin.client_scaling --methods=sparse,dense
+  python -m tff_nlp.bin.client_scaling --clients_per_round_values=10,100 \
+      --rounds=2
 
 Runtime flags (`--max_concurrent_computation_calls`, the worker flags) go
 to every child. This is a benchmark, not a test: its numbers depend on the
@@ -30,8 +31,8 @@ import sys
 from absl import app
 from absl import flags
 
-import _tag_task_flags  # pylint: disable=g-bad-import-order
-from tff_nlp.experiments import scaling
+from tff_nlp.benchmarks import client_scaling
+from tff_nlp.bin import _tag_task_flags
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -82,7 +83,7 @@ def _check_clients(value):
 def _child_main():
   """Measures one setting in a context of this process and writes JSON."""
   with runtime_flags.context_from_flags():
-    record = scaling.measure_clients_per_round(
+    record = client_scaling.measure_clients_per_round(
         data_dir=_tag_task_flags.DATA_DIR.value,
         data=_tag_task_flags.data_config(),
         training=_tag_task_flags.training_config(),
@@ -101,7 +102,7 @@ def _child_command(method, clients_per_round, json_path):
   # included), so the child sees the same data, training and runtime flags.
   own_args = [a for a in sys.argv[1:]
               if a.lstrip('-').split('=')[0] not in _CHILD_FLAGS]
-  return [sys.executable, os.path.abspath(__file__), *own_args,
+  return [sys.executable, '-m', 'tff_nlp.bin.client_scaling', *own_args,
           f'--child_method={method}',
           f'--child_clients_per_round={clients_per_round}',
           f'--child_output_json={os.path.abspath(json_path)}']
@@ -121,8 +122,8 @@ def main(argv):
           runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
       worker_malloc_mmap_threshold=(
           runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD.value or 'default'))
-  result = scaling.run_client_scaling(
-      measure=scaling.subprocess_measure(
+  result = client_scaling.run_client_scaling(
+      measure=client_scaling.subprocess_measure(
           _child_command, _OUTPUT_DIR.value,
           timeout_seconds=_TIMEOUT.value),
       methods=_METHODS.value,

@@ -8,7 +8,7 @@ differences A - B and A - template retrieval (the no-learning baseline, on
 the same test examples: `text2sql_seed_runs.baseline_runs`), with
 `tff_nlp.metrics.intervals`. `--output` also writes them as JSON.
 
-  .venv/bin/python bench/text2sql_compare_runs.py \
+  .venv/bin/python -m tff_nlp.bin.text2sql_compare_runs \
       docs/results/text2sql/centralized_retrieved_sql_seed0 \
       docs/results/text2sql/centralized_seed0 \
       --output=docs/results/text2sql/centralized_retrieved_sql_seed0/intervals.json
@@ -19,9 +19,9 @@ import json
 from absl import app
 from absl import flags
 
-from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.metrics import intervals
+from tff_nlp.tasks import text2sql
 
 _OUTPUT = flags.DEFINE_string('output', None, 'Also write the intervals here.')
 _SEEDS = flags.DEFINE_list('seeds', ['0', '0'],

@@ -14,10 +14,10 @@ faster loop is the reference.
 The benchmark first checks that all sides produce the same global model,
 then prints Markdown tables: the medians and ratios TFF / pure TF, where the
 time goes (tracing and compilation, serialization, compute, the rest), and
-the bytes serialized per round. See `tff_nlp.experiments.round_overhead`.
+the bytes serialized per round. See `tff_nlp.benchmarks.round_overhead`.
 
-  python bench/round_overhead.py                # or: make bench
-  python bench/round_overhead.py --model=text2sql_seq2seq --repeats=15 \
+  python -m tff_nlp.bin.round_overhead                # or: make bench
+  python -m tff_nlp.bin.round_overhead --model=text2sql_seq2seq --repeats=15 \
       --output_json=docs/results/round_overhead_text2sql.json
 
 This is a benchmark, not a test: its numbers depend on the machine.
@@ -29,13 +29,15 @@ from absl import app
 from absl import flags
 
 from tff_nlp import errors
-from tff_nlp.experiments import federated_text
-from tff_nlp.experiments import round_overhead
-from tff_nlp.experiments import text2sql
+from tff_nlp.benchmarks import round_overhead
+from tff_nlp.benchmarks import round_overhead_workloads
 from tff_nlp.runtime import flags as runtime_flags
+from tff_nlp.tasks import text2sql
+from tff_nlp.tasks import text_classification
 
 _MODEL = flags.DEFINE_enum(
-    'model', round_overhead.R8_CLASSIFIER, list(round_overhead.MODELS),
+    'model', round_overhead_workloads.R8_CLASSIFIER,
+    list(round_overhead_workloads.MODELS),
     'The workload: the r8 demo classifier or the text-to-SQL seq2seq model.')
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', None, 'The shared/data folder (default: ../shared/data).')
@@ -68,12 +70,12 @@ _OUTPUT_JSON = flags.DEFINE_string(
     'output_json', None, 'If set, also write the measurements there.')
 
 
-def _setup() -> round_overhead.Setup:
+def _setup() -> round_overhead_workloads.Setup:
   """The workload given by the flags."""
-  if _MODEL.value == round_overhead.R8_CLASSIFIER:
-    defaults = round_overhead.R8Setup()
-    return round_overhead.R8Setup(
-        data=federated_text.ClientDataConfig(
+  if _MODEL.value == round_overhead_workloads.R8_CLASSIFIER:
+    defaults = round_overhead_workloads.R8Setup()
+    return round_overhead_workloads.R8Setup(
+        data=text_classification.ClientDataConfig(
             num_clients=_NUM_CLIENTS.value),
         local_epochs=(defaults.local_epochs if _LOCAL_EPOCHS.value is None
                       else _LOCAL_EPOCHS.value),
@@ -89,7 +91,7 @@ def _setup() -> round_overhead.Setup:
   except errors.InputError as e:
     raise app.UsageError(str(e)) from None
   try:
-    return round_overhead.text2sql_setup(
+    return round_overhead_workloads.text2sql_setup(
         num_clients=_NUM_CLIENTS.value,
         max_train_examples=max_train_examples,
         local_epochs=_LOCAL_EPOCHS.value,

@@ -1,8 +1,8 @@
 """The tag task's flags, shared by the scaling benchmarks.
 
-`bench/client_scaling.py` and `bench/memory_growth.py` run on the same task
-(`tff_nlp.experiments.sparse_tags`; by default every TREC-50 question is a
-client); importing this module defines its flags.
+`tff_nlp/bin/client_scaling.py` and `tff_nlp/bin/memory_growth.py` run on the
+same task (`tff_nlp.experiments.sparse_tags`; by default every TREC-50
+question is a client); importing this module defines its flags.
 """
 
 from absl import flags

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import models
-from tff_nlp.experiments import federated_text
+from tff_nlp.tasks import text_classification
 
 # Labels a, b; 'rare' occurs only in test, so it must encode as OOV.
 _TRAIN = ''.join(
@@ -20,7 +20,7 @@ _TEST = ''.join(
 
 
 def _client(n_train, n_test=2, length=3):
-  return federated_text.ClientExamples(
+  return text_classification.ClientExamples(
       train_x=np.arange(n_train * length, dtype=np.int32).reshape(
           n_train, length),
       train_y=np.arange(n_train, dtype=np.int32),
@@ -29,11 +29,11 @@ def _client(n_train, n_test=2, length=3):
   )
 
 
-class AccuraciesTest(tf.test.TestCase):
+class AccuraciesExecutionTest(tf.test.TestCase):
 
   def test_macro_and_micro_averages(self):
-    accuracies = federated_text.Accuracies(correct=(1, 9, 0),
-                                           totals=(2, 10, 3))
+    accuracies = text_classification.Accuracies(correct=(1, 9, 0),
+                                                totals=(2, 10, 3))
     self.assertAllClose(accuracies.per_client, [0.5, 0.9, 0.0])
     # MacroAvg = (0.5 + 0.9 + 0) / 3; MicroAvg = (1 + 9 + 0) / 15.
     self.assertAlmostEqual(accuracies.macro, 1.4 / 3)
@@ -44,33 +44,34 @@ class AccuraciesTest(tf.test.TestCase):
     keras_model = tf.keras.Sequential(
         [tf.keras.layers.Lambda(lambda x: tf.one_hot(x[:, 0], 3))])
     clients = (
-        federated_text.ClientExamples(
+        text_classification.ClientExamples(
             train_x=np.zeros((1, 2), np.int32),
             train_y=np.zeros(1, np.int32),
             test_x=np.array([[0, 5], [2, 5], [1, 0], [2, 2]], np.int32),
             test_y=np.array([0, 1, 1, 2], np.int32),  # right: 1st, 3rd, 4th
         ),
-        federated_text.ClientExamples(
+        text_classification.ClientExamples(
             train_x=np.zeros((1, 2), np.int32),
             train_y=np.zeros(1, np.int32),
             test_x=np.array([[1, 1]], np.int32),
             test_y=np.array([0], np.int32),  # wrong
         ),
     )
-    accuracies = federated_text.evaluate(keras_model, clients, batch_size=3)
+    accuracies = text_classification.evaluate_classifier(keras_model, clients,
+                                                         batch_size=3)
     self.assertEqual(accuracies.correct, (3, 0))
     self.assertEqual(accuracies.totals, (4, 1))
 
 
-class TrainDatasetTest(tf.test.TestCase, parameterized.TestCase):
+class TrainDatasetExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _batches(self, client, **kwargs):
-    dataset = federated_text.train_dataset(client, **kwargs)
+    dataset = text_classification.train_dataset(client, **kwargs)
     return [(x.numpy(), y.numpy()) for x, y in dataset]
 
   def test_element_spec_matches_the_model_input_spec(self):
-    dataset = federated_text.train_dataset(_client(5), batch_size=2,
-                                           shuffle_seed=None)
+    dataset = text_classification.train_dataset(_client(5), batch_size=2,
+                                                shuffle_seed=None)
     self.assertEqual(dataset.element_spec, models.input_spec(3))
 
   @parameterized.named_parameters(
@@ -117,15 +118,16 @@ def _write_toy_dataset(root, train, test):
   return root
 
 
-class PrepareClientsTest(tf.test.TestCase):
+class PrepareClientsExecutionTest(tf.test.TestCase):
 
   def test_clients_hold_their_partition_encoded(self):
     root = _write_toy_dataset(self.create_tempdir().full_path, _TRAIN, _TEST)
-    config = federated_text.ClientDataConfig(
+    config = text_classification.ClientDataConfig(
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=4)
-    prepared = federated_text.prepare_clients(config, data_dir=root, seed=5)
-    again = federated_text.prepare_clients(config, data_dir=root, seed=5)
+    prepared = text_classification.prepare_clients(config, data_dir=root,
+                                                   seed=5)
+    again = text_classification.prepare_clients(config, data_dir=root, seed=5)
 
     self.assertEqual(prepared.label_names, ('a', 'b'))
     # Train counts: common 30, text 30, word0..3 8/8/7/7 -> top 4 words
@@ -170,7 +172,7 @@ _TEST_LENGTHS = ''.join(
 )
 
 
-class TruncationTest(tf.test.TestCase, parameterized.TestCase):
+class TruncationExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # Texts of more than max_length tokens: train 5 per length above it,
@@ -182,11 +184,12 @@ class TruncationTest(tf.test.TestCase, parameterized.TestCase):
   def test_prepare_clients_counts_cut_texts(self, max_length, train, test):
     root = _write_toy_dataset(self.create_tempdir().full_path,
                               _TRAIN_LENGTHS, _TEST_LENGTHS)
-    config = federated_text.ClientDataConfig(
+    config = text_classification.ClientDataConfig(
         dataset='toy', num_clients=3, dirichlet_alpha=1.0,
         min_train_examples=3, vocab_size=6, max_length=max_length)
     with self.assertLogs('absl', level='INFO') as logs:
-      prepared = federated_text.prepare_clients(config, data_dir=root, seed=5)
+      prepared = text_classification.prepare_clients(config, data_dir=root,
+                                                     seed=5)
     self.assertIn(f'toy: {train} of 30 training and {test} of 12 test texts '
                   f'cut at {max_length} tokens', '\n'.join(logs.output))
     truncated = prepared.truncated()

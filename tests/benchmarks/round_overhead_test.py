@@ -15,18 +15,20 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import runtime
-from tff_nlp.experiments import federated_text
-from tff_nlp.experiments import round_overhead
-from tff_nlp.experiments import text2sql
+from tff_nlp.benchmarks import round_overhead
+from tff_nlp.benchmarks import round_overhead_pure_tf
+from tff_nlp.benchmarks import round_overhead_workloads as workloads
+from tff_nlp.tasks import text2sql
+from tff_nlp.tasks import text_classification
 from tff_nlp.models import seq2seq
 
 _SETUPS = {
-    round_overhead.R8_CLASSIFIER: round_overhead.R8Setup(
-        data=federated_text.ClientDataConfig(
+    workloads.R8_CLASSIFIER: workloads.R8Setup(
+        data=text_classification.ClientDataConfig(
             dataset='r8', num_clients=2, dirichlet_alpha=0.5,
             min_train_examples=50, vocab_size=500, max_length=16),
         local_epochs=1, batch_size=64, embedding_dim=8, learning_rate=1.0),
-    round_overhead.TEXT2SQL_SEQ2SEQ: round_overhead.Text2SqlSetup(
+    workloads.TEXT2SQL_SEQ2SEQ: workloads.Text2SqlSetup(
         data=text2sql.DataConfig(
             clients=('geography', 'imdb'), schema_columns=False,
             vocabulary_size=400, max_source_length=48, max_target_length=96,
@@ -42,7 +44,7 @@ _SETUPS = {
             learning_rates=text2sql.PerClient(1e-2, (('imdb', 5e-3),)),
             batch_sizes=text2sql.PerClient(4))),
 }
-_MODELS = [(name, name) for name in round_overhead.MODELS]
+_MODELS = [(name, name) for name in workloads.MODELS]
 # Issue 2's JSON fields, which docs/results/round_overhead_c*.json hold.
 _ISSUE_2_FIELDS = {
     'num_clients': int, 'client_train_examples': list, 'local_epochs': int,
@@ -65,7 +67,7 @@ def _run(model: str):
   return json.loads(json.dumps(result))
 
 
-class RunTest(parameterized.TestCase):
+class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*_MODELS)
   def test_every_side_computes_the_same_global_model(self, model):
@@ -135,7 +137,7 @@ class RunTest(parameterized.TestCase):
     self.assertLen(result['client_train_examples'], 2)
     self.assertEqual(result['repeats'], 1)
     self.assertEqual(result['concurrency'], 'unlimited')
-    self.assertIn(result['pure_tf_loop'], round_overhead.PURE_TF_LOOPS)
+    self.assertIn(result['pure_tf_loop'], round_overhead_pure_tf.PURE_TF_LOOPS)
     self.assertEqual(result['tff_round_seconds'],
                      result['round_seconds']['tff'])
     self.assertEqual(result['tff_c1_round_seconds'],
@@ -153,7 +155,7 @@ class RunTest(parameterized.TestCase):
                      {'tff', 'tff_compile', 'pure_tf'})
 
   def test_text2sql_clients_keep_their_own_configuration(self):
-    result = _run(round_overhead.TEXT2SQL_SEQ2SEQ)
+    result = _run(workloads.TEXT2SQL_SEQ2SEQ)
     self.assertEqual(result['client_names'], ['geography', 'imdb'])
     self.assertEqual(result['client_train_examples'], [8, 12])
     self.assertEqual(result['client_local_epochs'], [2, 1])
@@ -171,13 +173,13 @@ class RunTest(parameterized.TestCase):
     self.assertIn('| computation |', text)
 
 
-class CheckSameModelTest(tf.test.TestCase):
+class CheckSameModelExecutionTest(tf.test.TestCase):
 
   def test_noise_passes_and_reports_differences(self):
     initial = [np.zeros(3), np.zeros((2, 2))]
     reference = [np.full(3, 1.0), np.full((2, 2), -1.0)]
     noisy = [reference[0] + [1e-3, 0, 0], reference[1]]
-    result = round_overhead.check_same_model(
+    result = round_overhead_pure_tf.check_same_model(
         {'a': reference, 'b': noisy}, initial, reference='a')
     self.assertAllClose(result['max_abs_update'], 1.0)
     self.assertAllClose(result['update_norm'], np.sqrt(7.0))
@@ -189,12 +191,12 @@ class CheckSameModelTest(tf.test.TestCase):
     reference = [np.full(4, 0.1)]
     half_step = [np.full(4, 0.05)]  # E.g. a client's learning rate halved.
     with self.assertRaisesRegex(AssertionError, 'disagree'):
-      round_overhead.check_same_model(
+      round_overhead_pure_tf.check_same_model(
           {'tff': reference, 'pure_tf_steps': half_step}, initial,
           reference='tff')
 
 
-class SetupTest(parameterized.TestCase):
+class SetupExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('dropout', dict(model=dict(dropout=0.1)), 'dropout 0'),
@@ -206,15 +208,15 @@ class SetupTest(parameterized.TestCase):
   )
   def test_refuses_what_the_reference_does_not_implement(self, changes,
                                                          message):
-    setup = _SETUPS[round_overhead.TEXT2SQL_SEQ2SEQ]
+    setup = _SETUPS[workloads.TEXT2SQL_SEQ2SEQ]
     ((name, overrides),) = changes.items()
     with self.assertRaisesRegex(ValueError, message):
       dataclasses.replace(setup, **{
           name: dataclasses.replace(getattr(setup, name), **overrides)})
 
   def test_text2sql_setup_is_the_cpu_preset_resized(self):
-    setup = round_overhead.text2sql_setup(num_clients=3,
-                                          max_train_examples=20)
+    setup = workloads.text2sql_setup(num_clients=3,
+                                     max_train_examples=20)
     self.assertEqual(setup.data.clients, ('advising', 'atis', 'geography'))
     self.assertEqual(setup.data.max_train_examples, text2sql.PerClient(20))
     self.assertEqual((setup.data.max_source_length,
@@ -225,7 +227,7 @@ class SetupTest(parameterized.TestCase):
     self.assertEqual(setup.training.local_epochs['geography'], 2)
     self.assertEqual(setup.training.learning_rates['atis'], 2e-3)
     with self.assertRaisesRegex(ValueError, 'num_clients'):
-      round_overhead.text2sql_setup(num_clients=9)
+      workloads.text2sql_setup(num_clients=9)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Federated text classification on a real dataset: clients, model, evaluation.
+"""The federated text classification task: clients, model, evaluation.
 
 The shared set-up of the experiments and benchmarks that train the
 fastText-style classifier of `tff_nlp.models` on a dataset of
@@ -9,10 +9,10 @@ fastText-style classifier of `tff_nlp.models` on a dataset of
     training texts and encodes every client's examples;
 *   `train_dataset` turns a client's training examples into the batched
     `tf.data.Dataset` a learning process consumes;
-*   `evaluate` measures a Keras model on every client's own test set with the
-    two averages of the Lorar paper (Zhang et al., ACL 2023): MacroAvg, the
-    mean of the per-client accuracies, and MicroAvg, the accuracy over all
-    test examples pooled.
+*   `evaluate_classifier` measures a Keras model on every client's own test
+    set with the two averages of the Lorar paper (Zhang et al., ACL 2023):
+    MacroAvg, the mean of the per-client accuracies, and MicroAvg, the
+    accuracy over all test examples pooled.
 
 Texts longer than `ClientDataConfig.max_length` tokens are cut, and counted:
 `prepare_clients` logs how many, and `FederatedTextClassification.truncated`
@@ -247,7 +247,7 @@ class Accuracies:
     return sum(self.correct) / sum(self.totals)
 
 
-def evaluate(
+def evaluate_classifier(
     keras_model: tf.keras.Model,
     clients: tuple[ClientExamples, ...],
     *,

@@ -7,11 +7,11 @@ Python process and of each TFF worker it started every `--sample_every`
 (10) rounds. The growth from round `--baseline_round` (20) to the last
 sample must stay under `--target_percent` (5%) for every process. Writes
 `memory_growth.{json,md,png}` to `--output_dir` and prints the table
-(`experiments.scaling`).
+(`benchmarks.scaling`).
 
-  python bench/memory_growth.py                    # ~2.5 minutes, 2 cores
+  python -m tff_nlp.bin.memory_growth                    # ~2.5 minutes, 2 cores
   # With glibc's default malloc in the worker (it grows ~17% by round 100):
-  python bench/memory_growth.py \
+  python -m tff_nlp.bin.memory_growth \
       --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
 
 This is a benchmark, not a test: its numbers depend on the machine.
@@ -22,8 +22,8 @@ import collections
 from absl import app
 from absl import flags
 
-import _tag_task_flags  # pylint: disable=g-bad-import-order
-from tff_nlp.experiments import scaling
+from tff_nlp.benchmarks import scaling
+from tff_nlp.bin import _tag_task_flags
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
 

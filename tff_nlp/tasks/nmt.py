@@ -1,0 +1,360 @@
+"""The federated mixed-domain NMT task: data, processes and client data.
+
+The task of Passban, Roosta, Gupta, Chadha and Chung, "Training Mixed-Domain
+Translation Models via Federated Learning", NAACL 2022
+(`shared/docs/dynamic_pulling.md`): German→English domains
+(`tff_nlp.data.nmt`) are clients, and a Transformer encoder-decoder
+(`tff_nlp.models.seq2seq`) shares one subword vocabulary for both languages.
+
+`prepare_task` loads, subsets and tokenizes the domains; `model_config`
+sizes a model to them. Centralised training is a one-client FedAvg whose
+round is one epoch (`build_centralized_process`,
+`centralized_client_data_fn`); federated training is dynamic pulling
+(`build_federated_process`, `federated_client_data_fn`). The engines built
+from them, and their BLEU, are `tff_nlp.experiments.nmt`'s. The subword
+vocabulary is trained on the training text of every domain, both languages
+(the paper's joint BPE); it is a stand-in for a public vocabulary and never
+enters a federated computation.
+"""
+
+import collections
+from collections.abc import Callable, Sequence
+import dataclasses
+from typing import Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp import algorithms
+from tff_nlp.algorithms import dynamic_pulling
+from tff_nlp.data import nmt
+from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_layout
+from tff_nlp.models import seq2seq_model_fn
+from tff_nlp.models import subword_tokenizer
+from tff_nlp.tasks import seq2seq_examples
+
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Which sentence pairs, and how they become token ids.
+
+  Attributes:
+    domains: Domain (client) names of the folder of domains, the generic
+      one included.
+    generic_domain: The domain the generic engine is trained on.
+    vocabulary_size: Upper bound of the joint subword vocabulary.
+    max_length: Source and target tokens; longer sentences are truncated
+      (counted in the results).
+    max_train_examples: Training pairs per domain, a seeded subset; 0: all.
+    max_eval_examples: Dev and test pairs per domain; 0: all.
+  """
+
+  domains: tuple[str, ...] = nmt.DOMAINS
+  generic_domain: str = 'wmt_news'
+  vocabulary_size: int = 8000
+  max_length: int = 64
+  max_train_examples: int = 0
+  max_eval_examples: int = 0
+
+  def __post_init__(self):
+    if self.generic_domain not in self.domains:
+      raise ValueError(f'generic_domain {self.generic_domain!r} is not one '
+                       f'of the domains {list(self.domains)}.')
+    if len(set(self.domains)) != len(self.domains):
+      raise ValueError(f'domains repeat: {list(self.domains)}.')
+    for name in ('vocabulary_size', 'max_length'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be positive, got '
+                         f'{getattr(self, name)}.')
+    for name in ('max_train_examples', 'max_eval_examples'):
+      if getattr(self, name) < 0:
+        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+  """How engines are trained and decoded.
+
+  Attributes:
+    client_optimizer: A key of `algorithms.CLIENT_OPTIMIZERS`.
+    learning_rate: Learning rate of every training step.
+    batch_size: Sentence pairs per batch.
+    pretrain_epochs: Epochs of the generic and single-domain engines.
+    finetune_epochs: Epochs of data combination, and of each domain in
+      chained fine-tuning.
+    local_steps: Batches per client per federated round (the paper: 10K).
+    beam_size: 1 for greedy decoding, else beam search.
+    decode_batch_size: Sentences decoded at once.
+    controller_layers: The encoder and decoder layers the `controllers`
+      baseline exchanges (the paper's 6E6D (0-3): layers 0 and 3).
+  """
+
+  client_optimizer: str = 'adam'
+  learning_rate: float = 1e-3
+  batch_size: int = 32
+  pretrain_epochs: int = 10
+  finetune_epochs: int = 1
+  local_steps: int = 100
+  beam_size: int = 1
+  decode_batch_size: int = 64
+  controller_layers: tuple[int, ...] = (0, 3)
+
+  def __post_init__(self):
+    if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
+      raise ValueError(
+          f'Unknown client_optimizer {self.client_optimizer!r}; expected one '
+          f'of {sorted(algorithms.CLIENT_OPTIMIZERS)}.')
+    for name in ('batch_size', 'pretrain_epochs', 'finetune_epochs',
+                 'local_steps', 'beam_size', 'decode_batch_size'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be positive, got '
+                         f'{getattr(self, name)}.')
+
+
+@dataclasses.dataclass
+class EncodedCorpus:
+  """One split of one domain: its text and its packed token ids."""
+
+  corpus: nmt.ParallelCorpus
+  encoded: seq2seq_examples.EncodedPairs
+
+  @property
+  def x(self):
+    return self.encoded.x
+
+  @property
+  def y(self):
+    return self.encoded.y
+
+  def __len__(self) -> int:
+    return len(self.corpus)
+
+
+@dataclasses.dataclass
+class NmtTask:
+  """The domains' data, tokenized, and the joint tokenizer."""
+
+  domains: tuple[str, ...]
+  tokenizer: subword_tokenizer.SubwordTokenizer
+  splits: dict[str, dict[str, EncodedCorpus]]  # domain -> split -> data
+
+  def truncated(self) -> dict[str, dict[str, dict[str, int]]]:
+    return {d: {s: {'sources': v.encoded.truncated_sources,
+                    'targets': v.encoded.truncated_targets}
+                for s, v in splits.items()}
+            for d, splits in self.splits.items()}
+
+
+def select_domains(data_dir: Optional[str],
+                   requested: Sequence[str] = ()) -> tuple[str, ...]:
+  """The domains (clients) of a run: `requested`, or every domain found.
+
+  Args:
+    data_dir: The `shared/data` folder or a folder of domains; None finds
+      it (`nmt.find_nmt_dir`).
+    requested: Domain names; empty for every domain folder of `data_dir`,
+      in `nmt.list_domains` order (the paper's five first, then any other
+      sorted by name).
+
+  Returns:
+    The domains. With `requested`, a domain folder found but not requested
+    that is not one of the paper's five (a user's own) is named in a
+    warning, so an added domain is never silently left out.
+
+  Raises:
+    InputError: If the folder holds no domain (`nmt.find_nmt_dir`).
+  """
+  folder = nmt.find_nmt_dir(data_dir)
+  found = nmt.list_domains(folder)
+  if not requested:
+    logging.info('Domains of %s: %s', folder, ', '.join(found))
+    return found
+  unused = [d for d in found if d not in requested and d not in nmt.DOMAINS]
+  if unused:
+    logging.warning(
+        'Domain folders of %s not used, as --domains does not list them: '
+        '%s. Leave --domains unset to use every domain folder.', folder,
+        ', '.join(unused))
+  return tuple(requested)
+
+
+def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
+                 tokenizer_dir: str) -> NmtTask:
+  """Loads, subsets and tokenizes the domains.
+
+  The tokenizer is read from `tokenizer_dir` when it holds one, else trained
+  on both sides of every domain's training pairs and written there.
+
+  Args:
+    config: The data configuration.
+    data_dir: The `shared/data` folder or a folder of domains; None finds it.
+    seed: Seed of the subsets.
+    tokenizer_dir: Where the tokenizer is kept (shared by the engines of an
+      experiment, so that their ids agree).
+
+  Returns:
+    The `NmtTask`.
+  """
+  folder = nmt.find_nmt_dir(data_dir)
+  corpora = nmt.load_domains(
+      folder, config.domains,
+      max_train=config.max_train_examples or None,
+      max_eval=config.max_eval_examples or None, seed=seed)
+  tokenizer = subword_tokenizer.load_or_train(
+      tokenizer_dir,
+      lambda: [t for d in config.domains
+               for side in (corpora[d]['train'].sources,
+                            corpora[d]['train'].targets) for t in side],
+      config.vocabulary_size)
+  splits = {
+      d: {s: EncodedCorpus(c, seq2seq_examples.encode_pairs(
+          tokenizer, c.sources, c.targets, source_length=config.max_length,
+          target_length=config.max_length))
+          for s, c in corpora[d].items()}
+      for d in config.domains}
+  return NmtTask(tuple(config.domains), tokenizer, splits)
+
+
+def model_config(base: seq2seq.Seq2SeqConfig, task: NmtTask,
+                 data: DataConfig) -> seq2seq.Seq2SeqConfig:
+  """`base` with the task's vocabulary and the data's lengths."""
+  return dataclasses.replace(
+      base, vocabulary_size=task.tokenizer.vocabulary_size(),
+      max_source_length=data.max_length, max_target_length=data.max_length)
+
+
+def _union(parts: Sequence[EncodedCorpus]) -> EncodedCorpus:
+  return EncodedCorpus(
+      nmt.ParallelCorpus(
+          tuple(s for p in parts for s in p.corpus.sources),
+          tuple(t for p in parts for t in p.corpus.targets)),
+      seq2seq_examples.EncodedPairs(
+          x=collections.OrderedDict(
+              (k, np.concatenate([p.x[k] for p in parts]))
+              for k in parts[0].x),
+          y=np.concatenate([p.y for p in parts]),
+          truncated_sources=sum(p.encoded.truncated_sources for p in parts),
+          truncated_targets=sum(p.encoded.truncated_targets for p in parts)))
+
+
+def union(parts: Sequence[EncodedCorpus]) -> EncodedCorpus:
+  """The sentence pairs of `parts`, in order, as one split."""
+  return EncodedCorpus(
+      nmt.ParallelCorpus(
+          tuple(s for p in parts for s in p.corpus.sources),
+          tuple(t for p in parts for t in p.corpus.targets)),
+      seq2seq_examples.EncodedPairs(
+          x=collections.OrderedDict(
+              (k, np.concatenate([p.x[k] for p in parts]))
+              for k in parts[0].x),
+          y=np.concatenate([p.y for p in parts]),
+          truncated_sources=sum(p.encoded.truncated_sources for p in parts),
+          truncated_targets=sum(p.encoded.truncated_targets for p in parts)))
+
+
+
+def build_centralized_process(model: seq2seq.Seq2SeqConfig,
+                              training: TrainingConfig
+                              ) -> tff.learning.templates.LearningProcess:
+  """A one-client FedAvg (with client configs): a round is one epoch."""
+  optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
+  return algorithms.build_fl_process(
+      seq2seq_model_fn.build_model_fn(model), algorithm='fedavg',
+      weighting='num_examples',
+      client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
+      with_client_config=True)
+
+
+def centralized_client_data_fn(
+    data: EncodedCorpus, training: TrainingConfig, seed: int
+) -> Callable[[int, Sequence[int]], list[tf.data.Dataset]]:
+  """The one client's data of a `build_centralized_process` round: an epoch.
+
+  Args:
+    data: The training pairs (e.g. `union` of several domains).
+    training: Batch size and learning rate.
+    seed: Seeds the shuffling, with the round.
+
+  Returns:
+    `(round_num, client_ids) -> [dataset]`, as `training.run_training`
+    takes it.
+  """
+
+  def client_data(round_num, client_ids):
+    del client_ids
+    return [algorithms.with_client_config(
+        seq2seq_examples.train_dataset(
+            data, batch_size=training.batch_size,
+            shuffle_seed=(seed, round_num)),
+        learning_rate=training.learning_rate, num_epochs=1)]
+
+  return client_data
+
+
+def build_federated_process(
+    model: seq2seq.Seq2SeqConfig, training: TrainingConfig, *,
+    num_clients: int, mode: str, change_norm: str,
+) -> dynamic_pulling.SimulationProcess:
+  """Dynamic pulling (`dynamic_pulling.build_simulation_process`).
+
+  Args:
+    model: The model (vocabulary and lengths of the task).
+    training: Client optimizer, learning rate and, for the `controllers`
+      mode, the layers it exchanges.
+    num_clients: The domains.
+    mode: A `dynamic_pulling.Mode` value: which tensors a client sends.
+    change_norm: One of `dynamic_pulling.CHANGE_NORMS`.
+
+  Returns:
+    The process; its `next` takes `federated_client_data_fn`'s data.
+  """
+  layout = seq2seq_layout.tensor_layout(model)
+  optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
+  return dynamic_pulling.build_simulation_process(
+      seq2seq_model_fn.build_model_fn(model), num_clients=num_clients,
+      mode=mode, tensor_groups=[t.group for t in layout],
+      exchanged=seq2seq_layout.controller_mask(layout,
+                                        layers=training.controller_layers)
+      if mode == 'controllers'
+      else None,
+      client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
+      with_client_config=True, change_norm=change_norm)
+
+
+def federated_client_data_fn(
+    task: NmtTask, training: TrainingConfig, seed: int
+) -> Callable[[int, Sequence[int]], list[tf.data.Dataset]]:
+  """Each client's `local_steps` batches of a round, seeded by round.
+
+  Args:
+    task: The domains; client `i` is `task.domains[i]`.
+    training: Batch size, learning rate and `local_steps`.
+    seed: Seeds the shuffling and the client's dynamic-pulling draws, with
+      the round and the client.
+
+  Returns:
+    `(round_num, client_ids) -> datasets` of `dynamic_pulling.client_data`,
+    as `training.run_training` takes it.
+  """
+  domains = task.domains
+
+  def client_data(round_num, client_ids):
+    data = []
+    for i in client_ids:
+      train = task.splits[domains[i]]['train']
+      batches = seq2seq_examples.train_dataset(
+          train, batch_size=training.batch_size,
+          shuffle_seed=(seed, round_num, i)).repeat().take(
+              training.local_steps)
+      data.append(dynamic_pulling.client_data(
+          algorithms.with_client_config(
+              batches, learning_rate=training.learning_rate, num_epochs=1),
+          seed=(seed, round_num * len(domains) + i),
+          data_size=float(len(train))))
+    return data
+
+  return client_data
