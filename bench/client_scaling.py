@@ -31,12 +31,12 @@ from absl import app
 from absl import flags
 
 import _tag_task_flags  # pylint: disable=g-bad-import-order
+from tff_nlp.bin import config_flags
 from tff_nlp.experiments import scaling
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
 
-_OUTPUT_DIR = flags.DEFINE_string(
-    'output_dir', 'runs/client_scaling', 'Where the report goes.')
+_OUTPUT_DIR = config_flags.define('output_dir', 'runs/client_scaling')
 _METHODS = flags.DEFINE_list(
     'methods', [sparse_tags.SPARSE],
     f'Methods to measure, from {list(sparse_tags.METHODS)}. Sparse (each '
@@ -46,11 +46,11 @@ _METHODS = flags.DEFINE_list(
 _CLIENTS_PER_ROUND_VALUES = flags.DEFINE_list(
     'clients_per_round_values', ['10', '100', '1000'],
     'Clients per round of each setting.')
-_ROUNDS = flags.DEFINE_integer(
-    'rounds', 3, 'Timed rounds per setting (median reported).', lower_bound=1)
+# Timed rounds per setting (the median is reported).
+_ROUNDS = config_flags.define('rounds', 3)
 _WARMUP_ROUNDS = flags.DEFINE_integer(
     'warmup_rounds', 1, 'Untimed first rounds per setting.', lower_bound=0)
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
+_SEED = config_flags.define('seed', 0)
 _TIMEOUT = flags.DEFINE_float(
     'timeout_seconds', None, 'Kill a setting\'s child after this long.')
 
