@@ -35,16 +35,18 @@ flags.set_default(common.EVAL_EVERY, 5)
 
 _METHOD = config_flags.define_config(
     experiment.TrainingConfig, only=text2sql_flags.METHOD_FIELDS, specs={
-      'paradigm': config_flags.Spec(
-          'finetune: a model per client; centralized: one model on the union; '
-          'federated: --algorithm with --weighting. Outside federated, a round '
-          'is one epoch.', enum_values=list(experiment.PARADIGMS)),
-      'algorithm': config_flags.Spec(
-          'Federated algorithm (server SGD; SGD with momentum 0.9 for '
-          'fedopt).', enum_values=['fedavg', 'fedopt', 'fedprox']),
-      'weighting': config_flags.Spec(
-          'Client weighting of the federated mean.',
-          enum_values=['num_examples', 'uniform', 'loss_reduction', 'lorar']),
+        'paradigm': config_flags.Spec(
+            'finetune: a model per client; centralized: one model on the '
+            'union; federated: --algorithm with --weighting. Outside '
+            'federated, a round is one epoch.',
+            enum_values=list(experiment.PARADIGMS)),
+        'algorithm': config_flags.Spec(
+            'Federated algorithm (server SGD; SGD with momentum 0.9 for '
+            'fedopt).', enum_values=['fedavg', 'fedopt', 'fedprox']),
+        'weighting': config_flags.Spec(
+            'Client weighting of the federated mean.',
+            enum_values=['num_examples', 'uniform', 'loss_reduction',
+                         'lorar']),
     })
 
 _INIT_FROM = flags.DEFINE_string(
