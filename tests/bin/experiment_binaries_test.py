@@ -8,11 +8,11 @@ is covered by tests/experiments/.)
 """
 
 import os
-import re
 import subprocess
 import sys
 
-import pytest
+from absl.testing import parameterized
+import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -27,75 +27,87 @@ def _smoke_flags(binary: str) -> str:
                       f'{_PRESETS[binary]}.smoke.flags')
 
 
-@pytest.mark.parametrize('binary, args, message', [
-    ('train_text2sql', ['--max_train_examples=200,atis=-3'],
-     r"--max_train_examples: 'atis=-3' must be >= 0"),
-    ('train_text2sql', ['--local_epochs=advising=6'],
-     r'--local_epochs: needs a default value'),
-    ('train_text2sql', ['--clients=imdb,nowhere'], r"nowhere"),
-    ('train_text2sql', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
-    # The smoke preset's seq2seq options do not apply to the template parser.
-    ('train_text2sql', ['--parser=template'],
-     r'--parser=template\) takes no .*--retrieved_sql'),
-    ('train_text2sql', ['--parser=template', '--template_ngrams=0'],
-     r'template_ngrams'),
-    ('text2sql_benchmark', ['--methods=fedavg/median'],
-     r"--methods: 'fedavg/median' is not a method"),
-    ('text2sql_benchmark', ['--seeds=0,x'], r"--seeds: 'x' is not an integer"),
-    ('text2sql_benchmark', ['--seeds=1,2,1'], r'--seeds: repeated seeds'),
-    ('text2sql_benchmark', ['--seed=5'],
-     r'--seed=5 is not among --seeds=\[0, 1, 2\]'),
-    ('text2sql_benchmark', ['--single_seed_methods=fedavg/median'],
-     r"--single_seed_methods: 'fedavg/median' is not a method"),
-    ('train_nmt', ['--engines=generic,federated:dp_x'],
-     r"--engines: 'federated:dp_x': Unknown mode 'dp_x'"),
-    ('train_nmt', ['--engines=single:php_docs', '--domains=wmt_news,legal'],
-     r"legal"),
-    ('train_nmt', ['--controller_layers=0,x'], r'--controller_layers'),
-    ('train_nmt', ['--generic_domain=php_docs', '--domains=wmt_news'],
-     r'generic_domain'),
-    ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
-    ('train_nmt', ['--clients_per_round=2'],
-     r'--clients_per_round does not apply to train_nmt'),
-    ('train_fcl', ['--methods=fedavg,fedx'], r"Unknown FCL method.*'fedx'"),
-    ('train_fcl', ['--rounds=3'], r'--rounds does not apply.*rounds_per_task'),
-    ('train_fcl', ['--datasets=trec6,nowhere'], r'nowhere'),
-    ('train_fcl', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
-    # Two labels cannot make the smoke preset's distinct tasks.
-    ('train_fcl', ['--datasets=subj'],
-     r"Dataset 'subj' has 2 labels with test documents \(objective, "
-     r'subjective\), which make 1 distinct label set.*tasks_per_client=\d+ '
-     r'.*--allow_repeated_label_sets'),
-    # More clients than the data can be split into: the flag, its value and
-    # the limit (r8 has 5,485 training texts, 50 per client at least).
-    ('weighting_demo', ['--num_clients=100'],
-     r'error: num_clients=100: no split into 100 clients .*at most 109 '
-     r'clients'),
-    ('train_sparse_tags', ['--num_clients=1000'],
-     r'error: num_clients=1000: .*so at most \d+ clients'),
-    # The smoke preset has 4 clients.
-    ('train_sparse_tags', ['--clients_per_round=5'],
-     r'error: clients_per_round=5 is more than the 4 clients'),
-    ('weighting_demo', ['--clients_per_round=4'],
-     r'error: clients_per_round=4 is more than the 3 clients'),
-    # absl's own wording once doubled the prefix ('error: ERROR:: ...').
-    ('train_nmt', ['--flagfile=/no/such.flags'],
-     r'^train_nmt.py: error: Unable to open flagfile: .*/no/such.flags'),
-])
-def test_bad_input_exits_2_with_one_line(tmp_path, binary, args, message):
-  result = subprocess.run(
-      [sys.executable, '-m', f'tff_nlp.bin.{binary}',
-       f'--flagfile={_smoke_flags(binary)}', f'--output_dir={tmp_path}/run', *args],
-      cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 2, result.stderr[-2000:]
-  error_lines = [line for line in result.stderr.splitlines()
-                 if 'error:' in line]
-  assert len(error_lines) == 1, result.stderr[-2000:]
-  assert error_lines[0].startswith(f'{binary}.py: error: ')
-  assert re.search(message, error_lines[0]), error_lines[0]
-  assert 'Traceback' not in result.stderr
-  # Nothing was trained.
-  assert not os.path.exists(tmp_path / 'run' / 'federated' / 'checkpoints')
-  assert not os.path.exists(tmp_path / 'run' / 'engines')
-  assert not os.path.exists(tmp_path / 'run' / 'runs')
+class ExperimentBinariesExecutionTest(parameterized.TestCase,
+                                     tf.test.TestCase):
+
+  @parameterized.parameters(
+      ('train_text2sql', ['--max_train_examples=200,atis=-3'],
+       r"--max_train_examples: 'atis=-3' must be >= 0"),
+      ('train_text2sql', ['--local_epochs=advising=6'],
+       r'--local_epochs: needs a default value'),
+      ('train_text2sql', ['--clients=imdb,nowhere'], r"nowhere"),
+      ('train_text2sql', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+      # The smoke preset's seq2seq options do not apply to the template parser.
+      ('train_text2sql', ['--parser=template'],
+       r'--parser=template\) takes no .*--retrieved_sql'),
+      ('train_text2sql', ['--parser=template', '--template_ngrams=0'],
+       r'template_ngrams'),
+      ('text2sql_benchmark', ['--methods=fedavg/median'],
+       r"--methods: 'fedavg/median' is not a method"),
+      ('text2sql_benchmark', ['--seeds=0,x'],
+       r"--seeds: 'x' is not an integer"),
+      ('text2sql_benchmark', ['--seeds=1,2,1'], r'--seeds: repeated seeds'),
+      ('text2sql_benchmark', ['--seed=5'],
+       r'--seed=5 is not among --seeds=\[0, 1, 2\]'),
+      ('text2sql_benchmark', ['--single_seed_methods=fedavg/median'],
+       r"--single_seed_methods: 'fedavg/median' is not a method"),
+      ('train_nmt', ['--engines=generic,federated:dp_x'],
+       r"--engines: 'federated:dp_x': Unknown mode 'dp_x'"),
+      ('train_nmt', ['--engines=single:php_docs', '--domains=wmt_news,legal'],
+       r"legal"),
+      ('train_nmt', ['--controller_layers=0,x'], r'--controller_layers'),
+      ('train_nmt', ['--generic_domain=php_docs', '--domains=wmt_news'],
+       r'generic_domain'),
+      ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+      ('train_nmt', ['--clients_per_round=2'],
+       r'--clients_per_round does not apply to train_nmt'),
+      ('train_fcl', ['--methods=fedavg,fedx'], r"Unknown FCL method.*'fedx'"),
+      ('train_fcl', ['--rounds=3'],
+       r'--rounds does not apply.*rounds_per_task'),
+      ('train_fcl', ['--datasets=trec6,nowhere'], r'nowhere'),
+      ('train_fcl', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+      # Two labels cannot make the smoke preset's distinct tasks.
+      ('train_fcl', ['--datasets=subj'],
+       r"Dataset 'subj' has 2 labels with test documents \(objective, "
+       r'subjective\), which make 1 distinct label set.*tasks_per_client=\d+ '
+       r'.*--allow_repeated_label_sets'),
+      # More clients than the data can be split into: the flag, its value and
+      # the limit (r8 has 5,485 training texts, 50 per client at least).
+      ('weighting_demo', ['--num_clients=100'],
+       r'error: num_clients=100: no split into 100 clients .*at most 109 '
+       r'clients'),
+      ('train_sparse_tags', ['--num_clients=1000'],
+       r'error: num_clients=1000: .*so at most \d+ clients'),
+      # The smoke preset has 4 clients.
+      ('train_sparse_tags', ['--clients_per_round=5'],
+       r'error: clients_per_round=5 is more than the 4 clients'),
+      ('weighting_demo', ['--clients_per_round=4'],
+       r'error: clients_per_round=4 is more than the 3 clients'),
+      # absl's own wording once doubled the prefix ('error: ERROR:: ...').
+      ('train_nmt', ['--flagfile=/no/such.flags'],
+       r'^train_nmt.py: error: Unable to open flagfile: .*/no/such.flags'),
+  )
+  def test_bad_input_exits_2_with_one_line(self, binary, args, message):
+    run_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    result = subprocess.run(
+        [sys.executable, '-m', f'tff_nlp.bin.{binary}',
+         f'--flagfile={_smoke_flags(binary)}', f'--output_dir={run_dir}',
+         *args],
+        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        capture_output=True, text=True, timeout=600, check=False)
+    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
+    error_lines = [line for line in result.stderr.splitlines()
+                   if 'error:' in line]
+    self.assertLen(error_lines, 1, result.stderr[-2000:])
+    self.assertTrue(error_lines[0].startswith(f'{binary}.py: error: '),
+                    error_lines[0])
+    self.assertRegex(error_lines[0], message)
+    self.assertNotIn('Traceback', result.stderr)
+    # Nothing was trained.
+    for trained in (os.path.join('federated', 'checkpoints'), 'engines',
+                    'runs'):
+      self.assertFalse(os.path.exists(os.path.join(run_dir, trained)))
+
+
+if __name__ == '__main__':
+  tf.test.main()

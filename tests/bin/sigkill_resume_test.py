@@ -34,8 +34,8 @@ import time
 from typing import Any, Callable
 import uuid
 
+from absl.testing import parameterized
 import numpy as np
-import pytest
 import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -297,86 +297,95 @@ def _assert_same(resumed: Any, reference: Any, where: str) -> None:
         f'{where}: resumed {resumed!r}, uninterrupted {reference!r}')
 
 
-@pytest.mark.parametrize('case', [
-    pytest.param(
-        c, id=f'{c.binary}-kill_after_{_KILL_AT[c.binary]}_of_{c.rounds}')
-    for c in _CASES])
-def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(tmp_path,
-                                                               case):
-  kill_at = _KILL_AT[case.binary]
-  unit = 'task' if case.binary == 'train_fcl' else 'round'
-  about = f'{case.binary} killed after {unit} {kill_at} of {case.rounds}'
-  mark = uuid.uuid4().hex
-  reference_dir = str(tmp_path / 'uninterrupted')
-  output_dir = str(tmp_path / 'killed')
-  processes = []
-  try:
-    # The uninterrupted run goes along with the killed one: 2 cores.
-    reference = _start(case, reference_dir, mark)
-    processes.append(reference)
-    killed = _start(case, output_dir, mark)
-    processes.append(killed)
-    deadline = time.monotonic() + _TIMEOUT
+class SigkillResumeExecutionTest(parameterized.TestCase, tf.test.TestCase):
+
+  @parameterized.named_parameters(
+      (f'{c.binary}_kill_after_{_KILL_AT[c.binary]}_of_{c.rounds}', c)
+      for c in _CASES)
+  def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(self, case):
+    kill_at = _KILL_AT[case.binary]
+    unit = 'task' if case.binary == 'train_fcl' else 'round'
+    about = f'{case.binary} killed after {unit} {kill_at} of {case.rounds}'
+    mark = uuid.uuid4().hex
+    tmp_path = self.create_tempdir().full_path
+    reference_dir = os.path.join(tmp_path, 'uninterrupted')
+    output_dir = os.path.join(tmp_path, 'killed')
+    processes = []
     try:
-      while case.progress(output_dir) < kill_at:
-        assert killed.poll() is None, (
-            f'{about}: the run ended before it was killed\n'
-            f'{_log_tail(output_dir)}')
-        assert time.monotonic() < deadline, f'{about}: no progress'
-        time.sleep(0.02)
+      # The uninterrupted run goes along with the killed one: 2 cores.
+      reference = _start(case, reference_dir, mark)
+      processes.append(reference)
+      killed = _start(case, output_dir, mark)
+      processes.append(killed)
+      deadline = time.monotonic() + _TIMEOUT
+      try:
+        while case.progress(output_dir) < kill_at:
+          self.assertIsNone(
+              killed.poll(), f'{about}: the run ended before it was killed\n'
+              f'{_log_tail(output_dir)}')
+          self.assertLess(time.monotonic(), deadline, f'{about}: no progress')
+          time.sleep(0.02)
+      finally:
+        _kill_group(killed)
+      killed_at = case.progress(output_dir)
+      self.assertBetween(killed_at, kill_at, case.rounds - 1,
+                         (about, killed_at))
+      for _ in range(100):  # The worker is reaped by init, not by us.
+        if not _group_alive(killed.pid):
+          break
+        time.sleep(0.1)
+      self.assertFalse(_group_alive(killed.pid), about)
+
+      rerun = _start(case, output_dir, mark)
+      processes.append(rerun)
+      _wait_ok(rerun, output_dir)
+      self.assertNotIn('Traceback', _log_tail(output_dir))
+      _wait_ok(reference, reference_dir)
     finally:
-      _kill_group(killed)
-    killed_at = case.progress(output_dir)
-    assert kill_at <= killed_at < case.rounds, (about, killed_at)
-    for _ in range(100):  # The worker is reaped by init, not by us.
-      if not _group_alive(killed.pid):
+      for process in processes:
+        _kill_group(process)
+
+    # No worker of the case is left.
+    leftover = []
+    for _ in range(50):
+      leftover = _marked_workers(mark)
+      if not leftover:
         break
       time.sleep(0.1)
-    assert not _group_alive(killed.pid), about
+    for pid in leftover:  # Ours (marked): stop them, then fail.
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+    self.assertEmpty(leftover,
+                     f'{about}: worker_binary left running: {leftover}')
 
-    rerun = _start(case, output_dir, mark)
-    processes.append(rerun)
-    _wait_ok(rerun, output_dir)
-    assert 'Traceback' not in _log_tail(output_dir)
-    _wait_ok(reference, reference_dir)
-  finally:
-    for process in processes:
-      _kill_group(process)
+    # The same final model.
+    resumed_weights = _final_weights(output_dir)
+    reference_weights = _final_weights(reference_dir)
+    self.assertNotEmpty(reference_weights, f'{case.binary}: no weights found')
+    self.assertEqual(sorted(resumed_weights), sorted(reference_weights),
+                     about)
+    differences = _weight_differences(resumed_weights, reference_weights)
+    self.assertEmpty(differences, (
+        f'{about}: {len(differences)} of {len(reference_weights)} tensors '
+        f'differ (max |resumed - uninterrupted|): ' + ', '.join(
+            f'{name}: {diff:.3g}'
+            for name, diff in sorted(differences.items()))))
 
-  # No worker of the case is left.
-  leftover = []
-  for _ in range(50):
-    leftover = _marked_workers(mark)
-    if not leftover:
-      break
-    time.sleep(0.1)
-  for pid in leftover:  # Ours (marked): stop them, then fail.
-    try:
-      os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-      pass
-  assert not leftover, f'{about}: worker_binary left running: {leftover}'
+    # The same metrics: every round once, equal values.
+    files = _metric_files(reference_dir)
+    self.assertTrue(any(f.endswith('results.json') for f in files), files)
+    self.assertEqual(_metric_files(output_dir), files, about)
+    for rel in files:
+      resumed = _read_metrics(os.path.join(output_dir, rel), output_dir)
+      expected = _read_metrics(os.path.join(reference_dir, rel),
+                               reference_dir)
+      if rel.endswith('.jsonl'):
+        self.assertEqual([r['round'] for r in resumed],
+                         [r['round'] for r in expected], f'{about}: {rel}')
+      _assert_same(resumed, expected, f'{about}: {rel}')
 
-  # The same final model.
-  resumed_weights = _final_weights(output_dir)
-  reference_weights = _final_weights(reference_dir)
-  assert reference_weights, f'{case.binary}: no weights found'
-  assert sorted(resumed_weights) == sorted(reference_weights), about
-  differences = _weight_differences(resumed_weights, reference_weights)
-  assert not differences, (
-      f'{about}: {len(differences)} of {len(reference_weights)} tensors '
-      f'differ (max |resumed - uninterrupted|): ' + ', '.join(
-          f'{name}: {diff:.3g}' for name, diff in sorted(differences.items())))
 
-  # The same metrics: every round once, equal values.
-  files = _metric_files(reference_dir)
-  assert any(f.endswith('results.json') for f in files), files
-  assert _metric_files(output_dir) == files, about
-  for rel in files:
-    resumed = _read_metrics(os.path.join(output_dir, rel), output_dir)
-    expected = _read_metrics(os.path.join(reference_dir, rel), reference_dir)
-    if rel.endswith('.jsonl'):
-      assert [r['round'] for r in resumed] == [r['round'] for r in expected], (
-          f'{about}: {rel}')
-    _assert_same(resumed, expected, f'{about}: {rel}')
-
+if __name__ == '__main__':
+  tf.test.main()

@@ -9,13 +9,15 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
+from absl.testing import parameterized
 import numpy as np
-import pytest
 import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -78,121 +80,151 @@ def _group_alive(pgid):
   return True
 
 
-@pytest.mark.parametrize('args, message', [
-    (['--data_dir=/no/such/dir'],
-     r"Data directory '/no/such/dir' .*does not exist"),
-    (['--flagfile=/no/such.flags'], r'/no/such\.flags'),
-    (['--progress=sometimes'], r'--progress'),
-    (['--no_such_flag=1'], r"Unknown command line flag 'no_such_flag'"),
-    (['--rounds=0'], r'--rounds'),
-    (['--weightings=lorar,median'], r'--weightings must name distinct'),
-    (['--dataset=no_such_dataset'], r'no_such_dataset'),
-])
-def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
-  result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={tmp_path}/run',
-                *args)
-  assert result.returncode == 2, result.stderr[-2000:]
-  error_lines = [line for line in result.stderr.splitlines()
-                 if 'error:' in line]
-  assert len(error_lines) == 1, result.stderr[-2000:]
-  assert error_lines[0].startswith('weighting_demo.py: error: ')
-  assert re.search(message, error_lines[0]), error_lines[0]
-  assert 'Traceback' not in result.stderr
+class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
+                                         tf.test.TestCase):
+
+  @parameterized.parameters(
+      (['--data_dir=/no/such/dir'],
+       r"Data directory '/no/such/dir' .*does not exist"),
+      (['--flagfile=/no/such.flags'], r'/no/such\.flags'),
+      (['--progress=sometimes'], r'--progress'),
+      (['--no_such_flag=1'], r"Unknown command line flag 'no_such_flag'"),
+      (['--rounds=0'], r'--rounds'),
+      (['--weightings=lorar,median'], r'--weightings must name distinct'),
+      (['--dataset=no_such_dataset'], r'no_such_dataset'),
+  )
+  def test_bad_input_exits_2_with_one_line(self, args, message):
+    run_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={run_dir}',
+                  *args)
+    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
+    error_lines = [line for line in result.stderr.splitlines()
+                   if 'error:' in line]
+    self.assertLen(error_lines, 1, result.stderr[-2000:])
+    self.assertTrue(error_lines[0].startswith('weighting_demo.py: error: '),
+                    error_lines[0])
+    self.assertRegex(error_lines[0], message)
+    self.assertNotIn('Traceback', result.stderr)
+
+  def test_other_experiment_in_output_dir_exits_2(self):
+    run_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    os.mkdir(run_dir)
+    config_path = os.path.join(run_dir, 'config.json')
+    with open(config_path, 'w') as f:
+      f.write(json.dumps({'experiment': {'seed': 99}}))
+    result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={run_dir}')
+    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
+    self.assertIn('holds a run of a different experiment', result.stderr)
+    self.assertIn('seed: 99 -> 0', result.stderr)
+    with open(config_path) as f:
+      self.assertEqual(json.loads(f.read()), {'experiment': {'seed': 99}})
 
 
-def test_other_experiment_in_output_dir_exits_2(tmp_path):
-  run_dir = tmp_path / 'run'
-  run_dir.mkdir()
-  (run_dir / 'config.json').write_text(json.dumps(
-      {'experiment': {'seed': 99}}))
-  result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={run_dir}')
-  assert result.returncode == 2, result.stderr[-2000:]
-  assert 'holds a run of a different experiment' in result.stderr
-  assert 'seed: 99 -> 0' in result.stderr
-  assert json.loads((run_dir / 'config.json').read_text()) == {
-      'experiment': {'seed': 99}}
+class WeightingDemoResumeExecutionTest(tf.test.TestCase):
+  """Against one uninterrupted run of the tiny configuration."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls._tempdir = tempfile.mkdtemp()
+    cls.uninterrupted_dir = os.path.join(cls._tempdir, 'uninterrupted')
+    cls.uninterrupted = _run(*_TINY_RUN,
+                             f'--output_dir={cls.uninterrupted_dir}')
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls._tempdir, ignore_errors=True)
+    super().tearDownClass()
+
+  def setUp(self):
+    super().setUp()
+    result = self.uninterrupted
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+
+  def test_uninterrupted_run_is_quiet_and_prints_the_table(self):
+    result = self.uninterrupted
+    # Quiet by default: no INFO line (TFF's per-checkpoint 'Program state
+    # saved' once broke the progress bar into lines); the table on stdout.
+    self.assertIsNone(re.search(r'^I\d{4} ', result.stderr, re.MULTILINE),
+                      result.stderr[-3000:])
+    self.assertNotIn('Program state saved', result.stderr)
+    self.assertIn('| lorar |', result.stdout)
+
+  def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(self):
+    output_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    args = [*_TINY_RUN, f'--output_dir={output_dir}']
+    # A session of its own, so the kill takes the TFF worker with it, as a
+    # killed terminal or a preempted job does.
+    process = subprocess.Popen(_command(*args), cwd=_REPO, env=_env(),
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    first_jsonl = os.path.join(output_dir, _WEIGHTINGS[0], 'metrics.jsonl')
+    try:
+      deadline = time.monotonic() + 600
+      while max(_rounds(first_jsonl), default=-1) < 3:
+        self.assertIsNone(process.poll(),
+                          'the run ended before it was killed')
+        self.assertLess(time.monotonic(), deadline, 'the run made no progress')
+        time.sleep(0.05)
+    finally:
+      os.killpg(process.pid, signal.SIGKILL)
+      process.wait()
+    killed_at = max(_rounds(first_jsonl))
+    self.assertLess(killed_at, _ROUNDS)
+    for _ in range(100):  # The worker is reaped by init, not by us.
+      if not _group_alive(process.pid):
+        break
+      time.sleep(0.1)
+    self.assertFalse(_group_alive(process.pid))
+
+    # --verbosity=0 brings the INFO lines back; TensorFlow's per-SavedModel
+    # INFO line stays dropped.
+    result = _run(*args, '--verbosity=0')
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertIn('Program state loaded', result.stderr)
+    self.assertNotIn('fingerprinting_utils', result.stderr)
+
+    for weighting in _WEIGHTINGS:
+      jsonl = os.path.join(output_dir, weighting, 'metrics.jsonl')
+      self.assertEqual(_rounds(jsonl), list(range(_ROUNDS + 1)), weighting)
+      with open(os.path.join(output_dir, weighting, 'metrics.csv')) as f:
+        self.assertEqual([int(r['key']) for r in csv.DictReader(f)],
+                         list(range(_ROUNDS + 1)))
+      resumed = _final_variables(output_dir, weighting)
+      reference = _final_variables(self.uninterrupted_dir, weighting)
+      self.assertEqual(resumed.keys(), reference.keys())
+      self.assertTrue(any('global_model_weights' in name for name in resumed))
+      for name in reference:
+        np.testing.assert_allclose(resumed[name], reference[name], rtol=0,
+                                   atol=1e-6, err_msg=f'{weighting}: {name}')
+    with open(os.path.join(output_dir, 'results.json')) as f:
+      results = json.load(f)
+    with open(os.path.join(self.uninterrupted_dir, 'results.json')) as f:
+      reference_results = json.load(f)
+    for weighting in _WEIGHTINGS:
+      for key in ('correct', 'per_client_accuracy'):
+        self.assertEqual(results['weightings'][weighting][key],
+                         reference_results['weightings'][weighting][key])
+
+  def test_corrupt_checkpoint_exits_2_and_is_kept(self):
+    output_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    subprocess.run(['cp', '-r', self.uninterrupted_dir, output_dir],
+                   check=True)
+    checkpoint = os.path.join(output_dir, _WEIGHTINGS[0], 'checkpoints',
+                              f'round_{_ROUNDS}')
+    with open(os.path.join(checkpoint, 'saved_model.pb'), 'wb') as f:
+      f.write(b'\0garbage')
+    result = _run(*_TINY_RUN, f'--output_dir={output_dir}',
+                  f'--rounds={_ROUNDS + 2}')
+    self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+    self.assertIn(f'{checkpoint}: the checkpoint cannot be loaded',
+                  result.stderr)
+    with open(os.path.join(checkpoint, 'saved_model.pb'), 'rb') as f:
+      self.assertEqual(f.read(), b'\0garbage')
+    self.assertEqual(sorted(os.listdir(os.path.dirname(checkpoint)))[-1],
+                     f'round_{_ROUNDS}')
 
 
-@pytest.fixture(scope='module')
-def uninterrupted_dir(tmp_path_factory):
-  output_dir = str(tmp_path_factory.mktemp('uninterrupted'))
-  result = _run(*_TINY_RUN, f'--output_dir={output_dir}')
-  assert result.returncode == 0, result.stderr[-3000:]
-  # Quiet by default: no INFO line (TFF's per-checkpoint 'Program state
-  # saved' once broke the progress bar into lines); the table on stdout.
-  assert not re.search(r'^I\d{4} ', result.stderr, re.MULTILINE), (
-      result.stderr[-3000:])
-  assert 'Program state saved' not in result.stderr
-  assert '| lorar |' in result.stdout, result.stdout
-  return output_dir
-
-
-def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(
-    tmp_path, uninterrupted_dir):
-  output_dir = str(tmp_path / 'run')
-  args = [*_TINY_RUN, f'--output_dir={output_dir}']
-  # A session of its own, so the kill takes the TFF worker with it, as a
-  # killed terminal or a preempted job does.
-  process = subprocess.Popen(_command(*args), cwd=_REPO, env=_env(),
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-  first_jsonl = os.path.join(output_dir, _WEIGHTINGS[0], 'metrics.jsonl')
-  try:
-    deadline = time.monotonic() + 600
-    while max(_rounds(first_jsonl), default=-1) < 3:
-      assert process.poll() is None, 'the run ended before it was killed'
-      assert time.monotonic() < deadline, 'the run made no progress'
-      time.sleep(0.05)
-  finally:
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-  killed_at = max(_rounds(first_jsonl))
-  assert killed_at < _ROUNDS
-  for _ in range(100):  # The worker is reaped by init, not by us.
-    if not _group_alive(process.pid):
-      break
-    time.sleep(0.1)
-  assert not _group_alive(process.pid)
-
-  # --verbosity=0 brings the INFO lines back; TensorFlow's per-SavedModel
-  # INFO line stays dropped.
-  result = _run(*args, '--verbosity=0')
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert 'Program state loaded' in result.stderr
-  assert 'fingerprinting_utils' not in result.stderr
-
-  for weighting in _WEIGHTINGS:
-    jsonl = os.path.join(output_dir, weighting, 'metrics.jsonl')
-    assert _rounds(jsonl) == list(range(_ROUNDS + 1)), weighting
-    with open(os.path.join(output_dir, weighting, 'metrics.csv')) as f:
-      assert [int(r['key']) for r in csv.DictReader(f)] == list(
-          range(_ROUNDS + 1))
-    resumed = _final_variables(output_dir, weighting)
-    reference = _final_variables(uninterrupted_dir, weighting)
-    assert resumed.keys() == reference.keys()
-    assert any('global_model_weights' in name for name in resumed)
-    for name in reference:
-      np.testing.assert_allclose(resumed[name], reference[name], rtol=0,
-                                 atol=1e-6, err_msg=f'{weighting}: {name}')
-  with open(os.path.join(output_dir, 'results.json')) as f:
-    results = json.load(f)
-  with open(os.path.join(uninterrupted_dir, 'results.json')) as f:
-    reference_results = json.load(f)
-  for weighting in _WEIGHTINGS:
-    for key in ('correct', 'per_client_accuracy'):
-      assert (results['weightings'][weighting][key] ==
-              reference_results['weightings'][weighting][key])
-
-
-def test_corrupt_checkpoint_exits_2_and_is_kept(tmp_path, uninterrupted_dir):
-  output_dir = tmp_path / 'run'
-  subprocess.run(['cp', '-r', uninterrupted_dir, str(output_dir)], check=True)
-  checkpoint = output_dir / _WEIGHTINGS[0] / 'checkpoints' / f'round_{_ROUNDS}'
-  (checkpoint / 'saved_model.pb').write_bytes(b'\0garbage')
-  result = _run(*_TINY_RUN, f'--output_dir={output_dir}',
-                f'--rounds={_ROUNDS + 2}')
-  assert result.returncode == 2, result.stderr[-3000:]
-  assert f'{checkpoint}: the checkpoint cannot be loaded' in result.stderr
-  assert (checkpoint / 'saved_model.pb').read_bytes() == b'\0garbage'
-  assert sorted(os.listdir(checkpoint.parent))[-1] == f'round_{_ROUNDS}'
+if __name__ == '__main__':
+  tf.test.main()

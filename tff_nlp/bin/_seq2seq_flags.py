@@ -7,6 +7,7 @@ Shared by the binaries that train `tff_nlp.models.seq2seq` models
 from absl import flags
 
 from tff_nlp.bin import common
+from tff_nlp.bin import config_flags
 from tff_nlp.models import seq2seq
 
 MODEL = flags.DEFINE_enum(
@@ -14,24 +15,26 @@ MODEL = flags.DEFINE_enum(
     'Model preset; the flags below override its fields.')
 NUM_LAYERS = flags.DEFINE_integer(
     'num_layers', None, 'Encoder and decoder layers each.', lower_bound=1)
-HIDDEN_DIM = flags.DEFINE_integer(
-    'hidden_dim', None, 'd_model.', lower_bound=1)
-NUM_HEADS = flags.DEFINE_integer(
-    'num_heads', None, 'Attention heads.', lower_bound=1)
-INTERMEDIATE_DIM = flags.DEFINE_integer(
-    'intermediate_dim', None, 'Feed-forward width.', lower_bound=1)
-DROPOUT = flags.DEFINE_float(
-    'dropout', None, 'Dropout rate.', lower_bound=0.0, upper_bound=1.0)
+# Unset (None): the preset's value.
+_OVERRIDES = config_flags.define_config(
+    seq2seq.Seq2SeqConfig,
+    only=('hidden_dim', 'num_heads', 'intermediate_dim', 'dropout'),
+    defaults={'hidden_dim': None, 'num_heads': None,
+              'intermediate_dim': None, 'dropout': None},
+    specs={
+        'hidden_dim': config_flags.Spec('d_model.', lower_bound=1),
+        'num_heads': config_flags.Spec('Attention heads.', lower_bound=1),
+        'intermediate_dim': config_flags.Spec(
+            'Feed-forward width.', lower_bound=1),
+    })
+
 
 def model_config() -> seq2seq.Seq2SeqConfig:
   """The model preset with the flags' overrides."""
   overrides = {
       'num_encoder_layers': NUM_LAYERS.value,
       'num_decoder_layers': NUM_LAYERS.value,
-      'hidden_dim': HIDDEN_DIM.value,
-      'num_heads': NUM_HEADS.value,
-      'intermediate_dim': INTERMEDIATE_DIM.value,
-      'dropout': DROPOUT.value,
+      **_OVERRIDES.values(),
       'seed': common.SEED.value,
   }
   return seq2seq.Seq2SeqConfig.from_preset(

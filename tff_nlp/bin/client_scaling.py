@@ -13,10 +13,9 @@ largest to the smallest setting against their clients ratio, and the
 log-log slope), and writes `client_scaling.{json,md,png}` to `--output_dir`
 (`benchmarks.client_scaling`).
 
-  python -m tff_nlp.bin.client_scaling                 # ~5 minutes, 2 cores
+  python -m tff_nlp.bin.client_scaling                        # ~5 minutes, 2 cores
   python -m tff_nlp.bin.client_scaling --methods=sparse,dense
-  python -m tff_nlp.bin.client_scaling --clients_per_round_values=10,100 \
-      --rounds=2
+  python -m tff_nlp.bin.client_scaling --clients_per_round_values=10,100 --rounds=2
 
 Runtime flags (`--max_concurrent_computation_calls`, the worker flags) go
 to every child. This is a benchmark, not a test: its numbers depend on the
@@ -33,11 +32,11 @@ from absl import flags
 
 from tff_nlp.benchmarks import client_scaling
 from tff_nlp.bin import _tag_task_flags
+from tff_nlp.bin import config_flags
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
 
-_OUTPUT_DIR = flags.DEFINE_string(
-    'output_dir', 'runs/client_scaling', 'Where the report goes.')
+_OUTPUT_DIR = config_flags.define('output_dir', 'runs/client_scaling')
 _METHODS = flags.DEFINE_list(
     'methods', [sparse_tags.SPARSE],
     f'Methods to measure, from {list(sparse_tags.METHODS)}. Sparse (each '
@@ -47,11 +46,11 @@ _METHODS = flags.DEFINE_list(
 _CLIENTS_PER_ROUND_VALUES = flags.DEFINE_list(
     'clients_per_round_values', ['10', '100', '1000'],
     'Clients per round of each setting.')
-_ROUNDS = flags.DEFINE_integer(
-    'rounds', 3, 'Timed rounds per setting (median reported).', lower_bound=1)
+# Timed rounds per setting (the median is reported).
+_ROUNDS = config_flags.define('rounds', 3)
 _WARMUP_ROUNDS = flags.DEFINE_integer(
     'warmup_rounds', 1, 'Untimed first rounds per setting.', lower_bound=0)
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
+_SEED = config_flags.define('seed', 0)
 _TIMEOUT = flags.DEFINE_float(
     'timeout_seconds', None, 'Kill a setting\'s child after this long.')
 

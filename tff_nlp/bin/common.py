@@ -1,8 +1,9 @@
 """What every tff_nlp binary shares: loop flags, start-up and failure.
 
-Importing this module defines the flags every experiment has (rounds,
-clients per round, seed, output directory, checkpoint and evaluation
-cadence, progress bar) and, through `tff_nlp.runtime.flags`, the execution
+Importing this module defines the flags every experiment has (data and
+output directories, and the fields of `training.LoopConfig`: rounds, clients
+per round, seed, checkpoint and evaluation cadence, progress bar; from
+`config_flags`) and, through `tff_nlp.runtime.flags`, the execution
 context flags. A binary adopts them as key flags so `--helpshort` lists them
 next to its own, sets its own defaults with `flags.set_default`, and starts
 with `common.run(main)`.
@@ -29,52 +30,28 @@ from absl import logging as absl_logging
 
 from tff_nlp import errors
 from tff_nlp import training
+from tff_nlp.bin import config_flags
 from tff_nlp.runtime import flags as runtime_flags
 
 flags.adopt_module_key_flags(runtime_flags)
 
-OUTPUT_DIR = flags.DEFINE_string(
-    'output_dir', None,
-    'Run directory: config, checkpoints, metrics, reports. Running the same '
-    'command again resumes the run in it.')
-ROUNDS = flags.DEFINE_integer(
-    'rounds', 10, 'Training rounds (a resumed run continues up to this).',
-    lower_bound=1)
-CLIENTS_PER_ROUND = flags.DEFINE_integer(
-    'clients_per_round', 0,
-    'Clients sampled per round, seeded by (seed, round); 0: every client.',
-    lower_bound=0)
-SEED = flags.DEFINE_integer(
-    'seed', 0,
-    'Seed of every random choice (data split, initial model, sampling, '
-    'example order).')
-CHECKPOINT_EVERY = flags.DEFINE_integer(
-    'checkpoint_every', 1,
-    'Save the training state every this many rounds (and at the last).',
-    lower_bound=1)
-EVAL_EVERY = flags.DEFINE_integer(
-    'eval_every', 0,
-    'Evaluate the global model every this many rounds; 0: only the initial '
-    'and the final model.', lower_bound=0)
-EVALUATE_INITIAL = flags.DEFINE_bool(
-    'evaluate_initial', True,
-    'Evaluate the initial (untrained) model at round 0.')
-PROGRESS = flags.DEFINE_enum(
-    'progress', 'auto', ['auto', 'on', 'off'],
-    'Progress bar on stderr; auto: only when stderr is a terminal.')
+DATA_DIR = config_flags.define('data_dir', None, str)
+OUTPUT_DIR = config_flags.define('output_dir', None, str)
+
+# The flag --progress=auto|on|off is LoopConfig.progress=None|True|False.
+_PROGRESS = {'auto': None, 'on': True, 'off': False}
+LOOP = config_flags.define_config(
+    training.LoopConfig, defaults={'rounds': 10, 'progress': 'auto'},
+    kinds={'progress': str}, parsers={'progress': _PROGRESS.get})
+ROUNDS = LOOP['rounds']
+CLIENTS_PER_ROUND = LOOP['clients_per_round']
+SEED = LOOP['seed']
+EVAL_EVERY = LOOP['eval_every']
 
 
 def loop_config_from_flags() -> training.LoopConfig:
   """The `training.LoopConfig` given by this module's flags."""
-  return training.LoopConfig(
-      rounds=ROUNDS.value,
-      clients_per_round=CLIENTS_PER_ROUND.value,
-      seed=SEED.value,
-      checkpoint_every=CHECKPOINT_EVERY.value,
-      eval_every=EVAL_EVERY.value,
-      progress={'auto': None, 'on': True, 'off': False}[PROGRESS.value],
-      evaluate_initial=EVALUATE_INITIAL.value,
-  )
+  return LOOP.build()
 
 
 def _exit_on_bad_input(program: str, message: str) -> None:

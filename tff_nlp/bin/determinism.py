@@ -36,16 +36,17 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tff_nlp.bin import config_flags
+
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _FLAGFILE = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
                          'train_text2sql.smoke.flags')
 
-_OUTPUT_DIR = flags.DEFINE_string(
-    'output_dir', 'runs/determinism', 'Where the runs and the report go.')
-_ROUNDS = flags.DEFINE_integer('rounds', 3, 'Rounds per run.', lower_bound=1)
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', None, 'Passed to train_text2sql (default: its own).')
+# Passed to every train_text2sql run (--output_dir: a folder per run).
+_OUTPUT_DIR = config_flags.define('output_dir', 'runs/determinism')
+_ROUNDS = config_flags.define('rounds', 3)
+_DATA_DIR = config_flags.define('data_dir', None, str)
 
 # name -> (extra flags, extra environment, what it changes).
 _VARIANTS = collections.OrderedDict(

@@ -24,6 +24,7 @@ from absl import flags
 
 from tff_nlp.benchmarks import scaling
 from tff_nlp.bin import _tag_task_flags
+from tff_nlp.bin import config_flags
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -32,14 +33,12 @@ from tff_nlp.runtime import flags as runtime_flags
 flags.set_default(runtime_flags.WORKER_MALLOC_ARENA_MAX, 2)
 flags.set_default(runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD, 128 * 1024)
 
-_OUTPUT_DIR = flags.DEFINE_string(
-    'output_dir', 'runs/memory_growth', 'Where the report goes.')
+_OUTPUT_DIR = config_flags.define('output_dir', 'runs/memory_growth')
 _METHOD = flags.DEFINE_enum(
     'method', sparse_tags.DENSE, list(sparse_tags.METHODS),
     'The process to run.')
-_CLIENTS_PER_ROUND = flags.DEFINE_integer(
-    'clients_per_round', 20, 'Clients sampled per round.', lower_bound=1)
-_ROUNDS = flags.DEFINE_integer('rounds', 200, 'Rounds.', lower_bound=1)
+_CLIENTS_PER_ROUND = config_flags.define('clients_per_round', 20)
+_ROUNDS = config_flags.define('rounds', 200)
 _SAMPLE_EVERY = flags.DEFINE_integer(
     'sample_every', 10, 'Sample memory every this many rounds.',
     lower_bound=1)
@@ -48,7 +47,7 @@ _BASELINE_ROUND = flags.DEFINE_integer(
     lower_bound=0)
 _TARGET_PERCENT = flags.DEFINE_float(
     'target_percent', 5.0, 'Growth allowed after the baseline round (%).')
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of sampling and example order.')
+_SEED = config_flags.define('seed', 0)
 
 
 def main(argv):

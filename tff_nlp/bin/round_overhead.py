@@ -31,6 +31,7 @@ from absl import flags
 from tff_nlp import errors
 from tff_nlp.benchmarks import round_overhead
 from tff_nlp.benchmarks import round_overhead_workloads
+from tff_nlp.bin import config_flags
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.tasks import text2sql
 from tff_nlp.tasks import text_classification
@@ -39,8 +40,7 @@ _MODEL = flags.DEFINE_enum(
     'model', round_overhead_workloads.R8_CLASSIFIER,
     list(round_overhead_workloads.MODELS),
     'The workload: the r8 demo classifier or the text-to-SQL seq2seq model.')
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
+_DATA_DIR = config_flags.define('data_dir', None, str)
 _NUM_CLIENTS = flags.DEFINE_integer(
     'num_clients', 8,
     'Clients per round (text2sql: the first this many of its 8 clients).',
@@ -50,14 +50,12 @@ _LOCAL_EPOCHS = flags.DEFINE_integer(
     "Local epochs of every client. Unset: the model's default (r8: 2; "
     'text2sql: the cpu preset\'s 2, and 1 for advising and atis).',
     lower_bound=1)
-_BATCH_SIZE = flags.DEFINE_integer(
-    'batch_size', 16, 'Client batch size.', lower_bound=1)
+_BATCH_SIZE = config_flags.define('batch_size', 16)
 _LEARNING_RATE = flags.DEFINE_float(
     'learning_rate', None,
     "Client learning rate. Unset: the model's default (r8: SGD at 1.0; "
     'text2sql: Adam at 2e-3).', lower_bound=0.0)
-_EMBEDDING_DIM = flags.DEFINE_integer(
-    'embedding_dim', 64, 'Embedding size (r8 only).', lower_bound=1)
+_EMBEDDING_DIM = config_flags.define('embedding_dim', 64)  # r8 only.
 _MAX_TRAIN_EXAMPLES = flags.DEFINE_list(
     'max_train_examples', ['40', 'advising=80', 'atis=80'],
     'Training examples per client (text2sql only; seeded subsets): a '
@@ -65,9 +63,8 @@ _MAX_TRAIN_EXAMPLES = flags.DEFINE_list(
     'about 5-7 s on 2 CPU cores (the cpu preset: 200,advising=400,atis=400).')
 _REPEATS = flags.DEFINE_integer(
     'repeats', 5, 'Timed rounds of each side (interleaved).', lower_bound=1)
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of the data and the model.')
-_OUTPUT_JSON = flags.DEFINE_string(
-    'output_json', None, 'If set, also write the measurements there.')
+_SEED = config_flags.define('seed', 0)
+_OUTPUT_JSON = config_flags.define('output_json', None, str)
 
 
 def _setup() -> round_overhead_workloads.Setup:

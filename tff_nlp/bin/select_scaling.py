@@ -41,24 +41,23 @@ from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp import data as data_lib
 from tff_nlp import sparse
+from tff_nlp.bin import config_flags
 from tff_nlp.data import tags as tags_lib
 from tff_nlp.models import tag_regression
 from tff_nlp.runtime import flags as runtime_flags
 
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', None, 'The shared/data folder (default: ../shared/data).')
-_DATASET = flags.DEFINE_string('dataset', 'trec6', 'Text-classification set.')
+_DATA_DIR = config_flags.define('data_dir', None, str)
+_DATASET = config_flags.define('dataset', 'trec6')
 _VOCAB_SIZES = flags.DEFINE_list(
     'vocab_sizes', ['1000', '10000', '100000', '1000000'],
     'Word rows V (words plus OOV buckets) to measure.')
 _MAX_KEYS = flags.DEFINE_integer('max_keys', 100, 'M, rows per client.')
 _NUM_CLIENTS = flags.DEFINE_integer('num_clients', 10, 'Clients per round.')
-_BATCH_SIZE = flags.DEFINE_integer('batch_size', 16, 'Client batch size.')
+_BATCH_SIZE = config_flags.define('batch_size', 16)
 _LEARNING_RATE = flags.DEFINE_float('learning_rate', 20.0, 'Client SGD rate.')
 _REPEATS = flags.DEFINE_integer('repeats', 3, 'Timed rounds of each process.')
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of the client split.')
-_OUTPUT_JSON = flags.DEFINE_string(
-    'output_json', None, 'If set, also write the measurements there.')
+_SEED = config_flags.define('seed', 0)
+_OUTPUT_JSON = config_flags.define('output_json', None, str)
 
 
 def _vocabularies(examples, num_rows):

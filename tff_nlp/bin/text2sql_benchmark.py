@@ -104,7 +104,7 @@ def main(argv):
   text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
   with runtime_flags.context_from_flags():
     text2sql_benchmark.run_benchmark(
-        data_dir=text2sql_flags.DATA_DIR.value,
+        data_dir=common.DATA_DIR.value,
         output_dir=common.OUTPUT_DIR.value,
         methods=methods,
         data=text2sql_flags.data_config(),

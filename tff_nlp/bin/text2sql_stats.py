@@ -17,11 +17,6 @@ from tff_nlp.bin import common
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_stats
 
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', None,
-    'The shared/data folder (holding text2sql/). Unset: $TFF_NLP_DATA_DIR, '
-    'else <repository>/../shared/data, else a verified download of the '
-    'upstream files into ~/.cache/tff_nlp.')
 _CLIENTS = flags.DEFINE_list(
     'clients', list(text2sql.CLIENTS),
     f'Clients, in table order; from {list(text2sql.CLIENTS)}.')
@@ -33,7 +28,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   stats = text2sql_stats.load_stats(names=_CLIENTS.value,
-                                    data_dir=_DATA_DIR.value)
+                                    data_dir=common.DATA_DIR.value)
   if _FORMAT.value == 'markdown':
     print(text2sql_stats.to_markdown(stats), end='')
   else:

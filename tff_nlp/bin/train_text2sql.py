@@ -23,6 +23,7 @@ from absl import flags
 
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
+from tff_nlp.bin import config_flags
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.tasks import text2sql as text2sql_task
@@ -33,17 +34,21 @@ flags.set_default(common.OUTPUT_DIR, 'runs/text2sql')
 flags.set_default(common.ROUNDS, 60)
 flags.set_default(common.EVAL_EVERY, 5)
 
-_PARADIGM = flags.DEFINE_enum(
-    'paradigm', 'federated', list(text2sql_task.PARADIGMS),
-    'finetune: a model per client; centralized: one model on the union; '
-    'federated: --algorithm with --weighting. Outside federated, a round is '
-    'one epoch.')
-_ALGORITHM = flags.DEFINE_enum(
-    'algorithm', 'fedopt', ['fedavg', 'fedopt', 'fedprox'],
-    'Federated algorithm (server SGD; SGD with momentum 0.9 for fedopt).')
-_WEIGHTING = flags.DEFINE_enum(
-    'weighting', 'lorar', ['num_examples', 'uniform', 'loss_reduction', 'lorar'],
-    'Client weighting of the federated mean.')
+_METHOD = config_flags.define_config(
+    text2sql_task.TrainingConfig, only=text2sql_flags.METHOD_FIELDS, specs={
+        'paradigm': config_flags.Spec(
+            'finetune: a model per client; centralized: one model on the '
+            'union; federated: --algorithm with --weighting. Outside '
+            'federated, a round is one epoch.',
+            enum_values=list(text2sql_task.PARADIGMS)),
+        'algorithm': config_flags.Spec(
+            'Federated algorithm (server SGD; SGD with momentum 0.9 for '
+            'fedopt).', enum_values=['fedavg', 'fedopt', 'fedprox']),
+        'weighting': config_flags.Spec(
+            'Client weighting of the federated mean.',
+            enum_values=['num_examples', 'uniform', 'loss_reduction',
+                         'lorar']),
+    })
 
 _INIT_FROM = flags.DEFINE_string(
     'init_from', None,
@@ -79,12 +84,10 @@ def _check_vocab_slice(values):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  training = text2sql_flags.training_config(
-      paradigm=_PARADIGM.value, algorithm=_ALGORITHM.value,
-      weighting=_WEIGHTING.value)
+  training = text2sql_flags.training_config(**_METHOD.values())
   with runtime_flags.context_from_flags():
     experiment.run_text2sql(
-        data_dir=text2sql_flags.DATA_DIR.value,
+        data_dir=common.DATA_DIR.value,
         output_dir=common.OUTPUT_DIR.value,
         data=text2sql_flags.data_config(),
         model=text2sql_flags.model_config(),

@@ -48,7 +48,7 @@ def main(argv):
         f'{_VOCAB_SLICE_KEYS.value}.') from e
   with runtime_flags.context_from_flags():
     vocab_slice_benchmark.run_vocab_slice_benchmark(
-        data_dir=text2sql_flags.DATA_DIR.value,
+        data_dir=common.DATA_DIR.value,
         output_dir=common.OUTPUT_DIR.value,
         max_keys=max_keys,
         data=text2sql_flags.data_config(),
