@@ -383,7 +383,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
           data_dir=None, output_dir=str(tmp_path / 'run'), data=data,
           model=model, loop=_LOOP, init_from=str(pretrained),
           training=text2sql_task.TrainingConfig())
-    assert str(e.value) == (
+    assert str(e.exception) == (
         f"{pretrained / 'config.json'}: the run in '{pretrained}' trained a "
         f"different model (its value -> this run's: {differences}), so its "
         'weights cannot start this run. Use its model configuration and '
@@ -420,7 +420,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
           data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
           model=_MODEL, loop=_LOOP, init_from=str(earlier),
           training=text2sql_task.TrainingConfig())
-    assert str(e.value) == (
+    assert str(e.exception) == (
         f'{path}: cannot read the model configuration of the run in '
         f"'{earlier}' ({problem.format(path=path)}); init_from needs the "
         'output directory of a text2sql run.')
