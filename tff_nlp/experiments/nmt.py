@@ -50,6 +50,7 @@ from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import dynamic_pulling
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.data import nmt
 from tff_nlp.experiments import seq2seq_examples
 from tff_nlp.metrics import bleu
@@ -69,7 +70,7 @@ DEV_PLOT_FILE = 'dev_bleu.png'
 DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
 SERVER = 'server'
-_MODES = tuple(m.value for m in dynamic_pulling.Mode)
+_MODES = tuple(m.value for m in tensor_selection.Mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +158,7 @@ class EngineSpec:
     kind: One of `ENGINE_KINDS`.
     domain: The domain of a `single` engine.
     mode: The dynamic-pulling mode of a `federated` engine
-      (`dynamic_pulling.Mode`).
+      (`tensor_selection.Mode`).
     rounds: Federated rounds.
     change_norm: How a federated engine's clients measure a tensor's
       change: 'l2' (the paper) or 'rms' (per parameter); see
