@@ -204,7 +204,7 @@ class TaskRepresentationExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(rep, expected)
 
   def test_picks_on_blobs(self):
-    x = _blobs(KMeansTest._CENTERS, 30, 1.0, seed=5)
+    x = _blobs(KMeansExecutionTest._CENTERS, 30, 1.0, seed=5)
     labels, centers = sit.kmeans(x, 3, seed=42)
     reps = {pick: sit.task_representation(x, num_clusters=3, pick=pick)
             for pick in sit.PICKS}
@@ -243,8 +243,8 @@ class TaskRepresentationExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_zero_document_vectors_give_no_nan(self):
     # Documents without a known token are zero vectors; their cosine with
     # any centroid is 0, not NaN.
-    x = np.concatenate([np.zeros([5, 3]), _blobs(KMeansTest._CENTERS, 5, 0.1,
-                                                 seed=2)])
+    x = np.concatenate([np.zeros([5, 3]),
+                        _blobs(KMeansExecutionTest._CENTERS, 5, 0.1, seed=2)])
     for pick in sit.PICKS:
       rep = sit.task_representation(x, num_clusters=4, pick=pick)
       self.assertTrue(np.all(np.isfinite(rep)))
