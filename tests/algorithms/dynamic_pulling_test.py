@@ -21,6 +21,8 @@ from tests.algorithms import process_fixtures
 from tff_nlp import algorithms
 from tff_nlp import training
 from tff_nlp.algorithms import dynamic_pulling
+from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms import tensor_selection
 
 _F32, _F64, _I32, _I64 = np.float32, np.float64, np.int32, np.int64
 _LR = process_fixtures.DP_LEARNING_RATE
@@ -294,7 +296,7 @@ class DynamicPullingComputationTest(tf.test.TestCase, parameterized.TestCase):
       dynamic_pulling.build_dynamic_pulling_process(_model_fn, **arguments)
 
 
-class SelectTensorsTest(tf.test.TestCase, parameterized.TestCase):
+class SelectTensorsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   # Interleaved groups: encoder tensors 0, 2, 4, 5 (norms 0.5, 0.1, 2, 0.3;
   # median 0.4), decoder tensors 1, 3, 6 (norms 3, 1, 2; median 2, an odd
@@ -306,7 +308,7 @@ class SelectTensorsTest(tf.test.TestCase, parameterized.TestCase):
 
   def _select(self, mode, norms=_NORMS, groups=_GROUPS7, seed=(0, 0),
               **kwargs):
-    return dynamic_pulling.select_tensors(
+    return tensor_selection.select_tensors(
         tf.constant(norms, tf.float32), tf.constant(seed, tf.int64),
         mode=mode, tensor_groups=groups, **kwargs).numpy().tolist()
 
@@ -351,7 +353,7 @@ class SelectTensorsTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_num_below(self, mode, expected):
     self.assertEqual(
-        {n: dynamic_pulling.num_below(n, mode) for n in expected}, expected)
+        {n: tensor_selection.num_below(n, mode) for n in expected}, expected)
 
   @parameterized.named_parameters(
       ('dp_g', 'dp_g', 0.5), ('dp_l', 'dp_l', 0.5),
@@ -670,14 +672,10 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
         shifted.trainable)
 
 
-if __name__ == '__main__':
-  tf.test.main()
-
-
-class SimulationProcessTest(tf.test.TestCase):
+class SimulationProcessExecutionTest(tf.test.TestCase):
 
   def _train(self, output_dir, rounds):
-    process = dynamic_pulling.SimulationProcess(_process('dp_l'), 3)
+    process = stateful_clients.SimulationProcess(_process('dp_l'), 3)
     clients = linear_model.three_clients()
     run = training.run_training(
         process,
@@ -706,7 +704,7 @@ class SimulationProcessTest(tf.test.TestCase):
     self.assertIn('parameters_pulled', resumed.records[-1]['train'])
 
   def test_set_model_weights_resets_every_client(self):
-    process = dynamic_pulling.SimulationProcess(_process('dp_l'), 2)
+    process = stateful_clients.SimulationProcess(_process('dp_l'), 2)
     state = process.initialize()
     weights = process.get_model_weights(state)
     zeros = weights._replace(
@@ -717,7 +715,11 @@ class SimulationProcessTest(tf.test.TestCase):
         self.assertAllEqual(w, np.zeros_like(w))
 
   def test_every_client_takes_part(self):
-    process = dynamic_pulling.SimulationProcess(_process('dp_l'), 3)
+    process = stateful_clients.SimulationProcess(_process('dp_l'), 3)
     with self.assertRaisesRegex(ValueError, 'clients_per_round=0'):
       process.next(process.initialize(),
                    _datasets(linear_model.three_clients()[:2], 0))
+
+
+if __name__ == '__main__':
+  tf.test.main()

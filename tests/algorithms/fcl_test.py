@@ -361,6 +361,21 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
 
 class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
+  def test_stateful_clients_protocol(self):
+    # `stateful_clients.StatefulClientsProcess`: every client's initial
+    # state, and the round of the server state's task.
+    process = _process('fedweit')
+    state, clients = _initial(process)
+    for got, want in zip(process.initial_client_states(state, _C), clients):
+      tf.nest.map_structure(self.assertAllEqual, got, want)
+    with self.assertRaisesRegex(ValueError, 'clients'):
+      process.initial_client_states(state, _C + 1)
+    started = _start(process, state, clients, 0).state
+    self.assertIs(process.round_computation_for(started),
+                  process.next_first_task)
+    self.assertIs(process.round_computation_for(
+        _start(process, started, clients, 1).state), process.next)
+
   @parameterized.named_parameters(
       (m, m) for m in ('fedavg', 'fedprox', 'fedweit', 'fedseit',
                        'fedseit_sit'))

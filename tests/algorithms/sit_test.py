@@ -74,7 +74,7 @@ def _blobs(centers, per_blob, scale, seed):
 # ---------------------------------------------------------------------------
 
 
-class DocumentVectorsTest(tf.test.TestCase, parameterized.TestCase):
+class DocumentVectorsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   # Rows: 0 padding, 1 OOV (both ignored by default), then three words.
   _EMBEDDING = np.array([[9, 9], [7, 7], [1, 0], [0, 2], [3, 3]], _F32)
@@ -118,7 +118,7 @@ class DocumentVectorsTest(tf.test.TestCase, parameterized.TestCase):
       sit.document_vectors(np.array(token_ids), self._EMBEDDING)
 
 
-class KMeansTest(tf.test.TestCase, parameterized.TestCase):
+class KMeansExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   # Three well-separated blobs of 40 points each (std 0.1, centres 14 or
   # more apart).
@@ -184,7 +184,7 @@ class KMeansTest(tf.test.TestCase, parameterized.TestCase):
       sit.kmeans(np.zeros([3, 2]), 2, n_init=0)
 
 
-class TaskRepresentationTest(tf.test.TestCase, parameterized.TestCase):
+class TaskRepresentationExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   # One cluster (k = 1) of four 2-D documents: the centroid is their mean
   # (5/4, 5/4), direction (1, 1). Cosines with it: (1, 0) and (0, 1):
@@ -204,7 +204,7 @@ class TaskRepresentationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(rep, expected)
 
   def test_picks_on_blobs(self):
-    x = _blobs(KMeansTest._CENTERS, 30, 1.0, seed=5)
+    x = _blobs(KMeansExecutionTest._CENTERS, 30, 1.0, seed=5)
     labels, centers = sit.kmeans(x, 3, seed=42)
     reps = {pick: sit.task_representation(x, num_clusters=3, pick=pick)
             for pick in sit.PICKS}
@@ -243,8 +243,8 @@ class TaskRepresentationTest(tf.test.TestCase, parameterized.TestCase):
   def test_zero_document_vectors_give_no_nan(self):
     # Documents without a known token are zero vectors; their cosine with
     # any centroid is 0, not NaN.
-    x = np.concatenate([np.zeros([5, 3]), _blobs(KMeansTest._CENTERS, 5, 0.1,
-                                                 seed=2)])
+    x = np.concatenate([np.zeros([5, 3]),
+                        _blobs(KMeansExecutionTest._CENTERS, 5, 0.1, seed=2)])
     for pick in sit.PICKS:
       rep = sit.task_representation(x, num_clusters=4, pick=pick)
       self.assertTrue(np.all(np.isfinite(rep)))
@@ -265,7 +265,7 @@ class TaskRepresentationTest(tf.test.TestCase, parameterized.TestCase):
       sit.pad_representation(self._DOCS, 3)
 
 
-class OverlapScoreTest(tf.test.TestCase, parameterized.TestCase):
+class OverlapScoreExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   # R_t = {u1 = (1, 0), u2 = (0, 1)}, padded with a row (5, 5) that would
   # match slot 0 if it counted.
@@ -347,7 +347,7 @@ class OverlapScoreTest(tf.test.TestCase, parameterized.TestCase):
                         method='rectified_linear_normalised')
 
 
-class SelectTopKTest(tf.test.TestCase, parameterized.TestCase):
+class SelectTopKExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _select(self, scores, mask, k):
     keys, alphas, valid = sit.select_top_k(
@@ -412,7 +412,7 @@ class SelectTopKTest(tf.test.TestCase, parameterized.TestCase):
       sit.select_top_k([0.1, 0.2], [True, True], k)
 
 
-class CandidateMaskTest(tf.test.TestCase, parameterized.TestCase):
+class CandidateMaskExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   # C = 3 clients, T = 2 tasks: slots c0t0, c0t1, c1t0, c1t1, c2t0, c2t1.
   # Stored: all but c2t1.
@@ -491,7 +491,7 @@ class ServerSelectionComputationTest(tf.test.TestCase):
     self.assertAllEqual(valid, [True, True])
 
 
-class EndToEndTest(tf.test.TestCase):
+class EndToEndExecutionTest(tf.test.TestCase):
 
   def test_the_task_of_the_same_topic_is_selected(self):
     # Embedding: words 2-21 near topic A's direction, 22-41 near topic B's

@@ -28,8 +28,9 @@ Kinds:
 
 import functools
 
+from absl.testing import parameterized
 import numpy as np
-import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
@@ -237,71 +238,11 @@ def _check(computation, expected, model_shapes, **kwargs):
     _assert_kind(flow, kind, model_shapes, **kwargs)
 
 
-# ---------------------------------------------------------------------------
-# The builders.
-
-
-@pytest.mark.parametrize('algorithm', process_fixtures.FL_ALGORITHMS)
-@pytest.mark.parametrize('weighting', process_fixtures.FL_WEIGHTINGS)
-def test_fl_process(algorithm, weighting):
-  process = process_fixtures.build_fl(algorithm, weighting)
-  assert _flows(process.initialize) == []
-  _check(process.next, _FL_FLOWS[weighting],
-         _model_shapes(linear_model.weights_type().trainable))
-
-
-def test_sparse_tag_process():
-  process = sparse_tags.build_sparse_tag_process(
-      num_words=13, num_tags=4, max_keys=3, client_learning_rate=0.1)
-  assert _flows(process.initialize) == []
-  _check(process.next, _SPARSE_FLOWS, {(13, 4)}, max_keys=3)
-
-
-def test_dense_tag_process():
-  process = sparse_tags.build_dense_tag_process(
-      num_words=13, num_tags=4, client_learning_rate=0.1)
-  assert _flows(process.initialize) == []
-  _check(process.next, _DENSE_FLOWS, {(13, 4)})
-
-
-@pytest.mark.parametrize('mode', ['default', 'dp_l', 'controllers'])
-def test_dynamic_pulling_process(mode):
-  process = process_fixtures.build_dynamic_pulling(mode)
-  assert _flows(process.initialize) == []
-  _check(process.next, _DP_FLOWS,
-         _model_shapes(process_fixtures.dp_weights_type().trainable))
-
-
 def _fcl_computations(process):
   """Every federated computation of an `FclProcess`, by field name."""
   return {name: getattr(process, name) for name in (
       'initialize', 'initial_client_state', 'start_task', 'next_first_task',
       'next')}
-
-
-@pytest.mark.parametrize('method', fcl.METHODS)
-def test_fcl_process(method):
-  process = process_fixtures.build_fcl(method)
-  computations = _fcl_computations(process)
-  # No computation of the class is missed.
-  assert set(computations) == {
-      f for f, v in vars(process).items() if isinstance(v, tff.Computation)}
-  assert process.round_computation(0) is process.next_first_task
-  assert process.round_computation(1) is process.next
-  expected = _fcl_flows(method)
-  for name in ('initialize', 'initial_client_state'):
-    assert _flows(computations[name]) == [], name
-  weights = fcl_cnn.FclTextCnn(process.spec).weight_dict()
-  model_shapes = {tuple(v.shape) for v in weights.values()}
-  # Adaptive kernels are stored per task: [T, w, D, N]; one slot is [w, D, N].
-  model_shapes |= {s[1:] for k, s in ((k, tuple(v.shape))
-                                      for k, v in weights.items())
-                   if 'adaptive' in k}
-  sit_shape = (fcl.MAX_NEW_REPRESENTATIONS,
-               process.config.sit_max_vectors, process.spec.embedding_dim)
-  for name in ('start_task', 'next_first_task', 'next'):
-    _check(computations[name], expected[name], model_shapes,
-           sit_shape=sit_shape)
 
 
 @functools.lru_cache(maxsize=None)
@@ -315,50 +256,105 @@ def _vocab_sliced_process():
   return process, config
 
 
-def test_vocab_sliced_process():
-  from tff_nlp.models import seq2seq  # pylint: disable=g-import-not-at-top
-  process, config = _vocab_sliced_process()
-  assert _flows(process.initialize) == []
-  shapes = [tuple(w.shape)
-            for w in seq2seq.build_keras_model(config).trainable_weights]
-  assert shapes.count((40, 8)) == 1  # the embedding: V x D
-  rest = [s for s in shapes if s != (40, 8)]
-  update = '<' + ','.join(
-      'float32[' + ','.join(map(str, s)) + ']' for s in rest) + '>'
-  expected = [
-      ('federated_select', 'keys', 'int32[12]'),  # the client's top-M ids
-      _WEIGHTING_STATS, _WEIGHT_MIN, _WEIGHT_MAX,
-      ('federated_sum', 'scalars',
-       '<token_accuracy=<float32,float32>,num_examples=<int64>,'
-       'num_batches=<int64>,loss=<float32,float32>>'),
-      # Everything but the embedding, dense and weighted; then its weight.
-      ('federated_sum', 'update', update), _WEIGHT_SUM,
-      # The embedding: only the touched rows, as IndexedSlices.
-      ('federated_aggregate', 'rows',
-       '<indices=int64[?],values=float32[?,8]>'),
-  ]
-  _check(process.next, expected, set(shapes), max_keys=12)
+class ClientFlowsComputationTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.product(algorithm=process_fixtures.FL_ALGORITHMS,
+                         weighting=process_fixtures.FL_WEIGHTINGS)
+  def test_fl_process(self, algorithm, weighting):
+    process = process_fixtures.build_fl(algorithm, weighting)
+    self.assertEqual(_flows(process.initialize), [])
+    _check(process.next, _FL_FLOWS[weighting],
+           _model_shapes(linear_model.weights_type().trainable))
+
+  def test_sparse_tag_process(self):
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=13, num_tags=4, max_keys=3, client_learning_rate=0.1)
+    self.assertEqual(_flows(process.initialize), [])
+    _check(process.next, _SPARSE_FLOWS, {(13, 4)}, max_keys=3)
+
+  def test_dense_tag_process(self):
+    process = sparse_tags.build_dense_tag_process(
+        num_words=13, num_tags=4, client_learning_rate=0.1)
+    self.assertEqual(_flows(process.initialize), [])
+    _check(process.next, _DENSE_FLOWS, {(13, 4)})
+
+  @parameterized.parameters('default', 'dp_l', 'controllers')
+  def test_dynamic_pulling_process(self, mode):
+    process = process_fixtures.build_dynamic_pulling(mode)
+    self.assertEqual(_flows(process.initialize), [])
+    _check(process.next, _DP_FLOWS,
+           _model_shapes(process_fixtures.dp_weights_type().trainable))
+
+  @parameterized.parameters(*fcl.METHODS)
+  def test_fcl_process(self, method):
+    process = process_fixtures.build_fcl(method)
+    computations = _fcl_computations(process)
+    # No computation of the class is missed.
+    self.assertEqual(set(computations), {
+        f for f, v in vars(process).items() if isinstance(v, tff.Computation)})
+    self.assertIs(process.round_computation(0), process.next_first_task)
+    self.assertIs(process.round_computation(1), process.next)
+    expected = _fcl_flows(method)
+    for name in ('initialize', 'initial_client_state'):
+      self.assertEqual(_flows(computations[name]), [], name)
+    weights = fcl_cnn.FclTextCnn(process.spec).weight_dict()
+    model_shapes = {tuple(v.shape) for v in weights.values()}
+    # Adaptive kernels are stored per task: [T, w, D, N]; one slot is [w, D, N].
+    model_shapes |= {s[1:] for k, s in ((k, tuple(v.shape))
+                                        for k, v in weights.items())
+                     if 'adaptive' in k}
+    sit_shape = (fcl.MAX_NEW_REPRESENTATIONS,
+                 process.config.sit_max_vectors, process.spec.embedding_dim)
+    for name in ('start_task', 'next_first_task', 'next'):
+      _check(computations[name], expected[name], model_shapes,
+             sit_shape=sit_shape)
+
+  def test_vocab_sliced_process(self):
+    from tff_nlp.models import seq2seq  # pylint: disable=g-import-not-at-top
+    process, config = _vocab_sliced_process()
+    self.assertEqual(_flows(process.initialize), [])
+    shapes = [tuple(w.shape)
+              for w in seq2seq.build_keras_model(config).trainable_weights]
+    self.assertEqual(shapes.count((40, 8)), 1)  # the embedding: V x D
+    rest = [s for s in shapes if s != (40, 8)]
+    update = '<' + ','.join(
+        'float32[' + ','.join(map(str, s)) + ']' for s in rest) + '>'
+    expected = [
+        ('federated_select', 'keys', 'int32[12]'),  # the client's top-M ids
+        _WEIGHTING_STATS, _WEIGHT_MIN, _WEIGHT_MAX,
+        ('federated_sum', 'scalars',
+         '<token_accuracy=<float32,float32>,num_examples=<int64>,'
+         'num_batches=<int64>,loss=<float32,float32>>'),
+        # Everything but the embedding, dense and weighted; then its weight.
+        ('federated_sum', 'update', update), _WEIGHT_SUM,
+        # The embedding: only the touched rows, as IndexedSlices.
+        ('federated_aggregate', 'rows',
+         '<indices=int64[?],values=float32[?,8]>'),
+    ]
+    _check(process.next, expected, set(shapes), max_keys=12)
+
+  def test_select_keys_are_flows(self):
+    """`federated_select` keys count as CLIENTS→SERVER, as in the traffic."""
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=13, num_tags=4, max_keys=3, client_learning_rate=0.1)
+    ups = [(t.intrinsic, str(t.value_type))
+           for t in analysis.round_communication(process.next).transfers
+           if t.direction == 'up']
+    self.assertEqual(_flows(process.next), ups)
+
+  def test_a_raw_data_flow_is_caught(self):
+    """A computation that sums the clients' datasets' first batch fails."""
+    flow = analysis.ClientFlow('federated_sum', tff.SequenceType(np.float32))
+    with self.assertRaisesRegex(AssertionError, 'sequence'):
+      _assert_not_raw(flow, 'scalars')
+    flow = analysis.ClientFlow('federated_sum', tff.TensorType(np.str_, [3]))
+    with self.assertRaisesRegex(AssertionError, 'string'):
+      _assert_not_raw(flow, 'scalars')
+    flow = analysis.ClientFlow('federated_sum',
+                               tff.TensorType(np.float32, [None, 3]))
+    with self.assertRaisesRegex(AssertionError, 'unknown dimension'):
+      _assert_not_raw(flow, 'update')
 
 
-def test_select_keys_are_flows():
-  """`federated_select` keys count as CLIENTS→SERVER, as in the traffic."""
-  process = sparse_tags.build_sparse_tag_process(
-      num_words=13, num_tags=4, max_keys=3, client_learning_rate=0.1)
-  ups = [(t.intrinsic, str(t.value_type))
-         for t in analysis.round_communication(process.next).transfers
-         if t.direction == 'up']
-  assert _flows(process.next) == ups
-
-
-def test_a_raw_data_flow_is_caught():
-  """A computation that sums the clients' datasets' first batch fails."""
-  flow = analysis.ClientFlow('federated_sum', tff.SequenceType(np.float32))
-  with pytest.raises(AssertionError, match='sequence'):
-    _assert_not_raw(flow, 'scalars')
-  flow = analysis.ClientFlow('federated_sum', tff.TensorType(np.str_, [3]))
-  with pytest.raises(AssertionError, match='string'):
-    _assert_not_raw(flow, 'scalars')
-  flow = analysis.ClientFlow('federated_sum',
-                             tff.TensorType(np.float32, [None, 3]))
-  with pytest.raises(AssertionError, match='unknown dimension'):
-    _assert_not_raw(flow, 'update')
+if __name__ == '__main__':
+  tf.test.main()

@@ -14,7 +14,7 @@ trees must hold
     TensorFlow checkpoint outside `checkpoints/` (the selected model), equal
     to 1e-6;
 *   the same metrics: every `metrics.jsonl` (each round once, none lost or
-    repeated), `progress.json`, `results.json` and `config.json`, equal to
+    repeated), `results.json` and `config.json`, equal to
     1e-6 except wall-clock times and the output directory's name.
 
 No `worker_binary` started by a case may outlive it.
@@ -68,24 +68,11 @@ def _jsonl_rounds(pattern: str) -> Callable[[str], int]:
   return progress
 
 
-def _tasks_done(output_dir: str) -> int:
-  """Progress of train_fcl: tasks recorded in a run's progress.json."""
-  best = -1
-  for path in glob.glob(os.path.join(output_dir, 'runs', '*',
-                                     'progress.json')):
-    try:
-      with open(path) as f:
-        best = max(best, len(json.load(f)))
-    except (OSError, ValueError):
-      continue
-  return best
-
-
 @dataclasses.dataclass(frozen=True)
 class _Case:
   binary: str
   args: tuple[str, ...]
-  rounds: int  # Units the progress counts: rounds, or tasks for train_fcl.
+  rounds: int
   progress: Callable[[str], int]
 
 
@@ -123,14 +110,15 @@ _CASES = (
            f'--rounds={_ROUNDS}', '--clients_per_round=3',
            '--checkpoint_every=2', '--eval_every=3', '--progress=off'),
           _ROUNDS, _jsonl_rounds(os.path.join('dense', 'metrics.jsonl'))),
-    # No --rounds: a run is checkpointed after every task.
+    # No --rounds: the preset's 1 round per task, so 5 rounds; a run is
+    # checkpointed after every task.
     _Case('train_fcl',
           (_flagfile('train_fcl'), '--methods=fedavg,fedweit',
            '--tasks_per_client=5', '--max_train_per_task=16',
            '--max_test_per_task=8'),
-          5, _tasks_done),
+          5, _jsonl_rounds(os.path.join('runs', '*', 'metrics.jsonl'))),
 )
-# The round (task for train_fcl) after which each case is killed: one of the
+# The round after which each case is killed: one of the
 # middle ones, drawn once with a fixed seed so every run of the file kills at
 # the same place.
 _RNG = random.Random(20240611)
@@ -220,7 +208,7 @@ def _final_weights(output_dir: str) -> dict[str, np.ndarray]:
 
   for root, dirs, files in os.walk(output_dir):
     if os.path.basename(root) == 'checkpoints':
-      # The last version: round_<n> (training loop), program_state_<n> (FCL).
+      # The last version: round_<n>.
       # A SIGKILL during a save may leave a `round_<n>_temp<pid>` folder.
       versions = [d for d in dirs if re.fullmatch(r'[a-z_]+_\d+', d)]
       if versions:
@@ -258,7 +246,7 @@ def _weight_differences(resumed: dict[str, np.ndarray],
 
 
 def _metric_files(output_dir: str) -> list[str]:
-  names = ('metrics.jsonl', 'progress.json', 'results.json', 'config.json')
+  names = ('metrics.jsonl', 'results.json', 'config.json')
   found = []
   for root, _, files in os.walk(output_dir):
     found += [os.path.relpath(os.path.join(root, f), output_dir)
@@ -304,8 +292,7 @@ class SigkillResumeExecutionTest(parameterized.TestCase, tf.test.TestCase):
       for c in _CASES)
   def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(self, case):
     kill_at = _KILL_AT[case.binary]
-    unit = 'task' if case.binary == 'train_fcl' else 'round'
-    about = f'{case.binary} killed after {unit} {kill_at} of {case.rounds}'
+    about = f'{case.binary} killed after round {kill_at} of {case.rounds}'
     mark = uuid.uuid4().hex
     tmp_path = self.create_tempdir().full_path
     reference_dir = os.path.join(tmp_path, 'uninterrupted')

@@ -6,12 +6,12 @@ import shutil
 
 from absl.testing import parameterized
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
+from tff_nlp.training import loop
 
 # Two clients × two tasks of TREC-6 at the smallest size that trains.
 _DATA = fcl.DataConfig(num_clients=2, tasks_per_client=2,
@@ -22,7 +22,7 @@ _TRAINING = fcl.TrainingConfig(rounds_per_task=1, local_epochs=1,
                                sit_top_k=1, sit_clusters=4)
 
 
-class SummarizeTest(tf.test.TestCase):
+class SummarizeExecutionTest(tf.test.TestCase):
 
   def test_hand_derived_summary(self):
     # Client 0: acc after task 0 on task 0 = 0.8; after task 1: 0.6 on
@@ -71,7 +71,7 @@ class SummarizeTest(tf.test.TestCase):
     self.assertTrue(np.isnan(matrix[0, 0, 1]))
 
 
-class EncodeTest(tf.test.TestCase):
+class EncodeExecutionTest(tf.test.TestCase):
 
   def test_encoded_tasks(self):
     encoded = fcl.encode_dataset('trec6', _DATA)
@@ -103,7 +103,7 @@ _TRAIN_TSV = 'a\tw w w w w\n' * 4 + 'b\tw w\n' * 4
 _TEST_TSV = 'a\tw w w w\na\tw w w\nb\tw\nb\tw w w w w w\n'
 
 
-class EncodeTruncationTest(tf.test.TestCase, parameterized.TestCase):
+class EncodeTruncationExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       # Encoded training documents cut (3 per label whose length exceeds
@@ -128,7 +128,7 @@ class EncodeTruncationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(encoded.truncated_documents, expected)
 
 
-class RunTest(tf.test.TestCase, parameterized.TestCase):
+class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -168,22 +168,23 @@ class RunTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn('done before', messages[0])
     self.assertEqual(cached['accuracy_matrix'], results['accuracy_matrix'])
 
-    # Interrupted after task 0: only its checkpoint and record remain. The
-    # resumed run trains task 1 again and ends with the same numbers.
+    # Interrupted after task 0 (round 1): only its checkpoint and record
+    # remain. The resumed run trains task 1 again and ends with the same
+    # numbers.
     directory = fcl.run_dir(output_dir, 'trec6', method, _DATA, _TRAINING)
     os.remove(os.path.join(directory, fcl.RESULTS_FILE))
-    shutil.rmtree(os.path.join(directory, fcl.CHECKPOINT_DIR,
-                               'program_state_2'))
-    progress_path = os.path.join(directory, fcl.PROGRESS_FILE)
-    with open(progress_path) as f:
-      progress = json.load(f)
-    with open(progress_path, 'w') as f:
-      json.dump(progress[:1], f)
+    shutil.rmtree(os.path.join(directory, loop.CHECKPOINT_DIR,
+                               f'{loop.CHECKPOINT_PREFIX}2'))
+    records_path = os.path.join(directory, loop.METRICS_JSONL)
+    with open(records_path) as f:
+      records = f.readlines()
+    with open(records_path, 'w') as f:
+      f.writelines(records[:1])
     messages.clear()
     resumed = fcl.run_method(self.encoded, method, data=_DATA,
                              training=_TRAINING, output_dir=output_dir,
                              log=messages.append)
-    self.assertTrue(any('resuming after task 0' in m for m in messages))
+    self.assertTrue(any('resumed after round 1' in m for m in messages))
     self.assertEqual(resumed['accuracy_matrix'], results['accuracy_matrix'])
     self.assertEqual(resumed['macro_f1_matrix'], results['macro_f1_matrix'])
 
@@ -209,25 +210,27 @@ class RunTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(saved['results']['trec6']['local']['bytes_up_per_client'],
                      0.0)
 
+  def test_a_users_dataset_left_out_is_named(self):
+    tmp_path = self.create_tempdir().full_path
+    folder = os.path.join(tmp_path, 'text_classification')
+    for name in ('trec6', 'mine'):
+      os.makedirs(os.path.join(folder, name))
+      for split in ('train', 'test'):
+        with open(os.path.join(folder, name, f'{split}.tsv'), 'w') as f:
+          f.write('a\tx\nb\ty\n')
+    with self.assertLogs(level='WARNING') as logs:
+      # 'nowhere' is refused after the warning, before any training.
+      with self.assertRaisesRegex(errors.InputError, 'nowhere'):
+        fcl.run_fcl(datasets=['nowhere', 'trec6'], methods=['fedavg'],
+                    data=_DATA, training=_TRAINING,
+                    output_dir=os.path.join(tmp_path, 'out'),
+                    data_dir=tmp_path)
+    # The built-in trec6 is listed; 'mine', a user's own, is named.
+    (warning,) = [r.getMessage() for r in logs.records
+                  if r.levelname == 'WARNING']
+    self.assertTrue(warning.endswith(
+        'not used, as --datasets does not list them: mine.'), warning)
+
 
 if __name__ == '__main__':
   tf.test.main()
-
-
-def test_a_users_dataset_left_out_is_named(tmp_path, caplog):
-  folder = tmp_path / 'text_classification'
-  for name in ('trec6', 'mine'):
-    os.makedirs(folder / name)
-    for split in ('train', 'test'):
-      (folder / name / f'{split}.tsv').write_text('a\tx\nb\ty\n')
-  with caplog.at_level('WARNING'):
-    # 'nowhere' is refused after the warning, before any training.
-    with pytest.raises(errors.InputError, match='nowhere'):
-      fcl.run_fcl(datasets=['nowhere', 'trec6'], methods=['fedavg'],
-                  data=_DATA, training=_TRAINING,
-                  output_dir=str(tmp_path / 'out'), data_dir=str(tmp_path))
-  # The built-in trec6 is listed; 'mine', a user's own, is named.
-  (warning,) = [r.getMessage() for r in caplog.records
-                if r.levelname == 'WARNING']
-  assert warning.endswith('not used, as --datasets does not list them: '
-                          'mine.')

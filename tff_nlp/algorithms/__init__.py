@@ -6,11 +6,14 @@
 (`build_dense_tag_process` is its dense FedAvg baseline).
 `build_vocab_sliced_process`: the same for a seq2seq model's token embedding
 (imported on first use: it imports keras-nlp, which takes seconds).
-`build_dynamic_pulling_process` (module `dynamic_pulling`): dynamic pulling
-with stateful clients (Passban et al., NAACL 2022), a
-`tff.templates.IterativeProcess`.
-`build_fcl_process` (module `fcl`, imported on first use): local, FedAvg,
+`build_dynamic_pulling_process` (module `dynamic_pulling`, its selection
+rules in `tensor_selection`): dynamic pulling with stateful clients (Passban
+et al., NAACL 2022), a `tff.templates.IterativeProcess`.
+`build_fcl_process` (package `fcl`, imported on first use): local, FedAvg,
 FedProx, FedWeIT, FedSeIT and FedSeIT + SIT for federated continual learning.
+`stateful_clients`: the protocol of processes with stateful clients (one
+`RoundOutput`) and `SimulationProcess`, which keeps their clients' states in
+the training loop's state.
 `sit`: Selective Inter-client Transfer for federated continual learning
 (Chaudhary et al., Findings of EMNLP 2022): task representations, overlap
 scores and top-K selection of foreign task-adaptive weights.
@@ -32,9 +35,11 @@ from tff_nlp.algorithms.fl_process import default_server_optimizer
 from tff_nlp.algorithms.fl_process import FLProcess
 from tff_nlp.algorithms.optimizers import CLIENT_OPTIMIZERS
 from tff_nlp.algorithms import sit
+from tff_nlp.algorithms import stateful_clients
 from tff_nlp.algorithms.sparse_tags import build_dense_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.algorithms.weighting import Weighting
 
 # name -> (module, attribute or None for the module itself).

@@ -12,8 +12,8 @@ Vocabulary of the paper: *pull* is client -> server, *push* server -> client.
 The model's trainable weights are a list of tensors t = 1..T, each in a group
 (`tensor_groups`, e.g. 'encoder' / 'decoder'; the caller assigns shared
 tensors such as a tied embedding, see `seq2seq_layout.tensor_layout`).
-Non-trainable weights are the server's: broadcast to every client, never aggregated, as in
-`tff.learning`'s FedAvg.
+Non-trainable weights are the server's: broadcast to every client, never
+aggregated, as in `tff.learning`'s FedAvg.
 
 Clients are stateful. A client's state is `ClientState(weights, shared)`: its
 weights at the end of its last local training and which tensors it sent then
@@ -39,32 +39,10 @@ the same number of steps; else its examples (one epoch's with
     vectors (below), and dp_l then sends far fewer than half of the
     *parameters*; `change_norm='rms'` divides by sqrt(size) (the change per
     parameter) to compare tensors of different sizes.
-4.  The mask m of tensors to send, per mode (`Mode`); n_g is the number of
-    tensors of group g, and every rule is applied within each group
-    separately:
-
-    *   default: all tensors (FedAvg weighted by n_k).
-    *   dp_g: d_t >= θ_g, θ_g the median of the group's norms.
-    *   dp_l: d_t < θ_g.
-    *   random: as many tensors per group as dp_l, chosen uniformly at random
-        with the client's stateless `seed`: the tensors with the smallest
-        priorities u = tf.random.stateless_uniform([T], seed) within the
-        group. The same seed gives the same choice.
-    *   dp_l_33: the stricter "both directions, 33%" variant: d_t below the
-        group's 1/3 quantile, and a restricted push (below).
-    *   controllers: the caller's fixed mask `exchanged` (e.g. the tensors of
-        encoder and decoder layers 0 and 3, `seq2seq_layout.controller_mask`).
-
-    Quantiles interpolate linearly between order statistics (numpy's default;
-    the median of an even count is the mean of the middle two). With
-    distinct norms, "d < q-quantile" selects exactly the k_g(q) =
-    ceil(q·(n_g - 1)) smallest norms: dp_l sends floor(n_g/2) tensors, dp_g
-    the other ceil(n_g/2) (so with an odd count dp_g sends the median tensor
-    and dp_l does not), dp_l_33 ceil((n_g - 1)/3) (12 of 36, 1 of 2 or 3 or 4,
-    0 of 1) and random floor(n_g/2). Ties are broken by rank: tensors are
-    ordered by (d, tensor index) and the first k_g are "below", so the counts
-    are always these, dp_g and dp_l are complements, and equal norms go to
-    the lower tensor index first.
+4.  The mask m of tensors to send, per mode (`tensor_selection.Mode`),
+    within each group of tensors separately: `tensor_selection` states the
+    rules (all; above or below the group's median change norm; random; below
+    its 1/3 quantile; a fixed mask).
 5.  The client sends m[t]·w^t with per-tensor weights n_k·m[t]; a client of
     weight 0 sends nothing.
 6.  Its new state is `ClientState(trained weights, m)`.
@@ -110,6 +88,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
+from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.algorithms import weighting as weighting_lib
 
 TRAINING_DATA = 'training_data'
@@ -118,32 +98,11 @@ DATA_SIZE = 'data_size'
 CHANGE_NORMS = ('l2', 'rms')
 
 
-class Mode(enum.Enum):
-  """Which tensors a client sends (module docstring, step 4)."""
-
-  DEFAULT = 'default'
-  DP_G = 'dp_g'
-  DP_L = 'dp_l'
-  RANDOM = 'random'
-  DP_L_33 = 'dp_l_33'
-  CONTROLLERS = 'controllers'
-
-
 class Push(enum.Enum):
   """Which tensors the server sends a client."""
 
   ALL = 'all'
   SHARED = 'shared'
-
-
-# Fraction q of a group's "below the q-quantile" rule, as (numerator,
-# denominator) for integer arithmetic.
-_QUANTILES = {
-    Mode.DP_G: (1, 2),
-    Mode.DP_L: (1, 2),
-    Mode.RANDOM: (1, 2),
-    Mode.DP_L_33: (1, 3),
-}
 
 
 class ClientState(NamedTuple):
@@ -174,106 +133,13 @@ class ServerState(NamedTuple):
   round_num: Any
 
 
-class RoundOutput(NamedTuple):
-  """The result of `DynamicPullingProcess.next`."""
-
-  state: Any
-  client_states: Any
-  metrics: Any
-
-
-def num_below(num_tensors: int, mode: Union[str, Mode]) -> int:
-  """k_g: how many of a group's tensors are "below" the mode's quantile.
-
-  Args:
-    num_tensors: n_g, the tensors of the group.
-    mode: dp_g, dp_l, random or dp_l_33.
-
-  Returns:
-    ceil(q·(n_g - 1)), q = 1/2 or 1/3. dp_l, random and dp_l_33 send k_g
-    tensors, dp_g sends n_g - k_g.
-  """
-  mode = weighting_lib.parse_option(mode, Mode, 'mode')
-  numerator, denominator = _QUANTILES[mode]
-  return max(0, -(-(num_tensors - 1) * numerator // denominator))
-
-
-def _ranks(values: tf.Tensor) -> tf.Tensor:
-  """int32 rank of each value when ordered by (value, index)."""
-  index = tf.range(tf.size(values))
-  before = tf.logical_or(
-      values[None, :] < values[:, None],
-      tf.logical_and(
-          tf.equal(values[None, :], values[:, None]),
-          index[None, :] < index[:, None],
-      ),
-  )
-  return tf.reduce_sum(tf.cast(before, tf.int32), axis=1)
-
-
-def _group_indices(tensor_groups: Sequence[str]) -> dict[str, list[int]]:
-  """Group name -> tensor indices, groups in order of first appearance."""
-  groups = collections.OrderedDict()
-  for index, group in enumerate(tensor_groups):
-    groups.setdefault(group, []).append(index)
-  return groups
-
-
-def select_tensors(
-    norms: tf.Tensor,
-    seed: tf.Tensor,
-    *,
-    mode: Union[str, Mode],
-    tensor_groups: Sequence[str],
-    exchanged: Optional[Sequence[bool]] = None,
-) -> tf.Tensor:
-  """The mask m of tensors a client sends (module docstring, step 4).
-
-  Args:
-    norms: float32[T], the change norms d_t.
-    seed: int64[2], the stateless seed of `random` (unused otherwise).
-    mode: A `Mode` or its name.
-    tensor_groups: T group names.
-    exchanged: T bools, the mask of `controllers`.
-
-  Returns:
-    bool[T].
-
-  Raises:
-    ValueError: For 'controllers' without `exchanged` of T entries.
-  """
-  mode = weighting_lib.parse_option(mode, Mode, 'mode')
-  num_tensors = len(tensor_groups)
-  if mode is Mode.DEFAULT:
-    return tf.ones([num_tensors], tf.bool)
-  if mode is Mode.CONTROLLERS:
-    if exchanged is None or len(exchanged) != num_tensors:
-      raise ValueError(f'controllers needs exchanged with {num_tensors} '
-                       f'entries, got {exchanged!r}.')
-    return tf.constant([bool(e) for e in exchanged], tf.bool)
-  if mode is Mode.RANDOM:
-    keys = tf.random.stateless_uniform(
-        [num_tensors], seed=tf.cast(seed, tf.int64), dtype=tf.float32
-    )
-  else:
-    keys = tf.cast(norms, tf.float32)
-  mask = [None] * num_tensors
-  for indices in _group_indices(tensor_groups).values():
-    k = num_below(len(indices), mode)
-    ranks = _ranks(tf.gather(keys, indices))
-    below = ranks < k
-    chosen = tf.logical_not(below) if mode is Mode.DP_G else below
-    for position, index in enumerate(indices):
-      mask[index] = chosen[position]
-  return tf.stack(mask)
-
-
 class DynamicPullingProcess(tff.templates.IterativeProcess):
   """The process of `build_dynamic_pulling_process`.
 
   Besides `initialize` and `next`: `get_model_weights` `(S -> M)` and
-  `set_model_weights` `(<S, M> -> S)` (TFF computations), and the settings it
-  was built with (`mode`, `tensor_groups`, `keep_private`, `push`).
+  `set_model_weights` `(<S, M> -> S)` (TFF computations), the settings it
+  was built with (`mode`, `tensor_groups`, `keep_private`, `push`), and the
+  methods of a `stateful_clients.StatefulClientsProcess`.
   """
 
   def __init__(self, initialize_fn, next_fn, *, get_model_weights_fn,
@@ -293,6 +159,16 @@ class DynamicPullingProcess(tff.templates.IterativeProcess):
   @property
   def set_model_weights(self) -> tff.Computation:
     return self._set_model_weights
+
+  def initial_client_states(self, state: Any,
+                            num_clients: int) -> list['ClientState']:
+    """K clients' states before their first round, from server `state`."""
+    return [initial_client_state(self, state) for _ in range(num_clients)]
+
+  def round_computation_for(self, state: Any) -> tff.Computation:
+    """The round (`next`), the same from every state."""
+    del state  # Unused.
+    return self.next
 
 
 def client_data(training_data: Any, seed=(0, 0),
@@ -372,9 +248,10 @@ def initial_client_state(
 
 def _defaults(mode, keep_private, push):
   if keep_private is None:
-    keep_private = mode is not Mode.DEFAULT
+    keep_private = mode is not tensor_selection.Mode.DEFAULT
   if push is None:
-    push = (Push.SHARED if mode in (Mode.DP_L_33, Mode.CONTROLLERS)
+    push = (Push.SHARED if mode in (tensor_selection.Mode.DP_L_33,
+                                    tensor_selection.Mode.CONTROLLERS)
             else Push.ALL)
   push = weighting_lib.parse_option(push, Push, 'push')
   if push is Push.SHARED and not keep_private:
@@ -388,7 +265,7 @@ def _defaults(mode, keep_private, push):
 def build_dynamic_pulling_process(
     model_fn: Callable[[], tff.learning.models.VariableModel],
     *,
-    mode: Union[str, Mode],
+    mode: Union[str, tensor_selection.Mode],
     tensor_groups: Sequence[str],
     client_optimizer_fn: tff.learning.optimizers.Optimizer,
     exchanged: Optional[Sequence[bool]] = None,
@@ -459,7 +336,7 @@ def build_dynamic_pulling_process(
       `keep_private`.
     TypeError: If `client_optimizer_fn` is not a TFF optimizer.
   """
-  mode = weighting_lib.parse_option(mode, Mode, 'mode')
+  mode = weighting_lib.parse_option(mode, tensor_selection.Mode, 'mode')
   keep_private, push = _defaults(mode, keep_private, push)
   if change_norm not in CHANGE_NORMS:
     raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
@@ -480,7 +357,7 @@ def build_dynamic_pulling_process(
   if len(tensor_groups) != num_tensors:
     raise ValueError(f'tensor_groups has {len(tensor_groups)} entries; the '
                      f'model has {num_tensors} trainable tensors.')
-  if (exchanged is not None) != (mode is Mode.CONTROLLERS):
+  if (exchanged is not None) != (mode is tensor_selection.Mode.CONTROLLERS):
     raise ValueError("exchanged is needed by mode='controllers' and only by "
                      f'it (mode={mode.value!r}).')
   if exchanged is not None:
@@ -489,7 +366,7 @@ def build_dynamic_pulling_process(
       raise ValueError(f'exchanged has {len(exchanged)} entries; the model '
                        f'has {num_tensors} trainable tensors.')
 
-  groups = _group_indices(tensor_groups)
+  groups = tensor_selection.group_indices(tensor_groups)
   sizes = [math.prod(t.shape) for t in weights_type.trainable]
   num_bytes = [size * np.dtype(t.dtype).itemsize
                for size, t in zip(sizes, weights_type.trainable)]
@@ -545,8 +422,9 @@ def build_dynamic_pulling_process(
             math.sqrt(size) if change_norm == 'rms' else 1.0)
         for w, p, size in zip(trained, state.weights.trainable, sizes)
     ])
-    mask = select_tensors(norms, seed, mode=mode, tensor_groups=tensor_groups,
-                          exchanged=exchanged)
+    mask = tensor_selection.select_tensors(
+        norms, seed, mode=mode, tensor_groups=tensor_groups,
+        exchanged=exchanged)
     weight = tf.where(result.update_weight > 0.0,
                       tf.where(data_size > 0.0, data_size,
                                result.update_weight), 0.0)
@@ -655,8 +533,8 @@ def build_dynamic_pulling_process(
     metrics = tff.federated_map(
         round_metrics,
         (tff.federated_sum(outputs.stats), sums, work.measurements))
-    return RoundOutput(state=new_state, client_states=outputs.state,
-                       metrics=metrics)
+    return stateful_clients.RoundOutput(
+        state=new_state, client_states=outputs.state, metrics=metrics)
 
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights_fn(state):
@@ -680,92 +558,10 @@ def build_dynamic_pulling_process(
   )
 
 
-class SimulationState(NamedTuple):
-  """The server's state and every client's, as the round loop keeps them."""
-
-  server: Any
-  clients: list[Any]
-
-
-class SimulationProcess:
-  """A `DynamicPullingProcess` with its K clients' states kept alongside.
-
-  Cross-silo simulation (every client in every round, in the order of their
-  ids): the loop's state is a `SimulationState` of numpy values, so
-  `tff_nlp.training.run_training` checkpoints the clients' states with the
-  server's and a resumed run continues exactly. It has the parts of a
-  `LearningProcess` the loop uses:
-
-  *   `initialize()`: the server state and K `initial_client_state`s;
-  *   `next(state, client_data)`: one round of all K clients (`client_data`
-      in client order, each from `client_data`), returning
-      `LearningProcessOutput(state, metrics)`;
-  *   `get_model_weights(state)`, `client_model_weights(state)` (each
-      client's weights after its last local training: its model);
-  *   `set_model_weights(state, weights)`: the server's model *and* every
-      client's state become `weights` (e.g. the pre-trained generic engine),
-      so it is meant for the start of training, as the loop uses it;
-  *   `round_computation`: the federated round (`DynamicPullingProcess.next`)
-      from which the loop reads the round's dense traffic.
-  """
-
-  def __init__(self, process: DynamicPullingProcess, num_clients: int):
-    if num_clients < 1:
-      raise ValueError(f'num_clients must be positive, got {num_clients}.')
-    self._process = process
-    self.num_clients = num_clients
-
-  @property
-  def process(self) -> DynamicPullingProcess:
-    return self._process
-
-  @property
-  def round_computation(self) -> tff.Computation:
-    return self._process.next
-
-  def _clients(self, server) -> list[ClientState]:
-    return [initial_client_state(self._process, server)
-            for _ in range(self.num_clients)]
-
-  def initialize(self) -> SimulationState:
-    server = self._process.initialize()
-    return SimulationState(server=server, clients=self._clients(server))
-
-  def next(self, state: SimulationState, client_data: Sequence[Any]
-           ) -> tff.learning.templates.LearningProcessOutput:
-    if len(client_data) != self.num_clients:
-      raise ValueError(
-          f'Every one of the {self.num_clients} clients takes part in every '
-          f'round (cross-silo); got data of {len(client_data)}. Use '
-          'clients_per_round=0.')
-    output = self._process.next(state.server, list(client_data),
-                                list(state.clients))
-    clients = [ClientState(weights=_as_numpy_weights(c.weights),
-                           shared=np.asarray(c.shared, np.bool_))
-               for c in output.client_states]
-    return tff.learning.templates.LearningProcessOutput(
-        state=SimulationState(server=output.state, clients=clients),
-        metrics=output.metrics)
-
-  def get_model_weights(self, state: SimulationState
-                        ) -> tff.learning.models.ModelWeights:
-    return self._process.get_model_weights(state.server)
-
-  def client_model_weights(self, state: SimulationState
-                           ) -> list[tff.learning.models.ModelWeights]:
-    return [c.weights for c in state.clients]
-
-  def set_model_weights(self, state: SimulationState,
-                        weights: tff.learning.models.ModelWeights
-                        ) -> SimulationState:
-    server = self._process.set_model_weights(state.server, weights)
-    return SimulationState(server=server, clients=self._clients(server))
-
-
 def build_simulation_process(
     model_fn: Callable[[], tff.learning.models.VariableModel], *,
-    num_clients: int, **kwargs) -> SimulationProcess:
+    num_clients: int, **kwargs) -> stateful_clients.SimulationProcess:
   """`build_dynamic_pulling_process(model_fn, **kwargs)` for K clients in the
-  round loop (`SimulationProcess`)."""
-  return SimulationProcess(
+  round loop (`stateful_clients.SimulationProcess`)."""
+  return stateful_clients.SimulationProcess(
       build_dynamic_pulling_process(model_fn, **kwargs), num_clients)

@@ -223,7 +223,15 @@ def _compose_next_with_client_outputs(
   """`process.next` recomposed to also return the clients' statistics.
 
   Mirrors the composition of `tff.learning.templates.compose_learning_process`
-  (a test checks that both give the same state and metrics).
+  (a test checks that both give the same state and metrics). TFF's composer
+  (0.87, `learning/templates/composers.py`) cannot give them: its `next_fn`
+  is built inside it and returns only `LearningProcessOutput(state,
+  metrics)`, metrics being SERVER-placed; and the `ClientWorkProcess` it
+  calls must return `MeasuredProcessOutput(state@SERVER,
+  ClientResult(update, update_weight)@CLIENTS, measurements@SERVER)`
+  (`ClientWorkProcess` checks these types), so no per-client value can pass
+  through it. Hence this composition, which calls the client work's
+  `next_with_client_outputs` instead of its `next`.
   """
 
   state_type, client_data_type = process.next.type_signature.parameter

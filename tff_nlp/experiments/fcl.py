@@ -9,9 +9,10 @@ method one run of `tff_nlp.algorithms.fcl`: at every task a `start_task`,
 set of every task it has learned so far (each with its own head): the
 accuracy and macro-F1 matrices of spec §8.
 
-Each run is cached under its configuration (`run_dir`): a run checkpoints the
-server's and the clients' states after every task and resumes from the last
-finished task, so a benchmark can be completed across sittings.
+Each run is cached under its configuration (`run_dir`): its rounds run in
+`tff_nlp.training.run_training`, which checkpoints the server's and the
+clients' states after every task and resumes from the last finished task,
+so a benchmark can be completed across sittings.
 
 Methods (`METHODS`) are `fcl.METHODS` plus 'fedseit_no_foreign', FedSeIT
 with its foreign-knowledge branch turned off (the ablation that shows how
@@ -23,17 +24,16 @@ from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import json
 import os
-import time
 from typing import Any, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tff_nlp import errors
 from tff_nlp.algorithms import fcl
 from tff_nlp.algorithms import sit as sit_lib
+from tff_nlp.algorithms import stateful_clients
 from tff_nlp.data import continual_tasks
 from tff_nlp.data import data_root
 from tff_nlp.data import text_classification
@@ -44,8 +44,6 @@ from tff_nlp import training as training_lib
 NO_FOREIGN = 'fedseit_no_foreign'
 METHODS = fcl.METHODS + (NO_FOREIGN,)
 RESULTS_FILE = 'results.json'
-PROGRESS_FILE = 'progress.json'
-CHECKPOINT_DIR = 'checkpoints'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,10 +303,36 @@ def _matrix(rows_by_task: Sequence[Sequence[Sequence[float]]],
   return matrix
 
 
+def _task_records(records: Sequence[Mapping[str, Any]], rounds_per_task: int
+                  ) -> list[dict[str, Any]]:
+  """Per task, from the training loop's round records: its `start` metrics,
+  its `rounds`' training metrics, the `accuracy` and `macro_f1` of its
+  `end` and its `seconds` (task start, rounds and evaluation)."""
+  tasks = []
+  for record in records:
+    if 'task' not in record:
+      continue  # No initial evaluation is recorded; never a round 0.
+    if (record['round'] - 1) % rounds_per_task == 0:
+      tasks.append({'task': record['task'], 'start': record['task_start'],
+                    'rounds': [],
+                    'seconds': record['task_start_seconds']})
+    task = tasks[-1]
+    task['rounds'].append(record['train'])
+    task['seconds'] += record['round_seconds']
+    if 'task_end' in record:
+      task.update(record['task_end'])
+      task['seconds'] += record['task_end_seconds']
+  return tasks
+
+
 def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
                training: TrainingConfig, output_dir: str,
                log: Callable[[str], None] = logging.info) -> dict[str, Any]:
   """Trains and evaluates one method on one dataset, resuming if cached.
+
+  The rounds run in `training.run_training` (`checkpoint_every` a task),
+  whose task boundaries (`training.TaskSchedule`) start every task and, at
+  its end, score every client on the tasks it has learned.
 
   Args:
     encoded: The dataset's encoded tasks.
@@ -337,62 +361,47 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
       num_classes=encoded.num_classes, embedding_dim=training.embedding_dim,
       num_filters=training.num_filters, dropout=training.dropout,
       seed=training.seed)
-  process = fcl.build_fcl_process(config, spec)
+  process = stateful_clients.SimulationProcess(
+      fcl.build_fcl_process(config, spec), config.num_clients)
   predictor = fcl.Predictor(spec, adaptive_threshold=config.sparsity)
-  state = process.initialize()
-  clients = [process.initial_client_state(state, np.int32(c))
-             for c in range(config.num_clients)]
-  manager = tff.program.FileProgramStateManager(
-      os.path.join(directory, CHECKPOINT_DIR))
-  progress = _read_json(os.path.join(directory, PROGRESS_FILE)) or []
-  first_task = 0
-  if progress:
-    versions = training_lib.run_sync(manager.get_versions()) or []
-    version = max(versions, default=0)
-    saved = (training_lib.run_sync(manager.load(version, (state, clients)))
-             if version == len(progress) else None)
-    if saved is not None:
-      state, clients = saved[0], list(saved[1])
-      first_task = version
-      log(f'{encoded.name} {method}: resuming after task {version - 1}')
-    else:
-      progress = []
-  seconds = sum(p['seconds'] for p in progress)
-  for task in range(first_task, config.tasks_per_client):
-    start = time.perf_counter()
-    output = process.start_task(
-        state, _task_inputs(process, encoded, clients, task, training),
-        clients)
-    state, clients = output.state, list(output.client_states)
-    task_record = {'task': task,
-                   'start': training_lib.to_json_value(output.metrics),
-                   'rounds': []}
-    round_fn = process.round_computation(task)
-    for r in range(training.rounds_per_task):
-      client_data = [
-          _client_dataset(encoded.clients[c][task],
-                          batch_size=training.batch_size,
-                          epochs=training.local_epochs,
-                          seed=training.seed * 1_000_003 + task * 1000
-                          + r * 10 + c)
-          for c in range(config.num_clients)]
-      output = round_fn(state, client_data, clients)
-      state, clients = output.state, list(output.client_states)
-      metrics = training_lib.to_json_value(output.metrics)
-      task_record['rounds'].append(metrics)
-    accuracy, f1 = _evaluate(predictor, encoded, clients, task)
-    task_record.update(accuracy=accuracy, macro_f1=f1,
-                       seconds=time.perf_counter() - start)
+  rounds_per_task = training.rounds_per_task
+
+  def start_task(task, state):
+    inputs = _task_inputs(process.process, encoded, state.clients, task,
+                          training)
+    return process.apply(process.process.start_task, state, inputs)
+
+  def end_task(task, state, train_metrics):
+    accuracy, f1 = _evaluate(predictor, encoded, state.clients, task)
     mean_acc = np.mean([row[-1] for row in accuracy])
-    log(f'{encoded.name} {method}: task {task} done in '
-        f'{task_record["seconds"]:.0f} s, loss '
-        f'{task_record["rounds"][-1]["train_loss"]:.3f}, accuracy on it '
+    log(f'{encoded.name} {method}: task {task} done, loss '
+        f'{float(train_metrics["train_loss"]):.3f}, accuracy on it '
         f'{100 * mean_acc:.1f}')
-    progress.append(task_record)
-    training_lib.run_sync(manager.save((state, clients), version=task + 1))
-    training_lib.write_json(os.path.join(directory, PROGRESS_FILE), progress)
-    seconds += task_record['seconds']
-  results = summarize(progress, config, seconds=seconds)
+    return {'accuracy': accuracy, 'macro_f1': f1}
+
+  def client_data(round_num, client_ids):
+    task, r = divmod(round_num - 1, rounds_per_task)
+    return [_client_dataset(encoded.clients[c][task],
+                            batch_size=training.batch_size,
+                            epochs=training.local_epochs,
+                            seed=training.seed * 1_000_003 + task * 1000
+                            + r * 10 + c)
+            for c in client_ids]
+
+  run = training_lib.run_training(
+      process, client_data_fn=client_data, num_clients=config.num_clients,
+      config=training_lib.LoopConfig(
+          rounds=config.tasks_per_client * rounds_per_task,
+          checkpoint_every=rounds_per_task),
+      output_dir=directory, description=f'{encoded.name} {method}',
+      tasks=training_lib.TaskSchedule(rounds_per_task=rounds_per_task,
+                                      start_task=start_task,
+                                      end_task=end_task))
+  if run.resumed_from:
+    log(f'{encoded.name} {method}: resumed after round {run.resumed_from}')
+  tasks = _task_records(run.records, rounds_per_task)
+  results = summarize(tasks, config,
+                      seconds=sum(t['seconds'] for t in tasks))
   results.update(dataset=encoded.name, method=method,
                  truncated_documents=encoded.truncated_documents)
   training_lib.write_json(os.path.join(directory, RESULTS_FILE), results)
@@ -411,7 +420,7 @@ def results_matrix(values: Sequence[Any]) -> np.ndarray:
 
 def summarize(progress: Sequence[Mapping[str, Any]], config: fcl.FclConfig,
               *, seconds: float) -> dict[str, Any]:
-  """A run's results from its per-task records."""
+  """A run's results from its per-task records (`_task_records`)."""
   c, t = config.num_clients, config.tasks_per_client
   accuracy = _matrix([p['accuracy'] for p in progress], c, t)
   f1 = _matrix([p['macro_f1'] for p in progress], c, t)

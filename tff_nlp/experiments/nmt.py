@@ -48,6 +48,7 @@ from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import dynamic_pulling
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.metrics import bleu
 from tff_nlp.metrics import nmt_report
 from tff_nlp.models import seq2seq
@@ -67,7 +68,7 @@ DEV_PLOT_FILE = 'dev_bleu.png'
 DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
 SERVER = 'server'
-_MODES = tuple(m.value for m in dynamic_pulling.Mode)
+_MODES = tuple(m.value for m in tensor_selection.Mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,7 @@ class EngineSpec:
     kind: One of `ENGINE_KINDS`.
     domain: The domain of a `single` engine.
     mode: The dynamic-pulling mode of a `federated` engine
-      (`dynamic_pulling.Mode`).
+      (`tensor_selection.Mode`).
     rounds: Federated rounds.
     change_norm: How a federated engine's clients measure a tensor's
       change: 'l2' (the paper) or 'rms' (per parameter); see

@@ -306,7 +306,7 @@ def build_federated_process(
     training: Client optimizer, learning rate and, for the `controllers`
       mode, the layers it exchanges.
     num_clients: The domains.
-    mode: A `dynamic_pulling.Mode` value: which tensors a client sends.
+    mode: A `tensor_selection.Mode` value: which tensors a client sends.
     change_norm: One of `dynamic_pulling.CHANGE_NORMS`.
 
   Returns:

@@ -16,6 +16,12 @@ round and, in `output_dir`:
 *   shows a progress bar (round, elapsed time, ETA, latest loss) when stderr
     is a terminal.
 
+A process with stateful clients runs in a
+`tff_nlp.algorithms.stateful_clients.SimulationProcess`, whose state holds
+the clients' states; a continual-learning run (`TaskSchedule`) also starts
+and ends its tasks in the loop: every `rounds_per_task` rounds, with their
+records in the round's.
+
 Running the same call again after the process died resumes after the latest
 checkpoint. Rounds between that checkpoint and the death are run again and
 their records replaced, so `metrics.csv` and `metrics.jsonl` hold each round
@@ -69,6 +75,37 @@ TENSORBOARD_DIR = 'tensorboard'
 ClientDataFn = Callable[[int, Sequence[int]], list[Any]]
 # Maps global model weights to named evaluation metrics.
 EvaluateFn = Callable[[tff.learning.models.ModelWeights], Mapping[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSchedule:
+  """The task boundaries of a continual-learning run.
+
+  Round r (1-based) is a round of task `(r - 1) // rounds_per_task`. Before
+  a task's first round the loop calls `start_task(task, state)`, which
+  returns the new state and metrics; after its last, `end_task(task, state,
+  train_metrics)` (the last round's metrics), which returns metrics (e.g.
+  every client's accuracy on the tasks it has learned). Each round's record
+  holds its `task`, and at the boundaries `task_start` / `task_end` with
+  their wall times `task_start_seconds` / `task_end_seconds`. The state a
+  checkpoint holds is the round's, so a resumed run starts a task anew only
+  when the checkpoint ended the previous one.
+
+  Attributes:
+    rounds_per_task: Rounds of every task.
+    start_task: `(task, state) -> (state, metrics)`.
+    end_task: `(task, state, train_metrics) -> metrics`.
+  """
+
+  rounds_per_task: int
+  start_task: Callable[[int, Any], tuple[Any, Mapping[str, Any]]]
+  end_task: Callable[[int, Any, Any], Mapping[str, Any]]
+
+  def __post_init__(self):
+    if (not isinstance(self.rounds_per_task, (int, np.integer))
+        or self.rounds_per_task < 1):
+      raise ValueError('rounds_per_task must be an integer >= 1, got '
+                       f'{self.rounds_per_task!r}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,10 +211,6 @@ def _run_on_private_loop(coroutine):
     loop.close()
 
 
-# Public name for other run loops (e.g. `experiments.fcl`'s task loop).
-run_sync = _run_sync
-
-
 async def _gather(*coroutines):
   return await asyncio.gather(*coroutines)
 
@@ -269,6 +302,7 @@ def run_training(
     tensorboard_dir: Optional[str] = None,
     description: Optional[str] = None,
     initial_model_weights: Optional[tff.learning.models.ModelWeights] = None,
+    tasks: Optional[TaskSchedule] = None,
 ) -> TrainingRun:
   """Trains `process` for `config.rounds` rounds, resuming if checkpointed.
 
@@ -278,11 +312,9 @@ def run_training(
   Args:
     process: The learning process. With an `algorithms.FLProcess`, the
       simulation-only per-client outputs are recorded in `metrics.jsonl`.
-      Or an object with the same `initialize`, `next`, `get_model_weights`
-      and `set_model_weights` whose `next` is Python around a federated
-      round named `round_computation` (e.g.
-      `algorithms.dynamic_pulling.SimulationProcess`, which keeps clients'
-      states in the loop's state).
+      Or an `algorithms.stateful_clients.SimulationProcess`, which keeps
+      clients' states in the loop's state (its `next` is Python around the
+      federated round `round_computation_for(state)`).
     client_data_fn: `(round_num, client_ids) -> [client data]`. For exact
       resumption it must depend only on its arguments (e.g. seed the example
       order with `(seed, round_num, client_id)`).
@@ -298,6 +330,7 @@ def run_training(
     initial_model_weights: Global model weights to start from (e.g. a
       pre-trained model) instead of the process's initial ones; ignored when
       resuming from a checkpoint.
+    tasks: The task boundaries of a continual-learning run, if any.
 
   Returns:
     A `TrainingRun` with the final state and every round's record.
@@ -335,7 +368,9 @@ def run_training(
   template = process.initialize()
   state, resumed_from = _load_latest_checkpoint(
       state_manager, checkpoint_dir, template, config.rounds)
-  if state is None:
+  if state is not None:
+    logging.info('%s: resuming after round %d.', output_dir, resumed_from)
+  else:
     state = template
     if initial_model_weights is not None:
       state = process.set_model_weights(state, initial_model_weights)
@@ -344,10 +379,20 @@ def run_training(
     _run_sync(state_manager.save(state, 0))
 
   with_client_outputs = isinstance(process, fl_process_lib.FLProcess)
-  # A process whose `next` is Python around a federated round (e.g.
-  # `dynamic_pulling.SimulationProcess`) names that round.
-  traffic = communication_lib.round_communication(
-      getattr(process, 'round_computation', process.next))
+  # By round computation: a process with stateful clients can run another
+  # one in another task (FCL's first task also trains the embedding).
+  traffics = {}
+
+  def traffic_of(state):
+    # A process whose `next` is Python around a federated round (a
+    # `stateful_clients.SimulationProcess`) names that round.
+    computation = (process.round_computation_for(state)
+                   if hasattr(process, 'round_computation_for')
+                   else process.next)
+    if id(computation) not in traffics:
+      traffics[id(computation)] = (
+          computation, communication_lib.round_communication(computation))
+    return traffics[id(computation)][1]
   progress = _Progress(
       enabled=sys.stderr.isatty() if config.progress is None
       else config.progress,
@@ -357,6 +402,16 @@ def run_training(
       client_ids = sample_clients(num_clients, config.clients_per_round,
                                   seed=config.seed, round_num=round_num)
       client_data = client_data_fn(round_num, client_ids)
+      task_record = {}
+      if tasks is not None:
+        task, task_round = divmod(round_num - 1, tasks.rounds_per_task)
+        task_record['task'] = task
+        if task_round == 0:
+          task_start = time.perf_counter()
+          state, task_record['task_start'] = tasks.start_task(task, state)
+          task_record['task_start_seconds'] = (time.perf_counter()
+                                               - task_start)
+      traffic = traffic_of(state)
       start = time.perf_counter()
       if with_client_outputs:
         result = process.next_with_client_outputs(state, client_data)
@@ -369,7 +424,13 @@ def run_training(
                 'communication': traffic.round_metrics(
                     num_clients=len(client_ids),
                     rows_received=_find_metric(output.metrics,
-                                               ROWS_RECEIVED_METRIC))}
+                                               ROWS_RECEIVED_METRIC)),
+                **task_record}
+      if tasks is not None and round_num % tasks.rounds_per_task == 0:
+        task_end = time.perf_counter()
+        record['task_end'] = tasks.end_task(task_record['task'], state,
+                                            output.metrics)
+        record['task_end_seconds'] = time.perf_counter() - task_end
       is_last = round_num == config.rounds
       if evaluate_fn is not None and (is_last or (
           config.eval_every and round_num % config.eval_every == 0)):

@@ -1,0 +1,117 @@
+"""`build_fcl_process`: the computations of a federated continual-learning
+method (see the `fcl` package docstring)."""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp.algorithms.fcl import common
+from tff_nlp.algorithms.fcl import core
+from tff_nlp.algorithms.fcl import rounds
+from tff_nlp.algorithms.fcl import task_start
+from tff_nlp.models import fcl_cnn
+
+
+def build_fcl_process(config: core.FclConfig, spec: fcl_cnn.FclCnnSpec
+                      ) -> core.FclProcess:
+  """Builds the computations of `config.method` for `spec`'s model.
+
+  Args:
+    config: The method and its hyperparameters.
+    spec: The model, from `model_spec(config, ...)`.
+
+  Returns:
+    An `FclProcess`; the round computations take each client's training
+    data as a dataset of `(token_ids int32 [B, L], labels int32 [B])`
+    batches (`batch_spec`).
+
+  Raises:
+    ValueError: If `spec` is not the model of `config`'s method.
+  """
+  if (spec.architecture, spec.kb_size, spec.num_tasks) != (
+      config.architecture, config.kb_size, config.tasks_per_client):
+    raise ValueError(
+        f'spec (architecture {spec.architecture!r}, kb_size {spec.kb_size}, '
+        f'num_tasks {spec.num_tasks}) is not the model of method '
+        f'{config.method!r} (architecture {config.architecture!r}, kb_size '
+        f'{config.kb_size}, num_tasks {config.tasks_per_client}); build it '
+        'with model_spec(config, ...).')
+  num_clients, num_tasks = config.num_clients, config.tasks_per_client
+  num_slots = config.num_slots
+  optimizer = tff.learning.optimizers.build_adam(config.learning_rate)
+  trainable = common.trainable_keys(spec)
+  shared = fcl_cnn.shared_keys(spec)
+  adaptive = fcl_cnn.adaptive_keys(spec)
+  kb = fcl_cnn.kb_keys(spec)
+  attention = fcl_cnn.attention_keys(spec)
+  widths = spec.filter_widths
+  sit_rows = config.sit_max_vectors if config.uses_sit else 1
+  sit_dim = spec.embedding_dim if config.uses_sit else 1
+  kb_size = config.kb_size
+
+  def new_model():
+    return fcl_cnn.FclTextCnn(spec)
+
+  with tf.Graph().as_default():
+    shapes = {k: tuple(v.shape) for k, v in new_model().weight_dict().items()}
+  bank_shapes = [shapes[f'conv{w}/base'] for w in widths]
+  adaptive_bytes = (sum(common.num_bytes(s) for s in bank_shapes) if adaptive
+                    else 0)
+  embedding_bytes = common.num_bytes(shapes['embedding'])
+
+  # ---- initial values ----------------------------------------------------
+
+  @tff.tensorflow.computation
+  def initial_server_state():
+    weights = new_model().weight_dict()
+    return core.ServerState(
+        shared=collections.OrderedDict(
+            (k, tf.identity(weights[k])) for k in shared),
+        adaptive_store=[tf.zeros((num_slots,) + s) for s in bank_shapes]
+        if adaptive else [],
+        stored=tf.zeros([num_slots], tf.bool),
+        representations=tf.zeros([num_slots, sit_rows, sit_dim]),
+        representation_counts=tf.zeros([num_slots], tf.int32),
+        task=tf.constant(-1, tf.int32),
+        round_num=tf.constant(0, tf.int32))
+
+  server_type = initial_server_state.type_signature.result
+  shared_type = server_type.shared
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(initial_server_state, tff.SERVER)
+
+  @tff.tensorflow.computation(server_type, np.int32)
+  def initial_client_state(server_state, client_id):
+    weights = collections.OrderedDict(
+        (k, tf.identity(server_state.shared[k]) if k in shared
+         else tf.identity(v))
+        for k, v in new_model().weight_dict().items())
+    snapshots = ([tf.zeros((num_tasks,) + s) for s in bank_shapes]
+                 if spec.decomposed else [])
+    return core.ClientState(
+        client_id=client_id, weights=weights, snapshots=snapshots,
+        optimizer=common.initial_optimizer_state(optimizer, weights, trainable),
+        task=tf.constant(-1, tf.int32))
+
+  client_type = initial_client_state.type_signature.result
+  ctx = common.BuildContext(
+      config=config, spec=spec, optimizer=optimizer, trainable=trainable,
+      shared=shared, adaptive=adaptive, kb=kb, attention=attention,
+      widths=widths, sit_rows=sit_rows, sit_dim=sit_dim, kb_size=kb_size,
+      num_clients=num_clients, num_tasks=num_tasks, num_slots=num_slots,
+      new_model=new_model, shapes=shapes, bank_shapes=bank_shapes,
+      adaptive_bytes=adaptive_bytes, embedding_bytes=embedding_bytes,
+      server_type=server_type, shared_type=shared_type,
+      client_type=client_type)
+
+  return core.FclProcess(
+      config=config, spec=spec, initialize=initialize,
+      initial_client_state=initial_client_state,
+      start_task=task_start.build_start_task(ctx),
+      next_first_task=rounds.build_round(ctx, train_embedding=True),
+      next=rounds.build_round(ctx, train_embedding=False))
+

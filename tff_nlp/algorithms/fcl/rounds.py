@@ -1,0 +1,250 @@
+"""The rounds of an `FclProcess`: local training, averaging, the A store.
+
+See the `fcl` package docstring for what a round does and its type
+signature.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_nlp.algorithms import batch_loop
+from tff_nlp.algorithms import optimizers as optimizers_lib
+from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms.fcl import common
+from tff_nlp.algorithms.fcl import core
+from tff_nlp.models import dropout_seeds
+from tff_nlp.models import fcl_cnn
+
+
+def build_round(ctx: common.BuildContext,
+                train_embedding: bool) -> tff.Computation:
+  """A round computation of the process `ctx` describes.
+
+  Args:
+    ctx: The process's build context.
+    train_embedding: Whether the word embedding is trained and shared (the
+      first task's rounds, `next_first_task`) or frozen (`next`).
+
+  Returns:
+    The round, `<S@SERVER, {D}@CLIENTS, {C}@CLIENTS> ->
+    RoundOutput<state=S@SERVER, client_states={C}@CLIENTS, metrics=M@SERVER>`.
+  """
+  config, spec, optimizer = ctx.config, ctx.spec, ctx.optimizer
+  trainable, shared, adaptive = ctx.trainable, ctx.shared, ctx.adaptive
+  num_tasks = ctx.num_tasks
+  num_slots, new_model, shapes = ctx.num_slots, ctx.new_model, ctx.shapes
+  adaptive_bytes, server_type = ctx.adaptive_bytes, ctx.server_type
+  shared_type, client_type = ctx.shared_type, ctx.client_type
+  batch_type = tff.SequenceType(
+      (tff.TensorType(np.int32, [None, spec.max_length]),
+       tff.TensorType(np.int32, [None])))
+  round_shared = shared if train_embedding else tuple(
+      k for k in shared if k != 'embedding')
+  sent_shared = round_shared if config.federated else ()
+  round_shared_type = tff.StructWithPythonType(
+      [(k, shared_type[k]) for k in round_shared], collections.OrderedDict)
+  shared_bytes = sum(common.num_bytes(shapes[k]) for k in sent_shared)
+
+  @tff.tensorflow.computation(server_type)
+  def broadcast_part(state):
+    return collections.OrderedDict((k, state.shared[k])
+                                   for k in round_shared)
+
+  @tff.tensorflow.computation(client_type)
+  def own_part(client):
+    return collections.OrderedDict((k, client.weights[k])
+                                   for k in round_shared)
+
+  @tf.function
+  def train(model, variables, client, start_shared, dataset):
+    start = collections.OrderedDict(client.weights)
+    start.update(start_shared)
+    for key, variable in variables.items():
+      variable.assign(start[key])
+    train_vars = [variables[k] for k in trainable]
+    task = client.task
+    frozen = () if train_embedding else ('embedding',)
+
+    # Keys the dropout masks (see `dropout_seeds`): a resumed or repeated
+    # run draws the same masks for the same start, task, batch and step.
+    round_key = dropout_seeds.fingerprint((start, client.client_id, task))
+
+    def train_on_batch(loop_state, batch):
+      stats, carried = loop_state
+      token_ids, labels = batch
+      # Examples seen so far number the step: batches are never empty.
+      step_key = dropout_seeds.fingerprint(
+          (round_key, batch, stats['num_examples']))
+      with tf.GradientTape() as tape, dropout_seeds.step_seed(step_key):
+        logits = model((token_ids, task), training=True)
+        cross_entropy = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        loss = cross_entropy + fcl_cnn.regularization(
+            model, task, client.snapshots, sparsity=config.sparsity,
+            drift=config.drift, weight_decay=config.weight_decay,
+            is_first_task=tf.equal(task, 0))
+        if config.method == 'fedprox':
+          loss += 0.5 * config.proximal_strength * tf.add_n([
+              tf.reduce_sum(tf.square(variables[k] - start_shared[k]))
+              for k in round_shared])
+      gradients = tape.gradient(loss, train_vars)
+      gradients = [
+          tf.zeros_like(v) if g is None or k in frozen
+          else tf.convert_to_tensor(g)
+          for k, v, g in zip(trainable, train_vars, gradients)]
+      new_state, new_values = optimizer.next(
+          carried, tuple(tf.identity(v) for v in train_vars),
+          tuple(gradients))
+      for variable, value in zip(train_vars, new_values):
+        variable.assign(value)
+      new_state = optimizers_lib.match_dtypes(carried, new_state)
+      batch_size = tf.cast(tf.shape(labels)[0], tf.float32)
+      stats = collections.OrderedDict(
+          num_examples=stats['num_examples'] + batch_size,
+          loss_sum=stats['loss_sum'] + cross_entropy * batch_size,
+          finite=tf.logical_and(stats['finite'],
+                                tf.math.is_finite(loss)))
+      return stats, new_state
+
+    initial = (collections.OrderedDict(
+        num_examples=tf.constant(0.0), loss_sum=tf.constant(0.0),
+        finite=tf.constant(True)), common.as_loop_state(client.optimizer))
+    stats, optimizer_state = batch_loop.for_each_batch(
+        dataset, initial, train_on_batch)
+    trained = collections.OrderedDict(
+        (k, tf.identity(v)) for k, v in variables.items())
+    finite = tf.logical_and(stats['finite'], tf.reduce_all(
+        [tf.reduce_all(tf.math.is_finite(v)) for v in trained.values()]))
+    valid = tf.logical_and(finite, stats['num_examples'] > 0.0)
+    # A rejected client keeps its state and sends weight 0 and zeros
+    # (0·NaN would still poison a weighted sum).
+    weights = tf.nest.map_structure(
+        lambda new, old: tf.where(valid, new, old), trained, start)
+    optimizer_state = tf.nest.map_structure(
+        lambda new, old: tf.where(valid, new, old), optimizer_state,
+        common.as_loop_state(client.optimizer))
+    size = tf.where(valid, stats['num_examples'] / config.local_epochs,
+                    0.0)
+    aggregand = collections.OrderedDict(
+        weighted=collections.OrderedDict(
+            (k, size * weights[k]) for k in sent_shared),
+        weight=size)
+    upload = collections.OrderedDict(
+        slots=tf.reshape(client.client_id * num_tasks + task, [1]),
+        sent=tf.reshape(valid, [1]),
+        values=[fcl_cnn.prune(weights[k][task], config.sparsity)[None]
+                for k in adaptive])
+    nonzero = tf.add_n([tf.math.count_nonzero(v, dtype=tf.int64)
+                        for v in upload['values']]) if adaptive else (
+                            tf.constant(0, tf.int64))
+    sent = tf.cast(valid, tf.int64)
+    round_stats = collections.OrderedDict(
+        num_clients=tf.constant(1, tf.int64),
+        num_examples=tf.cast(stats['num_examples'], tf.float64),
+        loss_sum=tf.where(valid, tf.cast(stats['loss_sum'], tf.float64),
+                          0.0),
+        # The examples behind loss_sum (a rejected client's loss is left
+        # out of both).
+        valid_examples=tf.where(
+            valid, tf.cast(stats['num_examples'], tf.float64), 0.0),
+        non_finite_clients=tf.cast(tf.logical_not(finite), tf.int64),
+        bytes_down=tf.constant(shared_bytes, tf.int64),
+        bytes_up=sent * (shared_bytes + adaptive_bytes),
+        bytes_up_by_part=collections.OrderedDict(
+            shared_weights=sent * shared_bytes,
+            adaptive=sent * adaptive_bytes),
+        adaptive_nonzero=sent * nonzero)
+    new_client = core.ClientState(
+        client_id=client.client_id, weights=weights,
+        snapshots=client.snapshots, optimizer=optimizer_state, task=task)
+    return collections.OrderedDict(
+        client=new_client, aggregand=aggregand, upload=upload,
+        stats=round_stats)
+
+  @tff.tensorflow.computation(client_type, round_shared_type, batch_type)
+  def client_train(client, start_shared, dataset):
+    model = new_model()
+    variables = model.weight_dict()
+    # A tf.function orders the variable reads after the training loop's
+    # assignments (automatic control dependencies).
+    return train(model, variables, client, start_shared, dataset)
+
+
+  result_type = client_train.type_signature.result
+  adaptive_aggregation = (common.slot_aggregation(result_type['upload'],
+                                            num_slots)
+                          if adaptive else None)
+
+  store_type = (adaptive_aggregation[0].type_signature.result
+                if adaptive else tff.StructType([]))
+
+  @tff.tensorflow.computation(server_type, result_type['aggregand'],
+                              store_type)
+  def server_update(state, sums, received):
+    new_shared = collections.OrderedDict(state.shared)
+    for key in sent_shared:
+      new_shared[key] = tf.where(
+          sums['weight'] > 0.0,
+          tf.math.divide_no_nan(sums['weighted'][key], sums['weight']),
+          state.shared[key])
+    store, stored = state.adaptive_store, state.stored
+    if adaptive:
+      got = received['received']
+      store = [tf.where(got[:, None, None, None], new, old)
+               for new, old in zip(received['values'], store)]
+      stored = tf.logical_or(stored, got)
+    return state._replace(shared=new_shared, adaptive_store=store,
+                          stored=stored, round_num=state.round_num + 1)
+
+  @tff.tensorflow.computation(result_type['stats'])
+  def round_metrics(stats):
+    n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
+    return collections.OrderedDict(
+        train_loss=tf.math.divide_no_nan(stats['loss_sum'],
+                                         stats['valid_examples']),
+        num_examples=stats['num_examples'],
+        non_finite_clients=stats['non_finite_clients'],
+        bytes_down_per_client=tf.cast(stats['bytes_down'], tf.float64) / n,
+        bytes_up_per_client=tf.cast(stats['bytes_up'], tf.float64) / n,
+        adaptive_nonzero_per_client=tf.cast(stats['adaptive_nonzero'],
+                                            tf.float64) / n,
+        # Down, a round sends only the shared weights (bytes_down).
+        bytes_up_by_part_per_client=common.per_client(
+            stats['bytes_up_by_part'], n))
+
+  @tff.tensorflow.computation
+  def no_store():
+    return collections.OrderedDict()
+
+  @tff.federated_computation(
+      tff.FederatedType(server_type, tff.SERVER),
+      tff.FederatedType(batch_type, tff.CLIENTS),
+      tff.FederatedType(client_type, tff.CLIENTS))
+  def next_fn(state, client_data, client_states):
+    if config.federated:
+      start_shared = tff.federated_broadcast(
+          tff.federated_map(broadcast_part, state))
+    else:
+      start_shared = tff.federated_map(own_part, client_states)
+    results = tff.federated_map(
+        client_train, (client_states, start_shared, client_data))
+    sums = tff.federated_sum(results.aggregand)
+    if adaptive:
+      zero, accumulate, merge, report = adaptive_aggregation
+      received = tff.federated_aggregate(
+          results.upload, zero(), accumulate, merge,
+          report)
+    else:
+      received = tff.federated_eval(no_store, tff.SERVER)
+    new_state = tff.federated_map(server_update, (state, sums, received))
+    metrics = tff.federated_map(
+        round_metrics,
+        tff.federated_sum(results.stats))
+    return stateful_clients.RoundOutput(
+        state=new_state, client_states=results.client, metrics=metrics)
+
+  return next_fn
+

@@ -1,0 +1,149 @@
+"""Which tensors a dynamic-pulling client sends: the selection rules.
+
+Step 4 of `dynamic_pulling` (Passban et al., NAACL 2022; restated in
+../shared/docs/dynamic_pulling.md). The model's trainable tensors t = 1..T
+are in groups (`tensor_groups`); d_t is tensor t's change norm this round.
+
+The mask m of tensors to send, per mode (`Mode`); n_g is the number of
+tensors of group g, and every rule is applied within each group
+separately:
+
+*   default: all tensors (FedAvg weighted by n_k).
+*   dp_g: d_t >= θ_g, θ_g the median of the group's norms.
+*   dp_l: d_t < θ_g.
+*   random: as many tensors per group as dp_l, chosen uniformly at random
+    with the client's stateless `seed`: the tensors with the smallest
+    priorities u = tf.random.stateless_uniform([T], seed) within the
+    group. The same seed gives the same choice.
+*   dp_l_33: the stricter "both directions, 33%" variant: d_t below the
+    group's 1/3 quantile, and a restricted push (`dynamic_pulling.Push`).
+*   controllers: the caller's fixed mask `exchanged` (e.g. the tensors of
+    encoder and decoder layers 0 and 3, `seq2seq_layout.controller_mask`).
+
+Quantiles interpolate linearly between order statistics (numpy's default;
+the median of an even count is the mean of the middle two). With
+distinct norms, "d < q-quantile" selects exactly the k_g(q) =
+ceil(q·(n_g - 1)) smallest norms: dp_l sends floor(n_g/2) tensors, dp_g
+the other ceil(n_g/2) (so with an odd count dp_g sends the median tensor
+and dp_l does not), dp_l_33 ceil((n_g - 1)/3) (12 of 36, 1 of 2 or 3 or 4,
+0 of 1) and random floor(n_g/2). Ties are broken by rank: tensors are
+ordered by (d, tensor index) and the first k_g are "below", so the counts
+are always these, dp_g and dp_l are complements, and equal norms go to
+the lower tensor index first.
+"""
+
+import collections
+from collections.abc import Sequence
+import enum
+from typing import Optional, Union
+
+import tensorflow as tf
+
+from tff_nlp.algorithms import weighting as weighting_lib
+
+
+class Mode(enum.Enum):
+  """Which tensors a client sends (module docstring)."""
+
+  DEFAULT = 'default'
+  DP_G = 'dp_g'
+  DP_L = 'dp_l'
+  RANDOM = 'random'
+  DP_L_33 = 'dp_l_33'
+  CONTROLLERS = 'controllers'
+
+
+# Fraction q of a group's "below the q-quantile" rule, as (numerator,
+# denominator) for integer arithmetic.
+_QUANTILES = {
+    Mode.DP_G: (1, 2),
+    Mode.DP_L: (1, 2),
+    Mode.RANDOM: (1, 2),
+    Mode.DP_L_33: (1, 3),
+}
+
+
+def num_below(num_tensors: int, mode: Union[str, Mode]) -> int:
+  """k_g: how many of a group's tensors are "below" the mode's quantile.
+
+  Args:
+    num_tensors: n_g, the tensors of the group.
+    mode: dp_g, dp_l, random or dp_l_33.
+
+  Returns:
+    ceil(q·(n_g - 1)), q = 1/2 or 1/3. dp_l, random and dp_l_33 send k_g
+    tensors, dp_g sends n_g - k_g.
+  """
+  mode = weighting_lib.parse_option(mode, Mode, 'mode')
+  numerator, denominator = _QUANTILES[mode]
+  return max(0, -(-(num_tensors - 1) * numerator // denominator))
+
+
+def _ranks(values: tf.Tensor) -> tf.Tensor:
+  """int32 rank of each value when ordered by (value, index)."""
+  index = tf.range(tf.size(values))
+  before = tf.logical_or(
+      values[None, :] < values[:, None],
+      tf.logical_and(
+          tf.equal(values[None, :], values[:, None]),
+          index[None, :] < index[:, None],
+      ),
+  )
+  return tf.reduce_sum(tf.cast(before, tf.int32), axis=1)
+
+
+def group_indices(tensor_groups: Sequence[str]) -> dict[str, list[int]]:
+  """Group name -> tensor indices, groups in order of first appearance."""
+  groups = collections.OrderedDict()
+  for index, group in enumerate(tensor_groups):
+    groups.setdefault(group, []).append(index)
+  return groups
+
+
+def select_tensors(
+    norms: tf.Tensor,
+    seed: tf.Tensor,
+    *,
+    mode: Union[str, Mode],
+    tensor_groups: Sequence[str],
+    exchanged: Optional[Sequence[bool]] = None,
+) -> tf.Tensor:
+  """The mask m of tensors a client sends (module docstring, step 4).
+
+  Args:
+    norms: float32[T], the change norms d_t.
+    seed: int64[2], the stateless seed of `random` (unused otherwise).
+    mode: A `Mode` or its name.
+    tensor_groups: T group names.
+    exchanged: T bools, the mask of `controllers`.
+
+  Returns:
+    bool[T].
+
+  Raises:
+    ValueError: For 'controllers' without `exchanged` of T entries.
+  """
+  mode = weighting_lib.parse_option(mode, Mode, 'mode')
+  num_tensors = len(tensor_groups)
+  if mode is Mode.DEFAULT:
+    return tf.ones([num_tensors], tf.bool)
+  if mode is Mode.CONTROLLERS:
+    if exchanged is None or len(exchanged) != num_tensors:
+      raise ValueError(f'controllers needs exchanged with {num_tensors} '
+                       f'entries, got {exchanged!r}.')
+    return tf.constant([bool(e) for e in exchanged], tf.bool)
+  if mode is Mode.RANDOM:
+    keys = tf.random.stateless_uniform(
+        [num_tensors], seed=tf.cast(seed, tf.int64), dtype=tf.float32
+    )
+  else:
+    keys = tf.cast(norms, tf.float32)
+  mask = [None] * num_tensors
+  for indices in group_indices(tensor_groups).values():
+    k = num_below(len(indices), mode)
+    ranks = _ranks(tf.gather(keys, indices))
+    below = ranks < k
+    chosen = tf.logical_not(below) if mode is Mode.DP_G else below
+    for position, index in enumerate(indices):
+      mask[index] = chosen[position]
+  return tf.stack(mask)
