@@ -29,6 +29,7 @@ import tensorflow_federated as tff
 
 from tff_nlp import algorithms
 from tff_nlp.algorithms import dynamic_pulling
+from tff_nlp.algorithms import stateful_clients
 from tff_nlp.data import nmt
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_layout
@@ -298,7 +299,7 @@ def centralized_client_data_fn(
 def build_federated_process(
     model: seq2seq.Seq2SeqConfig, training: TrainingConfig, *,
     num_clients: int, mode: str, change_norm: str,
-) -> dynamic_pulling.SimulationProcess:
+) -> stateful_clients.SimulationProcess:
   """Dynamic pulling (`dynamic_pulling.build_simulation_process`).
 
   Args:
