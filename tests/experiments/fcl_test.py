@@ -11,6 +11,7 @@ import tensorflow as tf
 from tff_nlp import errors
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
+from tff_nlp.experiments import fcl_report
 from tff_nlp.training import loop
 
 # Two clients × two tasks of TREC-6 at the smallest size that trains.
@@ -66,7 +67,7 @@ class SummarizeExecutionTest(tf.test.TestCase):
     self.assertEqual(results['accuracy_matrix'],
                      [[[0.8, None], [0.6, 0.9]], [[0.5, None], [0.5, 0.7]]])
     # The matrices survive JSON and come back with NaN above the diagonal.
-    matrix = fcl.results_matrix(
+    matrix = fcl_report.results_matrix(
         json.loads(json.dumps(results))['accuracy_matrix'])
     self.assertTrue(np.isnan(matrix[0, 0, 1]))
 
@@ -143,7 +144,7 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
     results = fcl.run_method(self.encoded, method, data=_DATA,
                              training=_TRAINING, output_dir=output_dir,
                              log=messages.append)
-    matrix = fcl.results_matrix(results['accuracy_matrix'])
+    matrix = fcl_report.results_matrix(results['accuracy_matrix'])
     self.assertEqual(matrix.shape, (2, 2, 2))
     self.assertTrue(np.all((matrix[:, 1] >= 0.0) & (matrix[:, 1] <= 1.0)))
     self.assertEqual(results['non_finite_clients'], 0)
