@@ -8,7 +8,8 @@
 (imported on first use: it imports keras-nlp, which takes seconds).
 `build_dynamic_pulling_process` (module `dynamic_pulling`, its selection
 rules in `tensor_selection`): dynamic pulling with stateful clients (Passban
-et al., NAACL 2022), a `tff.templates.IterativeProcess`.
+et al., NAACL 2022), a `tff.templates.IterativeProcess`;
+`build_simulation_process` wraps it for the training loop.
 `build_fcl_process` (package `fcl`, imported on first use): local, FedAvg,
 FedProx, FedWeIT, FedSeIT and FedSeIT + SIT for federated continual learning.
 `stateful_clients`: the protocol of processes with stateful clients (one
@@ -29,6 +30,7 @@ from tff_nlp.algorithms.client_work import CLIENT_STAT_KEYS
 from tff_nlp.algorithms.client_work import WeightedClientWorkProcess
 from tff_nlp.algorithms import dynamic_pulling
 from tff_nlp.algorithms.dynamic_pulling import build_dynamic_pulling_process
+from tff_nlp.algorithms.dynamic_pulling import build_simulation_process
 from tff_nlp.algorithms.fl_process import Algorithm
 from tff_nlp.algorithms.fl_process import build_fl_process
 from tff_nlp.algorithms.fl_process import default_server_optimizer
