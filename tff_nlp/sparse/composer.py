@@ -256,8 +256,8 @@ def build_split_aggregator(
   clients_value = tff.FederatedType(value_type, tff.CLIENTS)
   if weighted:
     next_fn = tff.federated_computation(
-        next_impl, state_type, clients_value,
-        dense.next.type_signature.parameter[2])
+        lambda state, value, weight: next_impl(state, value, weight),
+        state_type, clients_value, dense.next.type_signature.parameter[2])
   else:
     next_fn = tff.federated_computation(
         lambda state, value: next_impl(state, value), state_type,
