@@ -118,9 +118,9 @@ def compose_partial_model_process(
   state_type = initialize.type_signature.result
 
   @tff.federated_computation(state_type, data_type)
-  def next_fn(state, data):
+  def next_fn(state, client_data):
     weights = state.global_model_weights
-    work = client_work.next(state.client_work, weights, data)
+    work = client_work.next(state.client_work, weights, client_data)
     if model_update_aggregator.is_weighted:
       aggregated = model_update_aggregator.next(
           state.aggregator, work.result.update, work.result.update_weight)
