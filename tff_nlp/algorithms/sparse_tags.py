@@ -55,10 +55,11 @@ def _client_data_type(num_words: int, num_tags: int) -> tff.SequenceType:
 class _SparseParts:
   """The components of the sparse process, composed by `tff_nlp.sparse`."""
 
-  def __init__(self, *, num_words: int, num_tags: int, max_keys: int,
-               client_learning_rate: float, client_epochs: int,
-               server_learning_rate: float,
-               aggregation_factory: tff.aggregators.UnweightedAggregationFactory):
+  def __init__(
+      self, *, num_words: int, num_tags: int, max_keys: int,
+      client_learning_rate: float, client_epochs: int,
+      server_learning_rate: float,
+      aggregation_factory: tff.aggregators.UnweightedAggregationFactory):
     self.table_type = tff.TensorType(np.float32, [num_words, num_tags])
     self.data_type = _client_data_type(num_words, num_tags)
     self.weights_type = tff.types.to_type(tff.learning.models.ModelWeights(
@@ -239,8 +240,9 @@ def build_sparse_tag_process(
       divisor of the default aggregation.
     aggregation_factory: The aggregation of the clients' IndexedSlices
       updates (`<indices=int64[?],values=float32[?,T]>`) into a dense
-      float32[V,T] mean update, e.g. `tff_nlp.sparse.IndexedSlicesClippingFactory`
-      around `IndexedSlicesMeanFactory`; stateful ones keep their state
+      float32[V,T] mean update, e.g.
+      `tff_nlp.sparse.IndexedSlicesClippingFactory` around
+      `IndexedSlicesMeanFactory`; stateful ones keep their state
       between rounds. None: `IndexedSlicesMeanFactory(V, divisor)`.
 
   Returns:

@@ -14,7 +14,7 @@ state.client_work ──▶ client_work(weights@SERVER, data@CLIENTS)
                         │ {<update=U, update_weight>}@CLIENTS
 state.aggregator  ──▶ model_update_aggregator ──▶ model_update_fn
                         │ the finalizer's update @SERVER
-state.finalizer   ──▶ model_finalizer(weights, update) ──▶ new weights
+state.finalizer   ──▶ model_finalizer(weights, update) ──▶ new model
 ```
 
 and each `next` hands the aggregator and the finalizer the states they
