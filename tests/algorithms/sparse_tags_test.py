@@ -291,8 +291,9 @@ class SparseTagTrainingLoopExecutionTest(tf.test.TestCase):
     # Down: 3 rows x 4 float32. Up: 3 int32 keys, 8/3 rows of (int64 id +
     # 4 float32), 8 metric sums of 4 bytes.
     self.assertEqual(record['communication']['bytes_down_per_client'], 48)
-    self.assertAlmostEqual(record['communication']['bytes_up_per_client'],
-                           12 + 8 / 3 * 24 + 32)
+    np.testing.assert_allclose(
+        record['communication']['bytes_up_per_client'], 12 + 8 / 3 * 24 + 32,
+        rtol=1e-6)
 
 
 if __name__ == '__main__':
