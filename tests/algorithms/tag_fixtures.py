@@ -54,11 +54,9 @@ def faulty_dataset(examples, fault):
   return tags.to_dataset(encoded, num_words=V, batch_size=2)
 
 
-def reference_round(table, clients, *, max_keys, divisor, batch_size=2):
-  """A numpy re-implementation of one round (spec steps 1-7)."""
-  total = np.zeros_like(table, np.float64)
-  touches = np.zeros(len(table))
-  contributing = 0
+def reference_client_updates(table, clients, *, max_keys, batch_size=2):
+  """Numpy spec steps 1-5: each client's (keys, initial minus trained rows)."""
+  updates = []
   for examples in clients:
     encoded = tags.encode(examples, VOCAB)
     # 1. Keys: example counts, most frequent first, ties by smaller id.
@@ -81,8 +79,20 @@ def reference_round(table, clients, *, max_keys, divisor, batch_size=2):
       p = 1 / (1 + np.exp(-(x @ weights)))
       # d(mean over [B, T] of sigmoid CE)/dW = x^T (p - y) / (B * T).
       weights = weights - LR * x.T @ (p - y) / y.size
-    # 5.-6. Upload initial minus trained rows; sum at the server.
-    for k, update in zip(keys, start - weights):
+    # 5. Upload initial minus trained rows.
+    updates.append((keys, start - weights))
+  return updates
+
+
+def reference_round(table, clients, *, max_keys, divisor, batch_size=2):
+  """A numpy re-implementation of one round (spec steps 1-7)."""
+  total = np.zeros_like(table, np.float64)
+  touches = np.zeros(len(table))
+  contributing = 0
+  for keys, rows in reference_client_updates(
+      table, clients, max_keys=max_keys, batch_size=batch_size):
+    # 6. Sum at the server.
+    for k, update in zip(keys, rows):
       total[k] += update
       touches[k] += 1
     contributing += bool(keys)
@@ -92,6 +102,13 @@ def reference_round(table, clients, *, max_keys, divisor, batch_size=2):
     mean = total / np.maximum(touches, 1)[:, None]
   # 7. Subtract the mean update (server SGD, learning rate 1).
   return table - mean
+
+
+def as_indexed_slices(keys, rows):
+  """A reference client update as the process uploads it."""
+  return collections.OrderedDict(
+      indices=np.array(keys, np.int64),
+      values=np.array(rows, np.float32).reshape(len(keys), T))
 
 
 def start_table():

@@ -76,11 +76,13 @@ _FL_FLOWS = {
 
 _SPARSE_FLOWS = [
     ('federated_select', 'keys', 'int32[3]'),
-    ('federated_aggregate', 'rows', '<indices=int64[?],values=float32[?,4]>'),
+    # The client work's metric sums come before the aggregator's rows (TFF's
+    # composition order: client work, then aggregator).
     ('federated_sum', 'scalars',
      '<loss_sum=float32,num_examples=int32,finite_examples=int32,'
      'selected_keys=int32,rows_uploaded=int32,truncated_clients=int32,'
      'dropped_tokens=int32,non_finite_clients=int32>'),
+    ('federated_aggregate', 'rows', '<indices=int64[?],values=float32[?,4]>'),
 ]
 _DENSE_FLOWS = _weighted_mean_flows('<float32[13,4]>')
 

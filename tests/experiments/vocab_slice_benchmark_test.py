@@ -8,8 +8,11 @@ test checks which runs happen and the numbers of the report, in seconds.
 
 import json
 import os
+from unittest import mock
 
-import pytest
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
@@ -33,9 +36,8 @@ _RUNS = {
 }
 
 
-@pytest.fixture
-def calls(monkeypatch):
-  calls = []
+def _fake_run_text2sql(calls):
+  """A `run_text2sql` that records its M and writes a run of `_RUNS`."""
 
   def fake_run(*, data_dir, output_dir, data, model, training, loop,
                vocab_slice_keys):
@@ -71,8 +73,7 @@ def calls(monkeypatch):
       json.dump(results, f)
     return results
 
-  monkeypatch.setattr(text2sql, 'run_text2sql', fake_run)
-  return calls
+  return fake_run
 
 
 def _run(output_dir, max_keys=(100,), loop=_LOOP):
@@ -82,48 +83,73 @@ def _run(output_dir, max_keys=(100,), loop=_LOOP):
       loop=loop, command='cmd')
 
 
-def test_runs_dense_and_sliced_once_each_and_reports(tmp_path, calls):
-  report = _run(tmp_path)
-  assert calls == [0, 100]
-  _run(tmp_path)  # Both finished: read back.
-  assert calls == [0, 100]
-  _run(tmp_path, max_keys=(0, 100))  # 0 is the dense run, always there.
-  assert calls == [0, 100]
-
-  dense = report['runs']['0']['summary']
-  sliced = report['runs']['100']['summary']
-  assert report['runs']['0']['run_dir'].startswith('runs/fedavg-uniform-')
-  assert report['runs']['100']['run_dir'].startswith(
-      'runs/fedavg-uniform-vocab_slice_keys100-')
-  # Means over the rounds: up (1000 + 1200) / 2; median seconds (3 + 5) / 2.
-  assert sliced['bytes_up_per_client'] == 1100
-  assert dense['round_seconds'] == 4.0
-  assert dense['rows_per_client'] == 500  # The whole vocabulary.
-  assert sliced['rows_per_client'] == 95  # (90 + 100) / 2
-  assert sliced['ids_to_unk'] == 7
-  assert sliced['dev_token_accuracy'] == pytest.approx(0.6)  # 2/4 + 0.1
-
-  table = (tmp_path / 'vocab_slice.md').read_text()
-  # Down 1 KB of 4 KB = 0.250x, up 1.1 of 4.1 = 0.268x. Tokens: dense
-  # geography 10/20, imdb 20/40: MacroAvg 50, MicroAvg 30/60 = 50; sliced
-  # 12/20 = 60 and 10/40 = 25: MacroAvg 42.5, MicroAvg 22/60 = 36.67. EM:
-  # dense (25 + 0) / 2 = 12.5, sliced 0.
-  assert ('| Dense FedAvg | 500 | 0 | 4.0 | 4.1 | 1.000× | 1.000× | 50.00 | '
-          '50.00 | 12.50 | 50.00 | 4.0 |') in table
-  assert ('| Sliced, M = 100 | 95 | 7 | 1.0 | 1.1 | 0.250× | 0.268× | '
-          '42.50 | 36.67 | 0.00 | 60.00 | 2.0 |') in table
-  tokens = table.split('Test token accuracy')[1].split('Test exact match')[0]
-  assert ('| Sliced, M = 100 − dense (points) | – | – | +10.00 | – | – | – | '
-          '-25.00 | – | -7.50 | -13.33 |') in tokens
-  assert '| 100 | – | – | 90 of 90 | – | – | – | 100 of 130 (7 → UNK) | – |' \
-      in table
-  assert (tmp_path / 'vocab_slice_dev_token_accuracy.png').stat().st_size > 0
-  assert json.loads((tmp_path / 'vocab_slice.json').read_text())[
-      'command'] == 'cmd'
+def _read(path):
+  with open(path) as f:
+    return f.read()
 
 
-@pytest.mark.parametrize('max_keys', [(100, 100), (-1,)])
-def test_refuses_repeated_or_negative_m(tmp_path, calls, max_keys):
-  with pytest.raises(errors.InputError, match='--vocab_slice_keys'):
-    _run(tmp_path, max_keys=max_keys)
-  assert not calls
+class VocabSliceBenchmarkExecutionTest(tf.test.TestCase,
+                                       parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.calls = []
+    patcher = mock.patch.object(text2sql, 'run_text2sql',
+                                _fake_run_text2sql(self.calls))
+    patcher.start()
+    self.addCleanup(patcher.stop)
+
+  def test_runs_dense_and_sliced_once_each_and_reports(self):
+    tmp_path = self.create_tempdir().full_path
+    calls = self.calls
+    report = _run(tmp_path)
+    self.assertEqual(calls, [0, 100])
+    _run(tmp_path)  # Both finished: read back.
+    self.assertEqual(calls, [0, 100])
+    _run(tmp_path, max_keys=(0, 100))  # 0 is the dense run, always there.
+    self.assertEqual(calls, [0, 100])
+
+    dense = report['runs']['0']['summary']
+    sliced = report['runs']['100']['summary']
+    self.assertStartsWith(report['runs']['0']['run_dir'],
+                          'runs/fedavg-uniform-')
+    self.assertStartsWith(report['runs']['100']['run_dir'],
+                          'runs/fedavg-uniform-vocab_slice_keys100-')
+    # Means over the rounds: up (1000 + 1200) / 2; median seconds (3 + 5) / 2.
+    self.assertEqual(sliced['bytes_up_per_client'], 1100)
+    self.assertEqual(dense['round_seconds'], 4.0)
+    self.assertEqual(dense['rows_per_client'], 500)  # The whole vocabulary.
+    self.assertEqual(sliced['rows_per_client'], 95)  # (90 + 100) / 2
+    self.assertEqual(sliced['ids_to_unk'], 7)
+    # 2/4 + 0.1
+    np.testing.assert_allclose(sliced['dev_token_accuracy'], 0.6, rtol=1e-6)
+
+    table = _read(os.path.join(tmp_path, 'vocab_slice.md'))
+    # Down 1 KB of 4 KB = 0.250x, up 1.1 of 4.1 = 0.268x. Tokens: dense
+    # geography 10/20, imdb 20/40: MacroAvg 50, MicroAvg 30/60 = 50; sliced
+    # 12/20 = 60 and 10/40 = 25: MacroAvg 42.5, MicroAvg 22/60 = 36.67. EM:
+    # dense (25 + 0) / 2 = 12.5, sliced 0.
+    self.assertIn('| Dense FedAvg | 500 | 0 | 4.0 | 4.1 | 1.000× | 1.000× | '
+                  '50.00 | 50.00 | 12.50 | 50.00 | 4.0 |', table)
+    self.assertIn('| Sliced, M = 100 | 95 | 7 | 1.0 | 1.1 | 0.250× | 0.268× | '
+                  '42.50 | 36.67 | 0.00 | 60.00 | 2.0 |', table)
+    tokens = table.split('Test token accuracy')[1].split('Test exact match')[0]
+    self.assertIn('| Sliced, M = 100 − dense (points) | – | – | +10.00 | – | '
+                  '– | – | -25.00 | – | -7.50 | -13.33 |', tokens)
+    self.assertIn('| 100 | – | – | 90 of 90 | – | – | – | 100 of 130 (7 → UNK) '
+                  '| – |', table)
+    self.assertGreater(os.path.getsize(
+        os.path.join(tmp_path, 'vocab_slice_dev_token_accuracy.png')), 0)
+    self.assertEqual(json.loads(_read(os.path.join(
+        tmp_path, 'vocab_slice.json')))['command'], 'cmd')
+
+
+  @parameterized.named_parameters(('repeated', (100, 100)), ('negative', (-1,)))
+  def test_refuses_repeated_or_negative_m(self, max_keys):
+    with self.assertRaisesRegex(errors.InputError, '--vocab_slice_keys'):
+      _run(self.create_tempdir().full_path, max_keys=max_keys)
+    self.assertEmpty(self.calls)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -2,8 +2,9 @@
 
 import collections
 
+from absl.testing import parameterized
 import numpy as np
-import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import sparse
@@ -32,7 +33,8 @@ _SUM[3] = [3, 3]
 _SUM[5] = [6, 6]
 
 
-class IndexedSlicesSumComputationTest:
+class IndexedSlicesSumComputationTest(tf.test.TestCase,
+                                      parameterized.TestCase):
 
   def test_type_signature(self):
     process = sparse.IndexedSlicesSumFactory(6).create(_VALUE_TYPE)
@@ -51,33 +53,37 @@ class IndexedSlicesSumComputationTest:
                                             rows_received=np.int32),
                     tff.SERVER))))
 
-  @pytest.mark.parametrize('value_type', [
-      tff.TensorType(np.float32, [None, 2]),
-      tff.StructType([('indices', tff.TensorType(np.int32, [None])),
-                      ('values', tff.TensorType(np.float32, [None, 2]))]),
-      tff.StructType([('values', tff.TensorType(np.float32, [None, 2])),
-                      ('indices', tff.TensorType(np.int64, [None]))]),
-      tff.StructType([('indices', tff.TensorType(np.int64, [None])),
-                      ('values', tff.TensorType(np.float32, [None, None]))]),
-  ])
+  @parameterized.named_parameters(
+      ('dense', tff.TensorType(np.float32, [None, 2])),
+      ('int32_indices', tff.StructType([
+          ('indices', tff.TensorType(np.int32, [None])),
+          ('values', tff.TensorType(np.float32, [None, 2]))])),
+      ('values_first', tff.StructType([
+          ('values', tff.TensorType(np.float32, [None, 2])),
+          ('indices', tff.TensorType(np.int64, [None]))])),
+      ('unknown_row_shape', tff.StructType([
+          ('indices', tff.TensorType(np.int64, [None])),
+          ('values', tff.TensorType(np.float32, [None, None]))])),
+  )
   def test_rejects_other_value_types(self, value_type):
-    with pytest.raises(TypeError, match='IndexedSlices'):
+    with self.assertRaisesRegex(TypeError, 'IndexedSlices'):
       sparse.IndexedSlicesSumFactory(6).create(value_type)
 
-  @pytest.mark.parametrize('num_rows', [0, -1, 2.5])
+  @parameterized.named_parameters(('zero', 0), ('negative', -1),
+                                  ('float', 2.5))
   def test_rejects_bad_num_rows(self, num_rows):
-    with pytest.raises(ValueError, match='num_rows'):
+    with self.assertRaisesRegex(ValueError, 'num_rows'):
       sparse.IndexedSlicesSumFactory(num_rows)
 
 
-class IndexedSlicesSumExecutionTest:
+class IndexedSlicesSumExecutionTest(tf.test.TestCase):
 
   def test_sum(self):
     process = sparse.IndexedSlicesSumFactory(6).create(_VALUE_TYPE)
     output = process.next(process.initialize(), _CLIENTS)
     np.testing.assert_array_equal(output.result, _SUM)
-    assert output.measurements == collections.OrderedDict(clients=3,
-                                                          rows_received=4)
+    self.assertEqual(output.measurements,
+                     collections.OrderedDict(clients=3, rows_received=4))
 
   def test_duplicate_indices_of_one_client_add(self):
     process = sparse.IndexedSlicesSumFactory(3).create(_VALUE_TYPE)
@@ -87,26 +93,27 @@ class IndexedSlicesSumExecutionTest:
 
   def test_out_of_range_index_fails(self):
     process = sparse.IndexedSlicesSumFactory(3).create(_VALUE_TYPE)
-    with pytest.raises(Exception, match='out of range'):
+    with self.assertRaisesRegex(Exception, 'out of range'):
       process.next(process.initialize(), [_slices([3], [[1, 1]])])
 
 
-class IndexedSlicesMeanExecutionTest:
+class IndexedSlicesMeanExecutionTest(tf.test.TestCase,
+                                     parameterized.TestCase):
 
-  @pytest.mark.parametrize('divisor,rows_0_3_5', [
+  @parameterized.named_parameters(
       # Three clients uploaded rows (the empty one has weight 0): _SUM / 3.
-      ('clients', [1 / 3, 1, 2]),
+      ('clients', 'clients', [1 / 3, 1, 2]),
       # Rows 0 and 3 have one uploader, row 5 two: [1, 3, 6/2].
-      ('touching_clients', [1, 3, 3]),
-  ])
+      ('touching_clients', 'touching_clients', [1, 3, 3]),
+  )
   def test_mean(self, divisor, rows_0_3_5):
     process = sparse.IndexedSlicesMeanFactory(6, divisor).create(_VALUE_TYPE)
     output = process.next(process.initialize(), _CLIENTS)
     expected = np.zeros([6, 2], np.float32)
     expected[[0, 3, 5]] = np.array(rows_0_3_5)[:, None]
     np.testing.assert_allclose(output.result, expected, rtol=1e-6)
-    assert output.measurements == collections.OrderedDict(
-        clients=3, rows_received=4, rows_touched=3)
+    self.assertEqual(output.measurements, collections.OrderedDict(
+        clients=3, rows_received=4, rows_touched=3))
 
   def test_matches_numpy_on_random_uploads(self):
     rng = np.random.default_rng(0)
@@ -127,5 +134,85 @@ class IndexedSlicesMeanExecutionTest:
                                atol=1e-6)
 
   def test_rejects_unknown_divisor(self):
-    with pytest.raises(ValueError, match="'clients', 'touching_clients'"):
+    with self.assertRaisesRegex(ValueError, "'clients', 'touching_clients'"):
       sparse.IndexedSlicesMeanFactory(6, 'rows')
+
+
+def _clipping(clipping_norm, num_rows=6):
+  return sparse.IndexedSlicesClippingFactory(
+      clipping_norm, sparse.IndexedSlicesSumFactory(num_rows))
+
+
+class IndexedSlicesClippingComputationTest(tf.test.TestCase):
+
+  def test_type_signature(self):
+    process = _clipping(2.0).create(_VALUE_TYPE)
+    state_type = tff.FederatedType(collections.OrderedDict(
+        clipping_norm=(), inner_agg=()), tff.SERVER)
+    tff.test.assert_types_equivalent(
+        process.next.type_signature,
+        tff.FunctionType(
+            collections.OrderedDict(
+                state=state_type,
+                value=tff.FederatedType(_VALUE_TYPE, tff.CLIENTS)),
+            tff.templates.MeasuredProcessOutput(
+                state=state_type,
+                result=tff.FederatedType(
+                    tff.TensorType(np.float32, [6, 2]), tff.SERVER),
+                measurements=tff.FederatedType(collections.OrderedDict(
+                    clipping=collections.OrderedDict(
+                        clients=np.int32, rows_received=np.int32),
+                    clipping_norm=np.float32, clipped_count=np.int32),
+                    tff.SERVER))))
+
+  def test_rejects_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'clipping_norm must be > 0'):
+      _clipping(0.0)
+    with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):
+      sparse.IndexedSlicesClippingFactory(1.0, tff.aggregators.MeanFactory())
+    with self.assertRaisesRegex(TypeError, 'IndexedSlices'):
+      _clipping(1.0).create(tff.TensorType(np.float32, [None, 2]))
+
+
+class IndexedSlicesClippingExecutionTest(tf.test.TestCase):
+
+  def test_fixed_norm_clips_each_client(self):
+    process = _clipping(2.5).create(_VALUE_TYPE)
+    output = process.next(process.initialize(), _CLIENTS)
+    # Norms: client 0 sqrt(1 + 1 + 4 + 16) = 22**.5 > 2.5, scaled by
+    # 2.5 / 22**.5; client 1 20**.5 > 2.5, scaled by 2.5 / 20**.5; client 2
+    # 18**.5 > 2.5, scaled by 2.5 / 18**.5; client 3 has no rows (norm 0).
+    s0, s1, s2 = 2.5 / 22**.5, 2.5 / 20**.5, 2.5 / 18**.5
+    expected = np.zeros([6, 2])
+    expected[0] = [s0, s0]
+    expected[3] = [3 * s2, 3 * s2]
+    expected[5] = [2 * s0 + 4 * s1, 4 * s0 + 2 * s1]
+    np.testing.assert_allclose(output.result, expected, rtol=1e-6)
+    self.assertEqual(output.measurements['clipped_count'], 3)
+    self.assertAllClose(output.measurements['clipping_norm'], 2.5)
+
+  def test_adaptive_norm_follows_the_quantile_estimate(self):
+    estimate = tff.aggregators.PrivateQuantileEstimationProcess.no_noise(
+        initial_estimate=5.0, target_quantile=0.5, learning_rate=1.0)
+    process = _clipping(estimate).create(_VALUE_TYPE)
+    state = process.initialize()
+    output = process.next(state, _CLIENTS)
+    # Round 1 clips nobody at 5 (norms 22**.5, 20**.5, 18**.5 and 0): the
+    # sum, and the estimate's own next state for the same norms.
+    np.testing.assert_allclose(output.result, _SUM, rtol=1e-6)
+    self.assertEqual(output.measurements['clipped_count'], 0)
+    norms = [np.float32(n) for n in (22**.5, 20**.5, 18**.5, 0)]
+    alone = estimate.next(estimate.initialize(), norms)
+    tf.nest.map_structure(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+        tf.nest.flatten(output.state['clipping_norm']),
+        tf.nest.flatten(alone))
+    # Every norm was below 5: the estimate shrank; round 2 clips with it.
+    second = process.next(output.state, _CLIENTS)
+    self.assertLess(second.measurements['clipping_norm'], 5.0)
+    self.assertAllClose(second.measurements['clipping_norm'],
+                        estimate.report(alone))
+
+
+if __name__ == '__main__':
+  tf.test.main()

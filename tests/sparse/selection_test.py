@@ -2,59 +2,69 @@
 
 import collections
 
+from absl.testing import parameterized
 import numpy as np
-import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import sparse
 
 
+class RowSelectionComputationTest(tf.test.TestCase,
+                                  parameterized.TestCase):
+
+  def test_type_signature_of_one_table(self):
+    select = sparse.build_row_selection(
+        tff.TensorType(np.float32, [13, 4]), max_keys=3)
+    tff.test.assert_types_equivalent(
+        select.type_signature,
+        tff.FunctionType(
+            collections.OrderedDict(
+                tables=tff.FederatedType(tff.TensorType(np.float32, [13, 4]),
+                                         tff.SERVER),
+                keys=tff.FederatedType(tff.TensorType(np.int32, [3]),
+                                       tff.CLIENTS)),
+            tff.FederatedType(tff.TensorType(np.float32, [3, 4]),
+                              tff.CLIENTS)))
+
+  @parameterized.named_parameters(
+      ('scalar', tff.TensorType(np.float32, []), 'leading row axis'),
+      ('unknown_rows', tff.TensorType(np.float32, [None, 2]),
+       'same, known number of rows'),
+      ('different_rows', [tff.TensorType(np.float32, [4, 2]),
+                          tff.TensorType(np.float32, [5])],
+       'same, known number of rows'),
+  )
+  def test_rejects_tables_without_common_rows(self, table_type, match):
+    with self.assertRaisesRegex(ValueError, match):
+      sparse.build_row_selection(table_type, max_keys=2)
 
 
-def test_type_signature_of_one_table():
-  select = sparse.build_row_selection(
-      tff.TensorType(np.float32, [13, 4]), max_keys=3)
-  tff.test.assert_types_equivalent(
-      select.type_signature,
-      tff.FunctionType(
-          collections.OrderedDict(
-              tables=tff.FederatedType(tff.TensorType(np.float32, [13, 4]),
-                                       tff.SERVER),
-              keys=tff.FederatedType(tff.TensorType(np.int32, [3]),
-                                     tff.CLIENTS)),
-          tff.FederatedType(tff.TensorType(np.float32, [3, 4]),
-                            tff.CLIENTS)))
+class RowSelectionExecutionTest(tf.test.TestCase):
+
+  def test_selects_rows_in_key_order_for_each_client(self):
+    # Row r is [2r, 2r + 1].
+    table = np.arange(6 * 2, dtype=np.float32).reshape(6, 2)
+    select = sparse.build_row_selection(tff.TensorType(np.float32, [6, 2]),
+                                        max_keys=3)
+    first, second = select(table, [np.array([5, 0, 2], np.int32),
+                                   np.array([1, 1, 0], np.int32)])
+    np.testing.assert_array_equal(first, [[10, 11], [0, 1], [4, 5]])
+    np.testing.assert_array_equal(second, [[2, 3], [2, 3], [0, 1]])
 
 
-def test_selects_rows_in_key_order_for_each_client():
-  table = np.arange(6 * 2, dtype=np.float32).reshape(6, 2)  # row r = [2r, 2r+1]
-  select = sparse.build_row_selection(tff.TensorType(np.float32, [6, 2]),
-                                      max_keys=3)
-  first, second = select(table, [np.array([5, 0, 2], np.int32),
-                                 np.array([1, 1, 0], np.int32)])
-  np.testing.assert_array_equal(first, [[10, 11], [0, 1], [4, 5]])
-  np.testing.assert_array_equal(second, [[2, 3], [2, 3], [0, 1]])
+  def test_selects_rows_of_a_structure_of_tables(self):
+    table_type = collections.OrderedDict(
+        embedding=tff.TensorType(np.float32, [4, 2]),
+        bias=tff.TensorType(np.float32, [4]))
+    select = sparse.build_row_selection(table_type, max_keys=2)
+    tables = collections.OrderedDict(
+        embedding=np.arange(8, dtype=np.float32).reshape(4, 2),
+        bias=np.array([10, 11, 12, 13], np.float32))
+    (rows,) = select(tables, [np.array([3, 1], np.int32)])
+    np.testing.assert_array_equal(rows['embedding'], [[6, 7], [2, 3]])
+    np.testing.assert_array_equal(rows['bias'], [13, 11])
 
 
-def test_selects_rows_of_a_structure_of_tables():
-  table_type = collections.OrderedDict(
-      embedding=tff.TensorType(np.float32, [4, 2]),
-      bias=tff.TensorType(np.float32, [4]))
-  select = sparse.build_row_selection(table_type, max_keys=2)
-  tables = collections.OrderedDict(
-      embedding=np.arange(8, dtype=np.float32).reshape(4, 2),
-      bias=np.array([10, 11, 12, 13], np.float32))
-  (rows,) = select(tables, [np.array([3, 1], np.int32)])
-  np.testing.assert_array_equal(rows['embedding'], [[6, 7], [2, 3]])
-  np.testing.assert_array_equal(rows['bias'], [13, 11])
-
-
-@pytest.mark.parametrize('table_type,match', [
-    (tff.TensorType(np.float32, []), 'leading row axis'),
-    (tff.TensorType(np.float32, [None, 2]), 'same, known number of rows'),
-    ([tff.TensorType(np.float32, [4, 2]), tff.TensorType(np.float32, [5])],
-     'same, known number of rows'),
-])
-def test_rejects_tables_without_common_rows(table_type, match):
-  with pytest.raises(ValueError, match=match):
-    sparse.build_row_selection(table_type, max_keys=2)
+if __name__ == '__main__':
+  tf.test.main()

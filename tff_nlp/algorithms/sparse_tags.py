@@ -26,7 +26,7 @@ and the round equals FedAvg with uniform client weights on the dense model
 """
 
 import collections
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -52,22 +52,30 @@ def _client_data_type(num_words: int, num_tags: int) -> tff.SequenceType:
       tags_data.element_type_spec(num_tags)))
 
 
-class _SparseRound:
-  """The traced pieces of one sparse round, shared by the process and round."""
+class _SparseParts:
+  """The components of the sparse process, composed by `tff_nlp.sparse`."""
 
-  def __init__(self, *, num_words: int, num_tags: int, max_keys: int,
-               client_learning_rate: float, client_epochs: int,
-               server_learning_rate: float, divisor: sparse.Divisor):
+  def __init__(
+      self, *, num_words: int, num_tags: int, max_keys: int,
+      client_learning_rate: float, client_epochs: int,
+      server_learning_rate: float,
+      aggregation_factory: tff.aggregators.UnweightedAggregationFactory):
     self.table_type = tff.TensorType(np.float32, [num_words, num_tags])
     self.data_type = _client_data_type(num_words, num_tags)
     self.weights_type = tff.types.to_type(tff.learning.models.ModelWeights(
         trainable=[self.table_type], non_trainable=[]))
-    self.select = sparse.build_row_selection(self.table_type,
-                                             max_keys=max_keys)
-    self.aggregator = sparse.IndexedSlicesMeanFactory(
-        num_words, divisor).create(sparse.indexed_slices_type([num_tags]))
+    select = sparse.build_row_selection(self.table_type, max_keys=max_keys)
+    self.aggregator = aggregation_factory.create(
+        sparse.indexed_slices_type([num_tags]))
     self.finalizer = sparse.build_delta_finalizer(
         self.weights_type, learning_rate=server_learning_rate)
+
+    @tff.tensorflow.computation
+    def initial_weights():
+      return tff.learning.models.ModelWeights(
+          trainable=[tf.zeros([num_words, num_tags])], non_trainable=[])
+
+    self.initial_weights = initial_weights
 
     @tff.tensorflow.computation(self.data_type)
     def keys_fn(data):
@@ -77,7 +85,6 @@ class _SparseRound:
           keys=keys.keys, num_keys=keys.num_keys,
           distinct_tokens=tf.size(token_ids))
 
-    self.keys_fn = keys_fn
     keys_type = keys_fn.type_signature.result
     local_type = tff.TensorType(np.float32, [max_keys, num_tags])
 
@@ -108,9 +115,13 @@ class _SparseRound:
       # otherwise poison every row it touches at the server.
       num_rows = tf.where(finite, client.num_keys, 0)
       return collections.OrderedDict(
-          update=collections.OrderedDict(
-              indices=tf.cast(client.keys[:num_rows], tf.int64),
-              values=update[:num_rows]),
+          result=collections.OrderedDict(
+              update=collections.OrderedDict(
+                  indices=tf.cast(client.keys[:num_rows], tf.int64),
+                  values=update[:num_rows]),
+              # Read by no sparse aggregator (they weigh the clients that
+              # sent rows); 1 for those clients, as in `Divisor.CLIENTS`.
+              update_weight=tf.cast(num_rows > 0, tf.float32)),
           stats=collections.OrderedDict(
               loss_sum=tf.where(finite, loss_sum, 0.0),
               num_examples=examples // client_epochs,
@@ -121,8 +132,6 @@ class _SparseRound:
                   keys['distinct_tokens'] > max_keys, tf.int32),
               dropped_tokens=dropped // client_epochs,
               non_finite_clients=1 - tf.cast(finite, tf.int32)))
-
-    self.client_update = client_update
 
     @tff.tensorflow.computation(client_update.type_signature.result['stats'])
     def train_metrics(sums):
@@ -136,35 +145,51 @@ class _SparseRound:
           dropped_tokens=sums['dropped_tokens'],
           non_finite_clients=sums['non_finite_clients'])
 
-    self.train_metrics = train_metrics
+    @tff.federated_computation
+    def initialize():
+      return tff.federated_value((), tff.SERVER)
 
-  def __call__(self, weights, data):
-    """Traces one round: `(W@SERVER, {B*}@CLIENTS) -> (W, metrics)@SERVER`."""
-    keys = tff.federated_map(self.keys_fn, data)
-    rows = self.select(weights.trainable[0], keys.keys)
-    outputs = tff.federated_map(self.client_update, (rows, keys, data))
-    aggregated = self.aggregator.next(self.aggregator.initialize(),
-                                      outputs.update)
-    finalized = self.finalizer.next(self.finalizer.initialize(), weights,
-                                    tff.federated_map(_as_list,
-                                                      aggregated.result))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        distributor=tff.federated_value((), tff.SERVER),
-        client_work=tff.federated_zip(collections.OrderedDict(
-            train=tff.federated_map(self.train_metrics,
-                                    tff.federated_sum(outputs.stats)))),
-        aggregator=aggregated.measurements,
-        finalizer=finalized.measurements))
-    return finalized.result, metrics
+    @tff.federated_computation(
+        initialize.type_signature.result,
+        tff.FederatedType(self.weights_type, tff.SERVER),
+        tff.FederatedType(self.data_type, tff.CLIENTS))
+    def next_fn(state, weights, data):
+      keys = tff.federated_map(keys_fn, data)
+      rows = select(weights.trainable[0], keys.keys)
+      outputs = tff.federated_map(client_update, (rows, keys, data))
+      measurements = tff.federated_zip(collections.OrderedDict(
+          train=tff.federated_map(train_metrics,
+                                  tff.federated_sum(outputs.stats))))
+      return tff.templates.MeasuredProcessOutput(
+          state=state, result=outputs.result, measurements=measurements)
+
+    # Keys, selection and local training: the distribution depends on the
+    # clients' data, so it is client work (see `tff_nlp.sparse.composer`).
+    self.client_work = tff.templates.MeasuredProcess(initialize, next_fn)
+
+    @tff.tensorflow.computation(self.table_type)
+    def as_trainable(update):
+      return [update]
+
+    self.as_trainable = as_trainable
+
+  def compose(self) -> tff.learning.templates.LearningProcess:
+    return sparse.compose_partial_model_process(
+        self.initial_weights, self.client_work, self.aggregator,
+        self.finalizer, model_update_fn=self.as_trainable)
 
 
-@tff.tensorflow.computation
-def _as_list(update):
-  return [update]
-
-
-def _parse_divisor(divisor) -> sparse.Divisor:
-  return weighting_lib.parse_option(divisor, sparse.Divisor, 'divisor')
+def _aggregation_factory(
+    num_words: int, divisor, aggregation_factory
+) -> tff.aggregators.UnweightedAggregationFactory:
+  """The given factory of IndexedSlices, or the mean with `divisor`."""
+  divisor = weighting_lib.parse_option(divisor, sparse.Divisor, 'divisor')
+  if aggregation_factory is None:
+    return sparse.IndexedSlicesMeanFactory(num_words, divisor)
+  if divisor is not sparse.Divisor.CLIENTS:
+    raise ValueError('divisor is the default aggregation\'s; with an '
+                     'aggregation_factory, choose it in the factory.')
+  return aggregation_factory
 
 
 def build_sparse_tag_process(
@@ -176,17 +201,21 @@ def build_sparse_tag_process(
     client_epochs: int = 1,
     server_learning_rate: float = 1.0,
     divisor: Union[str, sparse.Divisor] = sparse.Divisor.CLIENTS,
+    aggregation_factory: Optional[
+        tff.aggregators.UnweightedAggregationFactory] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds the partial-model (federated_select) tag learning process.
 
   Client data are batches B = `<tokens=<indices=int64[?,2],values=int32[?],
   dense_shape=int64[2]>,tags=float32[?,T]>` (`tff_nlp.data.tags.to_dataset`).
-  The process's methods:
+  The process (`tff_nlp.sparse.compose_partial_model_process`) has methods:
 
   *   `initialize`: `( -> S@SERVER)`, S a
       `tff.learning.templates.LearningAlgorithmState` whose
       `global_model_weights` are `ModelWeights(trainable=[float32[V,T]],
-      non_trainable=[])`, all zeros; the other parts are empty.
+      non_trainable=[])`, all zeros; `aggregator` and `finalizer` hold the
+      aggregator's and the server optimizer's states (threaded from round to
+      round), the other parts are empty.
   *   `next`: `(<S@SERVER, {B*}@CLIENTS> -> <state=S@SERVER,
       metrics=M@SERVER>)`, M = `<distributor=<>, client_work=<train=<loss,
       num_examples, selected_keys, rows_uploaded, truncated_clients,
@@ -195,7 +224,8 @@ def build_sparse_tag_process(
       `loss` is the example-weighted mean training loss, the counts are sums
       over the round's clients (`truncated_clients`: clients with more than M
       distinct words; `dropped_tokens`: (example, word) entries of words not
-      selected, per epoch).
+      selected, per epoch). With an `aggregation_factory`, `aggregator` is
+      its measurements.
   *   `get_model_weights`, `set_model_weights`.
 
   Args:
@@ -206,64 +236,32 @@ def build_sparse_tag_process(
     client_epochs: Passes over each client's data per round.
     server_learning_rate: Server SGD step on the mean update (no momentum,
       see `tff_nlp.sparse.build_delta_finalizer`).
-    divisor: 'clients' (TFF's tutorial) or 'touching_clients' (per row).
+    divisor: 'clients' (TFF's tutorial) or 'touching_clients' (per row), the
+      divisor of the default aggregation.
+    aggregation_factory: The aggregation of the clients' IndexedSlices
+      updates (`<indices=int64[?],values=float32[?,T]>`) into a dense
+      float32[V,T] mean update, e.g.
+      `tff_nlp.sparse.IndexedSlicesClippingFactory` around
+      `IndexedSlicesMeanFactory`; stateful ones keep their state
+      between rounds. None: `IndexedSlicesMeanFactory(V, divisor)`.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
 
   Raises:
-    ValueError: For a non-positive size, rate or epoch count, or an unknown
-      divisor.
+    ValueError: For a non-positive size, rate or epoch count, an unknown
+      divisor, or a divisor together with an `aggregation_factory`.
   """
   _check_positive(num_words=num_words, num_tags=num_tags, max_keys=max_keys,
                   client_learning_rate=client_learning_rate,
                   client_epochs=client_epochs,
                   server_learning_rate=server_learning_rate)
-  round_fn = _SparseRound(
+  return _SparseParts(
       num_words=num_words, num_tags=num_tags, max_keys=max_keys,
       client_learning_rate=client_learning_rate, client_epochs=client_epochs,
       server_learning_rate=server_learning_rate,
-      divisor=_parse_divisor(divisor))
-
-  @tff.tensorflow.computation
-  def initial_state():
-    return tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=tff.learning.models.ModelWeights(
-            trainable=[tf.zeros([num_words, num_tags])], non_trainable=[]),
-        distributor=(), client_work=(), aggregator=(), finalizer=())
-
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_eval(initial_state, tff.SERVER)
-
-  state_type = initialize.type_signature.result
-
-  @tff.federated_computation(state_type,
-                             tff.FederatedType(round_fn.data_type,
-                                               tff.CLIENTS))
-  def next_fn(state, data):
-    weights, metrics = round_fn(state.global_model_weights, data)
-    new_state = tff.federated_zip(
-        tff.learning.templates.LearningAlgorithmState(
-            global_model_weights=weights, distributor=state.distributor,
-            client_work=state.client_work, aggregator=state.aggregator,
-            finalizer=state.finalizer))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
-
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state.global_model_weights
-
-  @tff.tensorflow.computation(state_type.member,
-                              state_type.member.global_model_weights)
-  def set_model_weights(state, weights):
-    return tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=weights, distributor=state.distributor,
-        client_work=state.client_work, aggregator=state.aggregator,
-        finalizer=state.finalizer)
-
-  return tff.learning.templates.LearningProcess(
-      initialize, next_fn, get_model_weights, set_model_weights)
+      aggregation_factory=_aggregation_factory(
+          num_words, divisor, aggregation_factory)).compose()
 
 
 def build_sparse_tag_round(
@@ -278,7 +276,8 @@ def build_sparse_tag_round(
   """One round as in TFF's tutorial: the model in, the new model out.
 
   The same round as `build_sparse_tag_process(...).next` (server learning
-  rate 1), without state or metrics, for users who compose their own loop.
+  rate 1) from a fresh state, without metrics, for users who compose their
+  own loop.
 
   Args:
     num_words: V.
@@ -296,27 +295,31 @@ def build_sparse_tag_round(
   _check_positive(num_words=num_words, num_tags=num_tags, max_keys=max_keys,
                   client_learning_rate=client_learning_rate,
                   client_epochs=client_epochs)
-  round_fn = _SparseRound(
+  parts = _SparseParts(
       num_words=num_words, num_tags=num_tags, max_keys=max_keys,
       client_learning_rate=client_learning_rate, client_epochs=client_epochs,
-      server_learning_rate=1.0, divisor=_parse_divisor(divisor))
+      server_learning_rate=1.0,
+      aggregation_factory=_aggregation_factory(num_words, divisor, None))
+  process = parts.compose()
 
-  @tff.tensorflow.computation(round_fn.table_type)
-  def to_weights(table):
-    return tff.learning.models.ModelWeights(trainable=[table],
-                                            non_trainable=[])
+  @tff.tensorflow.computation(process.initialize.type_signature.result.member,
+                              parts.table_type)
+  def with_table(state, table):
+    return process.set_model_weights(state, tff.learning.models.ModelWeights(
+        trainable=[table], non_trainable=[]))
 
-  @tff.tensorflow.computation(round_fn.weights_type)
-  def to_table(weights):
-    return weights.trainable[0]
+  @tff.tensorflow.computation(process.initialize.type_signature.result.member)
+  def table_of(state):
+    return process.get_model_weights(state).trainable[0]
 
   @tff.federated_computation(
-      tff.FederatedType(round_fn.table_type, tff.SERVER),
-      tff.FederatedType(round_fn.data_type, tff.CLIENTS))
+      tff.FederatedType(parts.table_type, tff.SERVER),
+      tff.FederatedType(parts.data_type, tff.CLIENTS))
   def sparse_round(server_model, client_data):
-    weights, _ = round_fn(tff.federated_map(to_weights, server_model),
-                          client_data)
-    return tff.federated_map(to_table, weights)
+    state = tff.federated_map(with_table,
+                              (process.initialize(), server_model))
+    return tff.federated_map(table_of,
+                             process.next(state, client_data).state)
 
   return sparse_round
 

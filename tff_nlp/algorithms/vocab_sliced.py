@@ -29,7 +29,7 @@ M < V this is an approximation of FedAvg, not FedAvg (the benchmark in
 import collections
 from collections.abc import Sequence
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -47,6 +47,8 @@ SPECIAL_IDS = (seq2seq.PAD_ID, seq2seq.UNK_ID, seq2seq.START_ID,
 KEYS = 'keys'
 NUM_KEYS = 'num_keys'
 TRAINING_DATA = 'training_data'
+# The aggregator's part (state, measurements) of the embedding's rows.
+EMBEDDING = 'embedding'
 
 
 class SubVocabulary(NamedTuple):
@@ -60,6 +62,9 @@ class SubVocabulary(NamedTuple):
 def sub_vocabulary(id_arrays: Sequence[np.ndarray], *,
                    max_keys: int) -> SubVocabulary:
   """The M ids occurring in the most examples, the special ids always in.
+
+  The top-keys rule of `tff_nlp.sparse.top_keys` (the tag task's), with the
+  special ids counted in every example and once more, so they are chosen.
 
   Args:
     id_arrays: int arrays [N, L_i] of the same N examples (e.g. encoder ids,
@@ -80,10 +85,13 @@ def sub_vocabulary(id_arrays: Sequence[np.ndarray], *,
   counts.pop(seq2seq.PAD_ID, None)
   for special in SPECIAL_IDS:
     counts[special] = num_examples + 1  # Always selected.
-  ranked = sorted(counts, key=lambda i: (-counts[i], i))[:max_keys]
-  keys = np.full([max_keys], seq2seq.PAD_ID, np.int32)
-  keys[:len(ranked)] = sorted(ranked)
-  return SubVocabulary(keys=keys, num_keys=len(ranked),
+  token_ids = sorted(counts)
+  # PAD_ID is sparse.PAD_KEY (0): the keys are padded with PAD.
+  keys = sparse.top_keys(
+      tf.constant(token_ids, tf.int64),
+      tf.constant([counts[i] for i in token_ids], tf.int64),
+      max_keys=max_keys)
+  return SubVocabulary(keys=keys.keys.numpy(), num_keys=int(keys.num_keys),
                        distinct_ids=len(counts))
 
 
@@ -95,12 +103,13 @@ def to_local_ids(ids: np.ndarray,
     `(local_ids, unknown)`: int32 ids of `ids`' shape and the number of
     non-padding ids that were not selected (now UNK).
   """
-  real = vocabulary.keys[:vocabulary.num_keys]
-  position = np.searchsorted(real, ids)
-  found = (position < len(real)) & (
-      real[np.minimum(position, len(real) - 1)] == ids)
+  local, found = sparse.to_local_ids(
+      tf.constant(ids, tf.int64),
+      sparse.ClientKeys(keys=tf.constant(vocabulary.keys, tf.int32),
+                        num_keys=tf.constant(vocabulary.num_keys, tf.int32)))
+  found = found.numpy()
   # The special ids are the smallest keys, so they keep their ids locally.
-  local = np.where(found, position, seq2seq.UNK_ID).astype(np.int32)
+  local = np.where(found, local.numpy(), seq2seq.UNK_ID).astype(np.int32)
   return local, int(np.sum(~found & (ids != seq2seq.PAD_ID)))
 
 
@@ -160,6 +169,10 @@ def build_vocab_sliced_process(
     max_keys: int,
     client_optimizer_fn: tff.learning.optimizers.Optimizer,
     with_client_config: bool = False,
+    dense_aggregation_factory: Optional[
+        tff.aggregators.WeightedAggregationFactory] = None,
+    embedding_aggregation_factory: Optional[
+        tff.aggregators.UnweightedAggregationFactory] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds vocabulary-sliced FedAvg (uniform client weights) for seq2seq.
 
@@ -167,16 +180,19 @@ def build_vocab_sliced_process(
   (`client_data`), with E = `B*`, B the `(x, y)` batches of
   `seq2seq_inputs.input_spec` in local ids (`local_examples`), or with
   `with_client_config` E = `<examples=B*,config=<learning_rate=float32,
-  num_epochs=int32>*>` (`algorithms.with_client_config`). The process:
+  num_epochs=int32>*>` (`algorithms.with_client_config`). The process
+  (`tff_nlp.sparse.compose_partial_model_process`):
 
   *   `initialize`: `( -> S@SERVER)`, a `LearningAlgorithmState` whose
       `global_model_weights` are those of
-      `seq2seq_model_fn.build_model_fn(config)`.
+      `seq2seq_model_fn.build_model_fn(config)`,
+      `aggregator` = `<dense=A_d, embedding=A_e>` the two aggregators'
+      states (threaded from round to round).
   *   `next`: `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER,
       metrics=<distributor=<>, client_work=<train=X, weighting=W>,
-      aggregator=<dense=<>, embedding=<clients, rows_received,
-      rows_touched>>, finalizer=<update_non_finite>>@SERVER>)`; X and W as
-      in `build_fl_process`.
+      aggregator=<dense=M_d, embedding=M_e>, finalizer=<update_non_finite>>
+      @SERVER>)`; X and W as in `build_fl_process`; by default M_d = `<>`
+      and M_e = `<clients, rows_received, rows_touched>`.
 
   Args:
     config: The global model (vocabulary V).
@@ -185,6 +201,13 @@ def build_vocab_sliced_process(
     client_optimizer_fn: The client optimizer.
     with_client_config: Whether clients carry their own learning rate and
       epochs, as in `build_fl_process`.
+    dense_aggregation_factory: The weighted aggregation of every tensor but
+      the embedding (any TFF factory, e.g. `tff.learning.robust_aggregator`
+      or `tff.learning.dp_aggregator`). None: `tff.aggregators.MeanFactory()`.
+    embedding_aggregation_factory: The aggregation of the embedding's
+      IndexedSlices `<indices=int64[?],values=float32[?,d]>` into a dense
+      [V, d] update (a factory of IndexedSlices, see `tff_nlp.sparse`).
+      None: `tff_nlp.sparse.IndexedSlicesMeanFactory(V)`.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -192,6 +215,11 @@ def build_vocab_sliced_process(
   if not len(SPECIAL_IDS) <= max_keys <= config.vocabulary_size:
     raise ValueError(f'max_keys must be in [{len(SPECIAL_IDS)}, '
                      f'{config.vocabulary_size}], got {max_keys}.')
+  if dense_aggregation_factory is None:
+    dense_aggregation_factory = tff.aggregators.MeanFactory()
+  if embedding_aggregation_factory is None:
+    embedding_aggregation_factory = sparse.IndexedSlicesMeanFactory(
+        config.vocabulary_size)
   global_model_fn = seq2seq_model_fn.build_model_fn(config)
   local_model_fn = seq2seq_model_fn.build_model_fn(
       dataclasses.replace(config, vocabulary_size=max_keys))
@@ -208,12 +236,12 @@ def build_vocab_sliced_process(
       weighting=weighting_lib.Weighting.UNIFORM,
       with_client_config=with_client_config)
   select = sparse.build_row_selection(embedding_type, max_keys=max_keys)
-  embedding_aggregator = sparse.IndexedSlicesMeanFactory(
-      config.vocabulary_size).create(
-          sparse.indexed_slices_type(embedding_type.shape[1:]))
   rest_type = [t for i, t in enumerate(weights_type.trainable) if i != index]
-  dense_aggregator = tff.aggregators.MeanFactory().create(
-      tff.types.to_type(rest_type), tff.TensorType(np.float32))
+  aggregator = sparse.build_split_aggregator(
+      dense=dense_aggregation_factory.create(tff.types.to_type(rest_type),
+                                             tff.TensorType(np.float32)),
+      sparse={EMBEDDING: embedding_aggregation_factory.create(
+          sparse.indexed_slices_type(embedding_type.shape[1:]))})
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type)
   data_type = tff.StructWithPythonType([
@@ -256,72 +284,39 @@ def build_vocab_sliced_process(
     # rows, so it counts in neither average.
     rows = tf.where(result.update_weight > 0, num_keys, 0)
     return collections.OrderedDict(
-        embedding=collections.OrderedDict(
-            indices=tf.cast(keys[:rows], tf.int64),
-            values=update[index][:rows]),
-        rest=[u for i, u in enumerate(update) if i != index],
-        weight=result.update_weight)
+        update=collections.OrderedDict([
+            (sparse.DENSE, [u for i, u in enumerate(update) if i != index]),
+            (EMBEDDING, collections.OrderedDict(
+                indices=tf.cast(keys[:rows], tf.int64),
+                values=update[index][:rows]))]),
+        update_weight=result.update_weight)
 
-  @tff.tensorflow.computation(dense_aggregator.next.type_signature.result
-                              .result.member, embedding_type)
-  def combine(rest, embedding):
-    update = list(rest)
-    update.insert(index, embedding)
-    return update
-
-  @tff.federated_computation
-  def initialize():
-    state = tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=tff.federated_eval(initial_weights, tff.SERVER),
-        distributor=tff.federated_value((), tff.SERVER),
-        client_work=client_work.initialize(),
-        aggregator=dense_aggregator.initialize(),
-        finalizer=finalizer.initialize())
-    return tff.federated_zip(state)
-
-  state_type = initialize.type_signature.result
-
-  @tff.federated_computation(state_type,
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, data):
-    weights = state.global_model_weights
+  @tff.federated_computation(
+      client_work.initialize.type_signature.result,
+      tff.FederatedType(weights_type, tff.SERVER),
+      tff.FederatedType(data_type, tff.CLIENTS))
+  def sliced_client_work(state, weights, data):
     keys = getattr(data, KEYS)
     rows = select(tff.federated_map(embedding_of, weights), keys)
     local_weights = tff.federated_map(assemble, (
         tff.federated_broadcast(tff.federated_map(without_embedding,
                                                   weights)), rows))
-    work = client_work.next(state.client_work, local_weights,
+    work = client_work.next(state, local_weights,
                             getattr(data, TRAINING_DATA))
     split = tff.federated_map(
         split_update, (work.result, getattr(data, NUM_KEYS), keys))
-    dense = dense_aggregator.next(state.aggregator, split.rest, split.weight)
-    embedding = embedding_aggregator.next(
-        embedding_aggregator.initialize(), split.embedding)
-    update = tff.federated_map(combine, (dense.result, embedding.result))
-    finalized = finalizer.next(state.finalizer, weights, update)
-    new_state = tff.federated_zip(
-        tff.learning.templates.LearningAlgorithmState(
-            global_model_weights=finalized.result,
-            distributor=state.distributor, client_work=work.state,
-            aggregator=dense.state, finalizer=finalized.state))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        distributor=tff.federated_value((), tff.SERVER),
-        client_work=work.measurements,
-        aggregator=tff.federated_zip(collections.OrderedDict(
-            dense=dense.measurements, embedding=embedding.measurements)),
-        finalizer=finalized.measurements))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+    return tff.templates.MeasuredProcessOutput(
+        state=work.state, result=split, measurements=work.measurements)
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state.global_model_weights
+  @tff.tensorflow.computation(
+      aggregator.next.type_signature.result.result.member)
+  def combine(aggregated):
+    update = list(aggregated[sparse.DENSE])
+    update.insert(index, aggregated[EMBEDDING])
+    return update
 
-  @tff.tensorflow.computation(state_type.member, weights_type)
-  def set_model_weights(state, weights):
-    return tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=weights, distributor=state.distributor,
-        client_work=state.client_work, aggregator=state.aggregator,
-        finalizer=state.finalizer)
-
-  return tff.learning.templates.LearningProcess(
-      initialize, next_fn, get_model_weights, set_model_weights)
+  return sparse.compose_partial_model_process(
+      initial_weights,
+      tff.templates.MeasuredProcess(client_work.initialize,
+                                    sliced_client_work),
+      aggregator, finalizer, model_update_fn=combine)

@@ -19,12 +19,23 @@ large-model federated learning via federated_select and sparse aggregation"
    clients or, per row, by the clients that touched the row (`Divisor`).
 7. Server update (`server_update.build_delta_finalizer`): apply the mean
    update, so rows nobody selected keep their values.
+
+`composer.compose_partial_model_process` puts the steps together into a
+`tff.learning.templates.LearningProcess` that carries the aggregator's and
+the finalizer's states between rounds (so stateful aggregators such as
+`IndexedSlicesClippingFactory` or TFF's robust and DP aggregators compose);
+`composer.build_split_aggregator` aggregates an update with dense and
+IndexedSlices parts, each with its own aggregator.
 """
 
 from tff_nlp.sparse.aggregation import Divisor
+from tff_nlp.sparse.aggregation import IndexedSlicesClippingFactory
 from tff_nlp.sparse.aggregation import indexed_slices_type
 from tff_nlp.sparse.aggregation import IndexedSlicesMeanFactory
 from tff_nlp.sparse.aggregation import IndexedSlicesSumFactory
+from tff_nlp.sparse.composer import build_split_aggregator
+from tff_nlp.sparse.composer import DENSE
+from tff_nlp.sparse.composer import compose_partial_model_process
 from tff_nlp.sparse.local_vocabulary import bag_to_sparse
 from tff_nlp.sparse.local_vocabulary import client_keys
 from tff_nlp.sparse.local_vocabulary import ClientKeys

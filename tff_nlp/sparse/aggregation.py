@@ -270,3 +270,120 @@ class IndexedSlicesMeanFactory(tff.aggregators.UnweightedAggregationFactory):
       return finished.mean, finished.measurements
 
     return _stateless_process(value_type, mean_and_measurements)
+
+
+def _constant_norm(value: float) -> tff.templates.EstimationProcess:
+  """An `EstimationProcess` with state `<>` that always reports `value`."""
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_value((), tff.SERVER)
+
+  @tff.federated_computation(initialize.type_signature.result,
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def next_fn(state, norms):
+    del norms  # A fixed norm learns nothing from the clients' norms.
+    return state
+
+  @tff.federated_computation(initialize.type_signature.result)
+  def report(state):
+    del state
+    return tff.federated_value(np.float32(value), tff.SERVER)
+
+  return tff.templates.EstimationProcess(initialize, next_fn, report)
+
+
+class IndexedSlicesClippingFactory(
+    tff.aggregators.UnweightedAggregationFactory):
+  """Clips each client's IndexedSlices to an L2 norm, then aggregates them.
+
+  `tff.aggregators.clipping_factory` (and so `tff.learning.robust_aggregator`)
+  for IndexedSlices, which TFF's factories refuse (their values must be
+  structures of floats): a client's rows are scaled by `min(1, C / norm)`,
+  norm the L2 norm of its values (its update's norm: the other rows are 0),
+  and aggregated by the inner factory. With an `EstimationProcess` as C
+  (e.g. `tff.aggregators.PrivateQuantileEstimationProcess.no_noise(...)`,
+  the adaptive clipping of `robust_aggregator`), C follows a quantile of the
+  clients' norms: the process is stateful, and a partial-model process
+  composed with `tff_nlp.sparse.compose_partial_model_process` carries that
+  state from round to round.
+
+  `create(value_type)` with `value_type` =
+  `<indices=int64[?],values=float32[?,*R]>` gives an `AggregationProcess`:
+
+  *   `initialize`: `( -> <clipping_norm=N, inner_agg=I>@SERVER)`, N the norm
+      process's state, I the inner process's.
+  *   `next`: `(<state@SERVER, {value_type}@CLIENTS> -> <state@SERVER,
+      result=R_i@SERVER, measurements=<clipping=M_i, clipping_norm=float32,
+      clipped_count=int32>@SERVER>)`: R_i and M_i the inner process's result
+      and measurements on the clipped values, `clipping_norm` the C used,
+      `clipped_count` the clients whose rows were scaled down.
+  """
+
+  def __init__(self, clipping_norm, inner_agg_factory):
+    """Initializes the factory.
+
+    Args:
+      clipping_norm: A positive float (fixed) or a
+        `tff.templates.EstimationProcess` reporting float32 (adaptive).
+      inner_agg_factory: An `UnweightedAggregationFactory` of IndexedSlices
+        (e.g. `IndexedSlicesMeanFactory`).
+
+    Raises:
+      ValueError: For a non-positive fixed norm.
+      TypeError: For an inner factory that is not unweighted.
+    """
+    if isinstance(clipping_norm, tff.templates.EstimationProcess):
+      self._norm_process = clipping_norm
+    elif clipping_norm > 0:
+      self._norm_process = _constant_norm(float(clipping_norm))
+    else:
+      raise ValueError(f'clipping_norm must be > 0, got {clipping_norm!r}.')
+    if not isinstance(inner_agg_factory,
+                      tff.aggregators.UnweightedAggregationFactory):
+      raise TypeError('inner_agg_factory must be an '
+                      f'UnweightedAggregationFactory, got {inner_agg_factory}.')
+    self._inner = inner_agg_factory
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    value_type = tff.types.to_type(value_type)
+    _row_shape(value_type)
+    inner = self._inner.create(value_type)
+    norm_process = self._norm_process
+
+    @tff.tensorflow.computation(value_type, np.float32)
+    def clip(value, clipping_norm):
+      values = value[VALUES]
+      norm = tf.norm(tf.cast(values, tf.float32))
+      clipped = norm > clipping_norm
+      scale = tf.where(clipped, clipping_norm / norm, 1.0)
+      return collections.OrderedDict(
+          value=collections.OrderedDict([
+              (INDICES, value[INDICES]),
+              (VALUES, values * tf.cast(scale, values.dtype))]),
+          norm=norm, clipped=tf.cast(clipped, tf.int32))
+
+    @tff.federated_computation
+    def initialize():
+      return tff.federated_zip(collections.OrderedDict(
+          clipping_norm=norm_process.initialize(),
+          inner_agg=inner.initialize()))
+
+    @tff.federated_computation(initialize.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      clipping_norm = norm_process.report(state.clipping_norm)
+      clipped = tff.federated_map(
+          clip, (value, tff.federated_broadcast(clipping_norm)))
+      inner_output = inner.next(state.inner_agg, clipped.value)
+      new_state = collections.OrderedDict(
+          clipping_norm=norm_process.next(state.clipping_norm, clipped.norm),
+          inner_agg=inner_output.state)
+      measurements = collections.OrderedDict(
+          clipping=inner_output.measurements, clipping_norm=clipping_norm,
+          clipped_count=tff.federated_sum(clipped.clipped))
+      return tff.templates.MeasuredProcessOutput(
+          state=tff.federated_zip(new_state), result=inner_output.result,
+          measurements=tff.federated_zip(measurements))
+
+    return tff.templates.AggregationProcess(initialize, next_fn)
