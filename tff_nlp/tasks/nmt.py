@@ -228,20 +228,6 @@ def model_config(base: seq2seq.Seq2SeqConfig, task: NmtTask,
       max_source_length=data.max_length, max_target_length=data.max_length)
 
 
-def _union(parts: Sequence[EncodedCorpus]) -> EncodedCorpus:
-  return EncodedCorpus(
-      nmt.ParallelCorpus(
-          tuple(s for p in parts for s in p.corpus.sources),
-          tuple(t for p in parts for t in p.corpus.targets)),
-      seq2seq_examples.EncodedPairs(
-          x=collections.OrderedDict(
-              (k, np.concatenate([p.x[k] for p in parts]))
-              for k in parts[0].x),
-          y=np.concatenate([p.y for p in parts]),
-          truncated_sources=sum(p.encoded.truncated_sources for p in parts),
-          truncated_targets=sum(p.encoded.truncated_targets for p in parts)))
-
-
 def union(parts: Sequence[EncodedCorpus]) -> EncodedCorpus:
   """The sentence pairs of `parts`, in order, as one split."""
   return EncodedCorpus(
