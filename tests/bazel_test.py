@@ -96,7 +96,7 @@ def _files(pattern: str) -> set[str]:
 
 @absltest.skipIf(_INSIDE_BAZEL, 'running inside Bazel (TEST_SRCDIR is set): '
                  'this test drives Bazel itself.')
-class BazelBuildTest(absltest.TestCase):
+class BazelBuildExecutionTest(absltest.TestCase):
 
   @classmethod
   def setUpClass(cls):
