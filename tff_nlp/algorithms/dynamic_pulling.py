@@ -48,8 +48,16 @@ the same number of steps; else its examples (one epoch's with
 6.  Its new state is `ClientState(trained weights, m)`.
 
 Server: w^t <- Σ_k n_k m_k[t] w_k^t / Σ_k n_k m_k[t], and a tensor no client
-sent keeps its value. It averages weights, not deltas, because a client's
-start value of a private tensor is not the server's.
+sent keeps its value. It averages weights, not deltas from the client's
+start, because a client's start value of a private tensor is not the
+server's. With a `model_aggregator` (any weighted TFF aggregator, e.g.
+`tff.learning.robust_aggregator`) a client instead sends its deltas from the
+global model, m[t]·(g^t - w^t), with weight n_k, and the server rescales the
+aggregator's mean per tensor so that `tff.aggregators.MeanFactory()` gives
+the same weights (`delta_aggregation` says how and why deltas). With
+`max_weight_share` n_k is first replaced by the client's capped share of the
+round's weight (`weight_cap.cap_client_weights`), so no client holds more
+than that share of any tensor's sum of weights over all clients.
 
 `keep_private` is False for default and True for every other mode, so that
 dp_g, dp_l and random differ only in the rule; it can be overridden. Push:
@@ -88,8 +96,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
+from tff_nlp.algorithms import delta_aggregation
 from tff_nlp.algorithms import stateful_clients
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 
 TRAINING_DATA = 'training_data'
@@ -130,6 +140,22 @@ class ServerState(NamedTuple):
 
   global_model_weights: Any
   client_work: Any
+  round_num: Any
+
+
+class ServerStateWithAggregator(NamedTuple):
+  """The server state of a process built with a `model_aggregator`.
+
+  Attributes:
+    global_model_weights: `tff.learning.models.ModelWeights`.
+    client_work: The client optimizer's hparams.
+    aggregator: The model aggregator's state, carried between rounds.
+    round_num: Rounds run so far (int32).
+  """
+
+  global_model_weights: Any
+  client_work: Any
+  aggregator: Any
   round_num: Any
 
 
@@ -195,7 +221,7 @@ def client_data(training_data: Any, seed=(0, 0),
 
 def get_model_weights(state) -> tff.learning.models.ModelWeights:
   """The global model weights of a server state (Python side)."""
-  if isinstance(state, ServerState):
+  if isinstance(state, (ServerState, ServerStateWithAggregator)):
     return state.global_model_weights
   return state['global_model_weights']
 
@@ -275,6 +301,9 @@ def build_dynamic_pulling_process(
     metrics_aggregator: Optional[
         tff.learning.metrics.MetricsAggregatorType] = None,
     change_norm: str = 'l2',
+    model_aggregator: Optional[
+        tff.aggregators.WeightedAggregationFactory] = None,
+    max_weight_share: Optional[float] = None,
 ) -> DynamicPullingProcess:
   """Builds dynamic pulling with stateful clients (see the module docstring).
 
@@ -282,7 +311,10 @@ def build_dynamic_pulling_process(
   number of trainable tensors, H the client optimizer's hparams:
 
   *   `initialize`: `( -> S@SERVER)`, S = `ServerState<global_model_weights=M,
-      client_work=H, round_num=int32>`;
+      client_work=H, round_num=int32>`, or with a `model_aggregator` whose
+      process has state type A and measurements type Am,
+      `ServerStateWithAggregator<global_model_weights=M, client_work=H,
+      aggregator=A, round_num=int32>`;
   *   `next`: `(<state=S@SERVER, client_data={D}@CLIENTS,
       client_states={C}@CLIENTS> -> RoundOutput<state=S@SERVER,
       client_states={C}@CLIENTS, metrics=X@SERVER>)` with
@@ -296,7 +328,10 @@ def build_dynamic_pulling_process(
       float64, bytes_pulled_per_client=float64, bytes_pushed_per_client=
       float64, tensors_sent=<g=int32 for each group g>, tensors_updated=int32,
       non_finite_clients=int32, train=..., weighting=...>` (`train` and
-      `weighting` as in `client_work.build_weighted_client_work`);
+      `weighting` as in `client_work.build_weighted_client_work`), followed
+      by `aggregator=Am` with a `model_aggregator` and by
+      `weight_cap=<max_share_before=float32, max_share_after=float32,
+      num_capped=int32, cap_infeasible=int32>` with `max_weight_share`;
   *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
 
   In simulation `next` returns `client_states` as a list in the order of the
@@ -325,6 +360,14 @@ def build_dynamic_pulling_process(
       `tff.learning.metrics.sum_then_finalize` if None.
     change_norm: 'l2' (the paper: the norm of a tensor's change) or 'rms'
       (that norm over sqrt(tensor size)).
+    model_aggregator: A `tff.aggregators.WeightedAggregationFactory` for the
+      trainable tensors' deltas from the global model (e.g.
+      `tff.learning.robust_aggregator(weighted=True)`, clipping, zeroing or
+      DP factories), its state carried in the server state; None: the
+      plain weighted average of the module docstring.
+    max_weight_share: Caps each client's share of the round's weight at
+      this value in (0, 1] before the per-tensor sums
+      (`weight_cap.cap_client_weights`); None: no cap.
 
   Returns:
     A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
@@ -334,7 +377,9 @@ def build_dynamic_pulling_process(
       `exchanged` of the wrong length, `exchanged` given without
       'controllers' or missing with it, or `push='shared'` without
       `keep_private`.
-    TypeError: If `client_optimizer_fn` is not a TFF optimizer.
+      Also for a `max_weight_share` outside (0, 1].
+    TypeError: If `client_optimizer_fn` is not a TFF optimizer or
+      `model_aggregator` not a weighted aggregation factory.
   """
   mode = weighting_lib.parse_option(mode, tensor_selection.Mode, 'mode')
   keep_private, push = _defaults(mode, keep_private, push)
@@ -346,6 +391,8 @@ def build_dynamic_pulling_process(
         'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '
         f'{type(client_optimizer_fn)}.'
     )
+  if model_aggregator is not None:
+    delta_aggregation.check_factory(model_aggregator)
   tensor_groups = [str(g) for g in tensor_groups]
 
   @tff.tensorflow.computation
@@ -408,6 +455,13 @@ def build_dynamic_pulling_process(
     return tff.learning.models.ModelWeights(
         trainable=trainable, non_trainable=list(pushed.non_trainable))
 
+  def weighted_aggregand(trained, sent, weight):
+    return collections.OrderedDict(
+        weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
+                  for t, w in enumerate(trained)],
+        weights=tf.where(sent, weight, 0.0),
+    )
+
   def masked_sum(mask, values):
     return tf.reduce_sum(tf.where(mask, tf.constant(values, tf.int64),
                                   tf.zeros([num_tensors], tf.int64)))
@@ -435,11 +489,7 @@ def build_dynamic_pulling_process(
             trainable=trained, non_trainable=list(start.non_trainable)),
         shared=mask,
     )
-    aggregand = collections.OrderedDict(
-        weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
-                  for t, w in enumerate(trained)],
-        weights=tf.where(sent, weight, 0.0),
-    )
+    aggregand = weighted_aggregand(trained, sent, weight)
     stats = collections.OrderedDict(
         num_clients=tf.constant(1, tf.int32),
         parameters_pulled=masked_sum(sent, sizes),
@@ -453,10 +503,39 @@ def build_dynamic_pulling_process(
             for group, indices in groups.items()),
     )
     return collections.OrderedDict(
-        state=new_state, aggregand=aggregand, stats=stats)
+        state=new_state, aggregand=aggregand, stats=stats, weight=weight)
 
   aggregand_type = client_round.type_signature.result['aggregand']
   stats_type = client_round.type_signature.result['stats']
+
+  @tff.tensorflow.computation(client_state_type, np.float32)
+  def reweighted_aggregand(state, weight):
+    # A capped share is > 0 exactly where the weight was: `sent` is kept.
+    sent = tf.logical_and(state.shared, weight > 0.0)
+    return weighted_aggregand(state.weights.trainable, sent, weight)
+
+  @tff.tensorflow.computation(weights_type)
+  def trainable_of(weights):
+    return list(weights.trainable)
+
+  @tff.tensorflow.computation(client_state_type)
+  def client_parts(state):
+    return list(state.weights.trainable), state.shared
+
+  @tff.tensorflow.computation(weights_type, weights_type.trainable)
+  def with_trainable(weights, trainable):
+    return tff.learning.models.ModelWeights(
+        trainable=list(trainable), non_trainable=list(weights.non_trainable))
+
+  aggregator = (
+      delta_aggregation.DeltaAggregator(model_aggregator,
+                                        weights_type.trainable)
+      if model_aggregator is not None else None)
+
+  def server_state(**fields):
+    if aggregator is None:
+      return ServerState(**fields)
+    return ServerStateWithAggregator(**fields)
 
   @tff.tensorflow.computation(weights_type, aggregand_type)
   def server_update(weights, sums):
@@ -468,8 +547,10 @@ def build_dynamic_pulling_process(
     return tff.learning.models.ModelWeights(
         trainable=trainable, non_trainable=list(weights.non_trainable))
 
-  @tff.tensorflow.computation(stats_type, aggregand_type, measurements_type)
-  def round_metrics(stats, sums, measurements):
+  @tff.tensorflow.computation(stats_type,
+                              tff.TensorType(np.float32, [num_tensors]),
+                              measurements_type)
+  def round_metrics(stats, tensor_weights, measurements):
     n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
 
     def per_client(total):
@@ -484,7 +565,7 @@ def build_dynamic_pulling_process(
         bytes_pushed_per_client=per_client(stats['bytes_pushed']),
         tensors_sent=stats['tensors_sent'],
         tensors_updated=tf.reduce_sum(
-            tf.cast(sums['weights'] > 0.0, tf.int32)),
+            tf.cast(tensor_weights > 0.0, tf.int32)),
         non_finite_clients=measurements['weighting']['num_non_finite_clients'],
         train=measurements['train'],
         weighting=measurements['weighting'],
@@ -497,12 +578,15 @@ def build_dynamic_pulling_process(
 
   @tff.federated_computation
   def initialize_fn():
-    return tff.federated_zip(ServerState(
+    fields = dict(
         global_model_weights=tff.federated_eval(initial_model_weights,
                                                 tff.SERVER),
         client_work=client_work.initialize(),
         round_num=tff.federated_value(np.int32(0), tff.SERVER),
-    ))
+    )
+    if aggregator is not None:
+      fields['aggregator'] = aggregator.initialize()
+    return tff.federated_zip(server_state(**fields))
 
   state_type = initialize_fn.type_signature.result
 
@@ -522,17 +606,42 @@ def build_dynamic_pulling_process(
         client_round,
         (start, client_states, work.result, getattr(client_data, SEED),
          getattr(client_data, DATA_SIZE)))
-    sums = tff.federated_sum(outputs.aggregand)
-    new_weights = tff.federated_map(
-        server_update, (state.global_model_weights, sums))
-    new_state = tff.federated_zip(ServerState(
-        global_model_weights=new_weights,
-        client_work=work.state,
-        round_num=tff.federated_map(increment, state.round_num),
-    ))
-    metrics = tff.federated_map(
-        round_metrics,
-        (tff.federated_sum(outputs.stats), sums, work.measurements))
+    weights = outputs.weight
+    extra_metrics = collections.OrderedDict()
+    if max_weight_share is not None:
+      weights, cap_metrics = weight_cap.cap_client_weights(
+          weights, max_weight_share)
+    fields = dict(client_work=work.state,
+                  round_num=tff.federated_map(increment, state.round_num))
+    if aggregator is None:
+      aggregand = (outputs.aggregand if max_weight_share is None else
+                   tff.federated_map(reweighted_aggregand,
+                                     (outputs.state, weights)))
+      sums = tff.federated_sum(aggregand)
+      fields['global_model_weights'] = tff.federated_map(
+          server_update, (state.global_model_weights, sums))
+      tensor_weights = sums.weights
+    else:
+      trained, sent = tff.federated_map(client_parts, outputs.state)
+      aggregated = aggregator.next(
+          state.aggregator,
+          tff.federated_map(trainable_of, state.global_model_weights),
+          tff.federated_map(trainable_of, pushed), trained, weights, sent)
+      fields['global_model_weights'] = tff.federated_map(
+          with_trainable, (state.global_model_weights, aggregated.result))
+      fields['aggregator'] = aggregated.state
+      tensor_weights = getattr(aggregated.sums,
+                               delta_aggregation.TENSOR_WEIGHTS)
+      extra_metrics['aggregator'] = aggregated.measurements
+    if max_weight_share is not None:
+      extra_metrics['weight_cap'] = cap_metrics
+    new_state = tff.federated_zip(server_state(**fields))
+    metrics = delta_aggregation.with_measurements(
+        tff.federated_map(
+            round_metrics,
+            (tff.federated_sum(outputs.stats), tensor_weights,
+             work.measurements)),
+        extra_metrics)
     return stateful_clients.RoundOutput(
         state=new_state, client_states=outputs.state, metrics=metrics)
 
@@ -542,9 +651,7 @@ def build_dynamic_pulling_process(
 
   @tff.tensorflow.computation(state_type.member, weights_type)
   def set_model_weights_fn(state, weights):
-    return ServerState(global_model_weights=weights,
-                       client_work=state.client_work,
-                       round_num=state.round_num)
+    return state._replace(global_model_weights=weights)
 
   return DynamicPullingProcess(
       initialize_fn,
