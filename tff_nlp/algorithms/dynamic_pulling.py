@@ -217,7 +217,11 @@ def build_dynamic_pulling_process(
       trainable tensors' deltas from the global model (e.g.
       `tff.learning.robust_aggregator(weighted=True)`, clipping, zeroing or
       DP factories), its state carried in the server state; None: the
-      plain weighted average of the module docstring.
+      plain weighted average of the module docstring. Deltas, because
+      clipping, zeroing and DP noise are defined on updates (how far a
+      client moves the model), not on weights; the server rescales the
+      mean delta per tensor (`delta_aggregation`), so that
+      `tff.aggregators.MeanFactory()` gives the plain average.
     max_weight_share: Caps each client's share of the round's weight at
       this value in (0, 1] before the per-tensor sums
       (`weight_cap.cap_client_weights`); None: no cap.
