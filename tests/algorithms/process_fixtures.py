@@ -103,7 +103,7 @@ FCL_DECOMPOSED = ('fedweit', 'fedseit', 'fedseit_sit')
 
 
 @functools.lru_cache(maxsize=None)
-def build_fcl(method, **kwargs):
+def build_fcl(method, model_aggregator=None, **kwargs):
   from tff_nlp.algorithms import fcl  # pylint: disable=g-import-not-at-top
   config_kwargs = dict(learning_rate=FCL_LEARNING_RATE,
                        sparsity=FCL_SPARSITY, sit_top_k=2, sit_max_vectors=4)
@@ -114,7 +114,8 @@ def build_fcl(method, **kwargs):
   spec = fcl.model_spec(config, vocab_size=30, max_length=8, num_classes=3,
                         embedding_dim=4, filter_widths=FCL_WIDTHS,
                         num_filters=3, dropout=0.0, seed=1)
-  return fcl.build_fcl_process(config, spec)
+  return fcl.build_fcl_process(config, spec,
+                               model_aggregator=model_aggregator)
 
 
 # ---------------------------------------------------------------------------

@@ -48,8 +48,16 @@ the same number of steps; else its examples (one epoch's with
 6.  Its new state is `ClientState(trained weights, m)`.
 
 Server: w^t <- Σ_k n_k m_k[t] w_k^t / Σ_k n_k m_k[t], and a tensor no client
-sent keeps its value. It averages weights, not deltas, because a client's
-start value of a private tensor is not the server's.
+sent keeps its value. It averages weights, not deltas from the client's
+start, because a client's start value of a private tensor is not the
+server's. With a `model_aggregator` (any weighted TFF aggregator, e.g.
+`tff.learning.robust_aggregator`) a client instead sends its deltas from the
+global model, m[t]·(g^t - w^t), with weight n_k, and the server rescales the
+aggregator's mean per tensor so that `tff.aggregators.MeanFactory()` gives
+the same weights (`delta_aggregation` says how and why deltas). With
+`max_weight_share` n_k is first replaced by the client's capped share of the
+round's weight (`weight_cap.cap_client_weights`), so no client holds more
+than that share of any tensor's sum of weights over all clients.
 
 `keep_private` is False for default and True for every other mode, so that
 dp_g, dp_l and random differ only in the rule; it can be overridden. Push:
@@ -81,20 +89,32 @@ import collections
 from collections.abc import Callable, Sequence
 import enum
 import math
-from typing import Any, NamedTuple, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
+from tff_nlp.algorithms import delta_aggregation
+from tff_nlp.algorithms import dynamic_pulling_state
 from tff_nlp.algorithms import stateful_clients
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 
-TRAINING_DATA = 'training_data'
-SEED = 'seed'
-DATA_SIZE = 'data_size'
+# The states, the client data and the process class live in
+# `dynamic_pulling_state` (re-exported here, the public place).
+TRAINING_DATA = dynamic_pulling_state.TRAINING_DATA
+SEED = dynamic_pulling_state.SEED
+DATA_SIZE = dynamic_pulling_state.DATA_SIZE
+ClientState = dynamic_pulling_state.ClientState
+ServerState = dynamic_pulling_state.ServerState
+ServerStateWithAggregator = dynamic_pulling_state.ServerStateWithAggregator
+DynamicPullingProcess = dynamic_pulling_state.DynamicPullingProcess
+client_data = dynamic_pulling_state.client_data
+get_model_weights = dynamic_pulling_state.get_model_weights
+initial_client_state = dynamic_pulling_state.initial_client_state
 CHANGE_NORMS = ('l2', 'rms')
 
 
@@ -103,147 +123,6 @@ class Push(enum.Enum):
 
   ALL = 'all'
   SHARED = 'shared'
-
-
-class ClientState(NamedTuple):
-  """A client's state between rounds.
-
-  Attributes:
-    weights: `tff.learning.models.ModelWeights` at the end of its last local
-      training.
-    shared: bool[T], which trainable tensors it sent in its last round.
-  """
-
-  weights: Any
-  shared: Any
-
-
-class ServerState(NamedTuple):
-  """The server state.
-
-  Attributes:
-    global_model_weights: `tff.learning.models.ModelWeights`.
-    client_work: The client optimizer's hparams (`<learning_rate=float32>`
-      for SGD).
-    round_num: Rounds run so far (int32).
-  """
-
-  global_model_weights: Any
-  client_work: Any
-  round_num: Any
-
-
-class DynamicPullingProcess(tff.templates.IterativeProcess):
-  """The process of `build_dynamic_pulling_process`.
-
-  Besides `initialize` and `next`: `get_model_weights` `(S -> M)` and
-  `set_model_weights` `(<S, M> -> S)` (TFF computations), the settings it
-  was built with (`mode`, `tensor_groups`, `keep_private`, `push`), and the
-  methods of a `stateful_clients.StatefulClientsProcess`.
-  """
-
-  def __init__(self, initialize_fn, next_fn, *, get_model_weights_fn,
-               set_model_weights_fn, mode, tensor_groups, keep_private, push):
-    super().__init__(initialize_fn, next_fn)
-    self._get_model_weights = get_model_weights_fn
-    self._set_model_weights = set_model_weights_fn
-    self.mode = mode
-    self.tensor_groups = tuple(tensor_groups)
-    self.keep_private = keep_private
-    self.push = push
-
-  @property
-  def get_model_weights(self) -> tff.Computation:
-    return self._get_model_weights
-
-  @property
-  def set_model_weights(self) -> tff.Computation:
-    return self._set_model_weights
-
-  def initial_client_states(self, state: Any,
-                            num_clients: int) -> list['ClientState']:
-    """K clients' states before their first round, from server `state`."""
-    return [initial_client_state(self, state) for _ in range(num_clients)]
-
-  def round_computation_for(self, state: Any) -> tff.Computation:
-    """The round (`next`), the same from every state."""
-    del state  # Unused.
-    return self.next
-
-
-def client_data(training_data: Any, seed=(0, 0),
-                data_size: float = 0.0) -> collections.OrderedDict:
-  """One client's data D for `next`.
-
-  Args:
-    training_data: Its batches (a `tf.data.Dataset`), or with
-      `with_client_config` the output of `algorithms.with_client_config`.
-    seed: Two integers, the stateless seed of `random` mode (vary it by
-      round and client for independent choices).
-    data_size: Its aggregation weight n_k, e.g. the size of its corpus when
-      every client trains a fixed number of steps (the paper); 0: the
-      examples it trained on, as `client_work`'s `num_examples` weighting.
-  """
-  if not (np.isfinite(data_size) and data_size >= 0):
-    raise ValueError(f'data_size must be finite and >= 0, got {data_size!r}.')
-  return collections.OrderedDict([
-      (TRAINING_DATA, training_data),
-      (SEED, np.asarray(seed, np.int64)),
-      (DATA_SIZE, np.float32(data_size)),
-  ])
-
-
-def get_model_weights(state) -> tff.learning.models.ModelWeights:
-  """The global model weights of a server state (Python side)."""
-  if isinstance(state, ServerState):
-    return state.global_model_weights
-  return state['global_model_weights']
-
-
-def _as_numpy_weights(weights) -> tff.learning.models.ModelWeights:
-  return tff.learning.models.ModelWeights(
-      trainable=[np.asarray(w) for w in weights.trainable],
-      non_trainable=[np.asarray(w) for w in weights.non_trainable],
-  )
-
-
-def initial_client_state(
-    process_or_model_fn: Union[
-        DynamicPullingProcess,
-        Callable[[], tff.learning.models.VariableModel],
-    ],
-    state: Any = None,
-) -> ClientState:
-  """A client's state before its first round, as numpy values.
-
-  Its weights are the global model: of `state` (e.g. after
-  `process.set_model_weights` put a pre-trained model in it) or of
-  `process.initialize()`, or the weights of a model built by `model_fn`
-  (which must then build the same weights on every call, e.g. seeded).
-  `shared` is all True, so every client takes every tensor in round 1.
-
-  Args:
-    process_or_model_fn: A `DynamicPullingProcess` or a `model_fn`.
-    state: A server state of the process (only with a process).
-
-  Returns:
-    A `ClientState` of numpy arrays.
-  """
-  if isinstance(process_or_model_fn, DynamicPullingProcess):
-    if state is None:
-      state = process_or_model_fn.initialize()
-    weights = get_model_weights(state)
-  else:
-    if state is not None:
-      raise ValueError('state needs a DynamicPullingProcess, not a model_fn.')
-    model = process_or_model_fn()
-    weights = tf.nest.map_structure(
-        lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model)
-    )
-  weights = _as_numpy_weights(weights)
-  return ClientState(
-      weights=weights, shared=np.ones([len(weights.trainable)], np.bool_)
-  )
 
 
 def _defaults(mode, keep_private, push):
@@ -275,6 +154,9 @@ def build_dynamic_pulling_process(
     metrics_aggregator: Optional[
         tff.learning.metrics.MetricsAggregatorType] = None,
     change_norm: str = 'l2',
+    model_aggregator: Optional[
+        tff.aggregators.WeightedAggregationFactory] = None,
+    max_weight_share: Optional[float] = None,
 ) -> DynamicPullingProcess:
   """Builds dynamic pulling with stateful clients (see the module docstring).
 
@@ -282,7 +164,10 @@ def build_dynamic_pulling_process(
   number of trainable tensors, H the client optimizer's hparams:
 
   *   `initialize`: `( -> S@SERVER)`, S = `ServerState<global_model_weights=M,
-      client_work=H, round_num=int32>`;
+      client_work=H, round_num=int32>`, or with a `model_aggregator` whose
+      process has state type A and measurements type Am,
+      `ServerStateWithAggregator<global_model_weights=M, client_work=H,
+      aggregator=A, round_num=int32>`;
   *   `next`: `(<state=S@SERVER, client_data={D}@CLIENTS,
       client_states={C}@CLIENTS> -> RoundOutput<state=S@SERVER,
       client_states={C}@CLIENTS, metrics=X@SERVER>)` with
@@ -296,7 +181,10 @@ def build_dynamic_pulling_process(
       float64, bytes_pulled_per_client=float64, bytes_pushed_per_client=
       float64, tensors_sent=<g=int32 for each group g>, tensors_updated=int32,
       non_finite_clients=int32, train=..., weighting=...>` (`train` and
-      `weighting` as in `client_work.build_weighted_client_work`);
+      `weighting` as in `client_work.build_weighted_client_work`), followed
+      by `aggregator=Am` with a `model_aggregator` and by
+      `weight_cap=<max_share_before=float32, max_share_after=float32,
+      num_capped=int32, cap_infeasible=int32>` with `max_weight_share`;
   *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
 
   In simulation `next` returns `client_states` as a list in the order of the
@@ -325,6 +213,18 @@ def build_dynamic_pulling_process(
       `tff.learning.metrics.sum_then_finalize` if None.
     change_norm: 'l2' (the paper: the norm of a tensor's change) or 'rms'
       (that norm over sqrt(tensor size)).
+    model_aggregator: A `tff.aggregators.WeightedAggregationFactory` for the
+      trainable tensors' deltas from the global model (e.g.
+      `tff.learning.robust_aggregator(weighted=True)`, clipping, zeroing or
+      DP factories), its state carried in the server state; None: the
+      plain weighted average of the module docstring. Deltas, because
+      clipping, zeroing and DP noise are defined on updates (how far a
+      client moves the model), not on weights; the server rescales the
+      mean delta per tensor (`delta_aggregation`), so that
+      `tff.aggregators.MeanFactory()` gives the plain average.
+    max_weight_share: Caps each client's share of the round's weight at
+      this value in (0, 1] before the per-tensor sums
+      (`weight_cap.cap_client_weights`); None: no cap.
 
   Returns:
     A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
@@ -334,7 +234,9 @@ def build_dynamic_pulling_process(
       `exchanged` of the wrong length, `exchanged` given without
       'controllers' or missing with it, or `push='shared'` without
       `keep_private`.
-    TypeError: If `client_optimizer_fn` is not a TFF optimizer.
+      Also for a `max_weight_share` outside (0, 1].
+    TypeError: If `client_optimizer_fn` is not a TFF optimizer or
+      `model_aggregator` not a weighted aggregation factory.
   """
   mode = weighting_lib.parse_option(mode, tensor_selection.Mode, 'mode')
   keep_private, push = _defaults(mode, keep_private, push)
@@ -346,6 +248,8 @@ def build_dynamic_pulling_process(
         'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '
         f'{type(client_optimizer_fn)}.'
     )
+  if model_aggregator is not None:
+    delta_aggregation.check_factory(model_aggregator)
   tensor_groups = [str(g) for g in tensor_groups]
 
   @tff.tensorflow.computation
@@ -408,6 +312,13 @@ def build_dynamic_pulling_process(
     return tff.learning.models.ModelWeights(
         trainable=trainable, non_trainable=list(pushed.non_trainable))
 
+  def weighted_aggregand(trained, sent, weight):
+    return collections.OrderedDict(
+        weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
+                  for t, w in enumerate(trained)],
+        weights=tf.where(sent, weight, 0.0),
+    )
+
   def masked_sum(mask, values):
     return tf.reduce_sum(tf.where(mask, tf.constant(values, tf.int64),
                                   tf.zeros([num_tensors], tf.int64)))
@@ -435,11 +346,7 @@ def build_dynamic_pulling_process(
             trainable=trained, non_trainable=list(start.non_trainable)),
         shared=mask,
     )
-    aggregand = collections.OrderedDict(
-        weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
-                  for t, w in enumerate(trained)],
-        weights=tf.where(sent, weight, 0.0),
-    )
+    aggregand = weighted_aggregand(trained, sent, weight)
     stats = collections.OrderedDict(
         num_clients=tf.constant(1, tf.int32),
         parameters_pulled=masked_sum(sent, sizes),
@@ -453,10 +360,39 @@ def build_dynamic_pulling_process(
             for group, indices in groups.items()),
     )
     return collections.OrderedDict(
-        state=new_state, aggregand=aggregand, stats=stats)
+        state=new_state, aggregand=aggregand, stats=stats, weight=weight)
 
   aggregand_type = client_round.type_signature.result['aggregand']
   stats_type = client_round.type_signature.result['stats']
+
+  @tff.tensorflow.computation(client_state_type, np.float32)
+  def reweighted_aggregand(state, weight):
+    # A capped share is > 0 exactly where the weight was: `sent` is kept.
+    sent = tf.logical_and(state.shared, weight > 0.0)
+    return weighted_aggregand(state.weights.trainable, sent, weight)
+
+  @tff.tensorflow.computation(weights_type)
+  def trainable_of(weights):
+    return list(weights.trainable)
+
+  @tff.tensorflow.computation(client_state_type)
+  def client_parts(state):
+    return list(state.weights.trainable), state.shared
+
+  @tff.tensorflow.computation(weights_type, weights_type.trainable)
+  def with_trainable(weights, trainable):
+    return tff.learning.models.ModelWeights(
+        trainable=list(trainable), non_trainable=list(weights.non_trainable))
+
+  aggregator = (
+      delta_aggregation.DeltaAggregator(model_aggregator,
+                                        weights_type.trainable)
+      if model_aggregator is not None else None)
+
+  def server_state(**fields):
+    if aggregator is None:
+      return ServerState(**fields)
+    return ServerStateWithAggregator(**fields)
 
   @tff.tensorflow.computation(weights_type, aggregand_type)
   def server_update(weights, sums):
@@ -468,8 +404,10 @@ def build_dynamic_pulling_process(
     return tff.learning.models.ModelWeights(
         trainable=trainable, non_trainable=list(weights.non_trainable))
 
-  @tff.tensorflow.computation(stats_type, aggregand_type, measurements_type)
-  def round_metrics(stats, sums, measurements):
+  @tff.tensorflow.computation(stats_type,
+                              tff.TensorType(np.float32, [num_tensors]),
+                              measurements_type)
+  def round_metrics(stats, tensor_weights, measurements):
     n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
 
     def per_client(total):
@@ -484,7 +422,7 @@ def build_dynamic_pulling_process(
         bytes_pushed_per_client=per_client(stats['bytes_pushed']),
         tensors_sent=stats['tensors_sent'],
         tensors_updated=tf.reduce_sum(
-            tf.cast(sums['weights'] > 0.0, tf.int32)),
+            tf.cast(tensor_weights > 0.0, tf.int32)),
         non_finite_clients=measurements['weighting']['num_non_finite_clients'],
         train=measurements['train'],
         weighting=measurements['weighting'],
@@ -497,12 +435,15 @@ def build_dynamic_pulling_process(
 
   @tff.federated_computation
   def initialize_fn():
-    return tff.federated_zip(ServerState(
+    fields = dict(
         global_model_weights=tff.federated_eval(initial_model_weights,
                                                 tff.SERVER),
         client_work=client_work.initialize(),
         round_num=tff.federated_value(np.int32(0), tff.SERVER),
-    ))
+    )
+    if aggregator is not None:
+      fields['aggregator'] = aggregator.initialize()
+    return tff.federated_zip(server_state(**fields))
 
   state_type = initialize_fn.type_signature.result
 
@@ -522,17 +463,42 @@ def build_dynamic_pulling_process(
         client_round,
         (start, client_states, work.result, getattr(client_data, SEED),
          getattr(client_data, DATA_SIZE)))
-    sums = tff.federated_sum(outputs.aggregand)
-    new_weights = tff.federated_map(
-        server_update, (state.global_model_weights, sums))
-    new_state = tff.federated_zip(ServerState(
-        global_model_weights=new_weights,
-        client_work=work.state,
-        round_num=tff.federated_map(increment, state.round_num),
-    ))
-    metrics = tff.federated_map(
-        round_metrics,
-        (tff.federated_sum(outputs.stats), sums, work.measurements))
+    weights = outputs.weight
+    extra_metrics = collections.OrderedDict()
+    if max_weight_share is not None:
+      weights, cap_metrics = weight_cap.cap_client_weights(
+          weights, max_weight_share)
+    fields = dict(client_work=work.state,
+                  round_num=tff.federated_map(increment, state.round_num))
+    if aggregator is None:
+      aggregand = (outputs.aggregand if max_weight_share is None else
+                   tff.federated_map(reweighted_aggregand,
+                                     (outputs.state, weights)))
+      sums = tff.federated_sum(aggregand)
+      fields['global_model_weights'] = tff.federated_map(
+          server_update, (state.global_model_weights, sums))
+      tensor_weights = sums.weights
+    else:
+      trained, sent = tff.federated_map(client_parts, outputs.state)
+      aggregated = aggregator.next(
+          state.aggregator,
+          tff.federated_map(trainable_of, state.global_model_weights),
+          tff.federated_map(trainable_of, pushed), trained, weights, sent)
+      fields['global_model_weights'] = tff.federated_map(
+          with_trainable, (state.global_model_weights, aggregated.result))
+      fields['aggregator'] = aggregated.state
+      tensor_weights = getattr(aggregated.sums,
+                               delta_aggregation.TENSOR_WEIGHTS)
+      extra_metrics['aggregator'] = aggregated.measurements
+    if max_weight_share is not None:
+      extra_metrics['weight_cap'] = cap_metrics
+    new_state = tff.federated_zip(server_state(**fields))
+    metrics = delta_aggregation.with_measurements(
+        tff.federated_map(
+            round_metrics,
+            (tff.federated_sum(outputs.stats), tensor_weights,
+             work.measurements)),
+        extra_metrics)
     return stateful_clients.RoundOutput(
         state=new_state, client_states=outputs.state, metrics=metrics)
 
@@ -542,9 +508,7 @@ def build_dynamic_pulling_process(
 
   @tff.tensorflow.computation(state_type.member, weights_type)
   def set_model_weights_fn(state, weights):
-    return ServerState(global_model_weights=weights,
-                       client_work=state.client_work,
-                       round_num=state.round_num)
+    return state._replace(global_model_weights=weights)
 
   return DynamicPullingProcess(
       initialize_fn,

@@ -65,7 +65,10 @@ Computations of an `FclProcess` (C client states `{C}@CLIENTS`):
     the round (its shared weights being the broadcast ones), sends weight 0
     and zeros, so it cannot poison the model. The server averages the
     shared weights over the clients with weight > 0 (keeping them if none)
-    and stores the A's.
+    and stores the A's. With a `model_aggregator` (`build_fcl_process`)
+    the clients send the deltas of their shared weights through it
+    instead, and `FclConfig.max_weight_share` caps each client's share of
+    the weight.
 
 What leaves a client: its shared weights (B, or the plain kernels; the
 embedding on the first task) and training-set size; its pruned A_t and
@@ -75,6 +78,7 @@ and data stay on the client.
 """
 
 from tff_nlp.algorithms.fcl.core import ADAPTIVE_INIT_DIVISOR
+from tff_nlp.algorithms.fcl.core import AGGREGATOR_PHASES
 from tff_nlp.algorithms.fcl.core import ClientState
 from tff_nlp.algorithms.fcl.core import FclConfig
 from tff_nlp.algorithms.fcl.core import FclProcess
@@ -85,6 +89,7 @@ from tff_nlp.algorithms.fcl.core import REPRESENTATION_COUNTS
 from tff_nlp.algorithms.fcl.core import REPRESENTATION_TASKS
 from tff_nlp.algorithms.fcl.core import REPRESENTATIONS
 from tff_nlp.algorithms.fcl.core import ServerState
+from tff_nlp.algorithms.fcl.core import ServerStateWithAggregator
 from tff_nlp.algorithms.fcl.core import TASK
 from tff_nlp.algorithms.fcl.predictor import Predictor
 from tff_nlp.algorithms.fcl.process import build_fcl_process

@@ -41,6 +41,9 @@ class BuildContext(NamedTuple):
     server_type: The server state's TFF type.
     shared_type: Its `shared` part's.
     client_type: A client state's TFF type.
+    aggregators: With a `model_aggregator` (federated methods),
+      `core.AGGREGATOR_PHASES` -> `delta_aggregation.DeltaAggregator` of
+      that phase's shared weights; else None.
   """
 
   config: Any
@@ -66,6 +69,7 @@ class BuildContext(NamedTuple):
   server_type: Any
   shared_type: Any
   client_type: Any
+  aggregators: Any = None
 
 
 def trainable_keys(spec: fcl_cnn.FclCnnSpec) -> tuple[str, ...]:

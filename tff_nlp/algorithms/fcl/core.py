@@ -3,7 +3,7 @@ method (see the package docstring)."""
 
 import collections
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow_federated as tff
@@ -46,6 +46,11 @@ class FclConfig:
     sit_threshold: τ of SIT's rectified-linear score.
     sit_score: One of `sit.METHODS`.
     sit_max_vectors: Rows of a task representation (k-means clusters).
+    max_weight_share: Caps each client's share of a round's weight (its
+      training-set size) at this value in (0, 1]
+      (`weight_cap.cap_client_weights`) before the shared weights are
+      averaged; None: no cap. 'local' averages nothing and ignores it;
+      `build_fcl_process` checks the value.
   """
 
   method: str
@@ -63,6 +68,7 @@ class FclConfig:
   sit_threshold: float = 0.7
   sit_score: str = 'rectified_linear'
   sit_max_vectors: int = 200
+  max_weight_share: Optional[float] = None
 
   def __post_init__(self):
     if self.method not in METHODS:
@@ -154,6 +160,31 @@ class ServerState(NamedTuple):
   representation_counts: Any
   task: Any
   round_num: Any
+
+
+# The parts of the aggregator state of a process built with a
+# `model_aggregator`: the first task's rounds aggregate the embedding too, a
+# value of another type, so each kind of round has its own aggregator.
+AGGREGATOR_PHASES = ('first_task', 'later_tasks')
+
+
+class ServerStateWithAggregator(NamedTuple):
+  """The server's state with a `model_aggregator` (federated methods).
+
+  Attributes: those of `ServerState`, and `aggregator`:
+  `<first_task=A0, later_tasks=A1>`, the states of the aggregators of the
+  shared weights' deltas in the rounds of task 0 (with the embedding) and
+  of later tasks, each carried between the rounds that use it.
+  """
+
+  shared: Any
+  adaptive_store: Any
+  stored: Any
+  representations: Any
+  representation_counts: Any
+  task: Any
+  round_num: Any
+  aggregator: Any
 
 
 # Keys of `start_task`'s client input (`task_start_input`).

@@ -2,11 +2,13 @@
 method (see the `fcl` package docstring)."""
 
 import collections
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_nlp.algorithms import delta_aggregation
 from tff_nlp.algorithms.fcl import common
 from tff_nlp.algorithms.fcl import core
 from tff_nlp.algorithms.fcl import rounds
@@ -14,13 +16,39 @@ from tff_nlp.algorithms.fcl import task_start
 from tff_nlp.models import fcl_cnn
 
 
-def build_fcl_process(config: core.FclConfig, spec: fcl_cnn.FclCnnSpec
-                      ) -> core.FclProcess:
+def build_fcl_process(
+    config: core.FclConfig, spec: fcl_cnn.FclCnnSpec, *,
+    model_aggregator: Optional[
+        tff.aggregators.WeightedAggregationFactory] = None,
+) -> core.FclProcess:
   """Builds the computations of `config.method` for `spec`'s model.
+
+  With a `model_aggregator` (federated methods; 'local' ignores it) each
+  client sends the deltas of its shared weights from the broadcast ones,
+  g - w_k, weighted by its training-set size (capped with
+  `config.max_weight_share`), through the factory's process, and the server
+  sets g - D for its mean D (`delta_aggregation`: deltas, because clipping,
+  zeroing and DP noise act on updates, not on weights; with
+  `tff.aggregators.MeanFactory()` this is the plain weighted average). The
+  server state is then S' = `ServerStateWithAggregator`, S's fields and
+  `aggregator=<first_task=A0, later_tasks=A1>`: the states of the
+  factory's processes for task 0's shared weights (with the embedding) and
+  for later tasks', each carried between the rounds of its phase. The type
+  signatures of the package docstring hold with S' for S, and the rounds'
+  metrics end with `aggregator=Am` (the measurements of the phase's
+  process), and with `config.max_weight_share` with
+  `weight_cap=<max_share_before=float32, max_share_after=float32,
+  num_capped=int32, cap_infeasible=int32>`. E.g. `next`:
+  `<S'@SERVER, {D}@CLIENTS, {C}@CLIENTS> -> <state=S'@SERVER,
+  client_states={C}@CLIENTS, metrics=<..., aggregator=Am1>@SERVER>`.
 
   Args:
     config: The method and its hyperparameters.
     spec: The model, from `model_spec(config, ...)`.
+    model_aggregator: A `tff.aggregators.WeightedAggregationFactory` for the
+      deltas of the shared weights (e.g.
+      `tff.learning.robust_aggregator(weighted=True)`); None: the plain
+      weighted average.
 
   Returns:
     An `FclProcess`; the round computations take each client's training
@@ -29,7 +57,10 @@ def build_fcl_process(config: core.FclConfig, spec: fcl_cnn.FclCnnSpec
 
   Raises:
     ValueError: If `spec` is not the model of `config`'s method.
+    TypeError: If `model_aggregator` is not a weighted aggregation factory.
   """
+  if model_aggregator is not None:
+    delta_aggregation.check_factory(model_aggregator)
   if (spec.architecture, spec.kb_size, spec.num_tasks) != (
       config.architecture, config.kb_size, config.tasks_per_client):
     raise ValueError(
@@ -77,12 +108,34 @@ def build_fcl_process(config: core.FclConfig, spec: fcl_cnn.FclCnnSpec
         task=tf.constant(-1, tf.int32),
         round_num=tf.constant(0, tf.int32))
 
-  server_type = initial_server_state.type_signature.result
-  shared_type = server_type.shared
+  base_type = initial_server_state.type_signature.result
+  shared_type = base_type.shared
+  aggregators = None
+  if model_aggregator is not None and config.federated:
+    aggregators = collections.OrderedDict(
+        (phase, delta_aggregation.DeltaAggregator(
+            model_aggregator, rounds.sent_shared_type(
+                config, shared_type, train_embedding=phase == 'first_task')))
+        for phase in core.AGGREGATOR_PHASES)
 
   @tff.federated_computation
   def initialize():
-    return tff.federated_eval(initial_server_state, tff.SERVER)
+    state = tff.federated_eval(initial_server_state, tff.SERVER)
+    if aggregators is None:
+      return state
+    aggregator_state = tff.federated_zip(collections.OrderedDict(
+        (phase, aggregator.initialize())
+        for phase, aggregator in aggregators.items()))
+
+    @tff.tensorflow.computation(base_type,
+                                aggregator_state.type_signature.member)
+    def with_aggregator(state, aggregator_state):
+      return core.ServerStateWithAggregator(
+          **state._asdict(), aggregator=aggregator_state)
+
+    return tff.federated_map(with_aggregator, (state, aggregator_state))
+
+  server_type = initialize.type_signature.result.member
 
   @tff.tensorflow.computation(server_type, np.int32)
   def initial_client_state(server_state, client_id):
@@ -106,7 +159,7 @@ def build_fcl_process(config: core.FclConfig, spec: fcl_cnn.FclCnnSpec
       new_model=new_model, shapes=shapes, bank_shapes=bank_shapes,
       adaptive_bytes=adaptive_bytes, embedding_bytes=embedding_bytes,
       server_type=server_type, shared_type=shared_type,
-      client_type=client_type)
+      client_type=client_type, aggregators=aggregators)
 
   return core.FclProcess(
       config=config, spec=spec, initialize=initialize,

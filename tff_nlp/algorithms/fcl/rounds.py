@@ -11,12 +11,30 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import batch_loop
+from tff_nlp.algorithms import delta_aggregation
 from tff_nlp.algorithms import optimizers as optimizers_lib
 from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms.fcl import common
 from tff_nlp.algorithms.fcl import core
 from tff_nlp.models import dropout_seeds
 from tff_nlp.models import fcl_cnn
+
+
+def _round_shared_keys(shared_type, train_embedding):
+  keys = tff.structure.name_list(shared_type)
+  return tuple(keys) if train_embedding else tuple(
+      k for k in keys if k != 'embedding')
+
+
+def sent_shared_type(config, shared_type,
+                     train_embedding: bool) -> tff.StructWithPythonType:
+  """The type of the shared weights the clients send in a round (the
+  rounds of task 0 with `train_embedding`; none for 'local')."""
+  keys = _round_shared_keys(shared_type, train_embedding)
+  return tff.StructWithPythonType(
+      [(k, shared_type[k]) for k in keys if config.federated],
+      collections.OrderedDict)
 
 
 def build_round(ctx: common.BuildContext,
@@ -30,10 +48,11 @@ def build_round(ctx: common.BuildContext,
 
   Returns:
     The round, `<S@SERVER, {D}@CLIENTS, {C}@CLIENTS> ->
-    RoundOutput<state=S@SERVER, client_states={C}@CLIENTS, metrics=M@SERVER>`.
+    RoundOutput<state=S@SERVER, client_states={C}@CLIENTS, metrics=M@SERVER>`
+    (with a model aggregator or a weight cap, see `build_fcl_process`).
   """
   config, spec, optimizer = ctx.config, ctx.spec, ctx.optimizer
-  trainable, shared, adaptive = ctx.trainable, ctx.shared, ctx.adaptive
+  trainable, adaptive = ctx.trainable, ctx.adaptive
   num_tasks = ctx.num_tasks
   num_slots, new_model, shapes = ctx.num_slots, ctx.new_model, ctx.shapes
   adaptive_bytes, server_type = ctx.adaptive_bytes, ctx.server_type
@@ -41,9 +60,11 @@ def build_round(ctx: common.BuildContext,
   batch_type = tff.SequenceType(
       (tff.TensorType(np.int32, [None, spec.max_length]),
        tff.TensorType(np.int32, [None])))
-  round_shared = shared if train_embedding else tuple(
-      k for k in shared if k != 'embedding')
+  round_shared = _round_shared_keys(shared_type, train_embedding)
   sent_shared = round_shared if config.federated else ()
+  phase = core.AGGREGATOR_PHASES[0 if train_embedding else 1]
+  aggregator = ctx.aggregators[phase] if ctx.aggregators else None
+  capped = config.max_weight_share is not None and config.federated
   round_shared_type = tff.StructWithPythonType(
       [(k, shared_type[k]) for k in round_shared], collections.OrderedDict)
   shared_bytes = sum(common.num_bytes(shapes[k]) for k in sent_shared)
@@ -181,6 +202,16 @@ def build_round(ctx: common.BuildContext,
   store_type = (adaptive_aggregation[0].type_signature.result
                 if adaptive else tff.StructType([]))
 
+  def updated_state(state, new_shared, received):
+    store, stored = state.adaptive_store, state.stored
+    if adaptive:
+      got = received['received']
+      store = [tf.where(got[:, None, None, None], new, old)
+               for new, old in zip(received['values'], store)]
+      stored = tf.logical_or(stored, got)
+    return state._replace(shared=new_shared, adaptive_store=store,
+                          stored=stored, round_num=state.round_num + 1)
+
   @tff.tensorflow.computation(server_type, result_type['aggregand'],
                               store_type)
   def server_update(state, sums, received):
@@ -190,14 +221,43 @@ def build_round(ctx: common.BuildContext,
           sums['weight'] > 0.0,
           tf.math.divide_no_nan(sums['weighted'][key], sums['weight']),
           state.shared[key])
-    store, stored = state.adaptive_store, state.stored
-    if adaptive:
-      got = received['received']
-      store = [tf.where(got[:, None, None, None], new, old)
-               for new, old in zip(received['values'], store)]
-      stored = tf.logical_or(stored, got)
-    return state._replace(shared=new_shared, adaptive_store=store,
-                          stored=stored, round_num=state.round_num + 1)
+    return updated_state(state, new_shared, received)
+
+  if capped or aggregator is not None:
+    sent_type = sent_shared_type(config, shared_type, train_embedding)
+
+    @tff.tensorflow.computation(result_type)
+    def sent_values(result):
+      # A rejected client's weights are its start (the broadcast ones).
+      return (collections.OrderedDict(
+          (k, result['client'].weights[k]) for k in sent_shared),
+              result['aggregand']['weight'])
+
+    @tff.tensorflow.computation(sent_type, np.float32)
+    def reweighted_aggregand(values, weight):
+      return collections.OrderedDict(
+          weighted=collections.OrderedDict(
+              (k, weight * values[k]) for k in sent_shared),
+          weight=weight)
+
+  if aggregator is not None:
+
+    @tff.tensorflow.computation(server_type)
+    def aggregator_state(state):
+      return state.aggregator[phase]
+
+    @tff.tensorflow.computation(
+        server_type, sent_type,
+        aggregator.process.initialize.type_signature.result.member,
+        store_type)
+    def server_update_aggregated(state, new_values, new_aggregator,
+                                 received):
+      new_shared = collections.OrderedDict(state.shared)
+      new_shared.update(new_values)
+      aggregators = collections.OrderedDict(state.aggregator)
+      aggregators[phase] = new_aggregator
+      return updated_state(state._replace(aggregator=aggregators),
+                           new_shared, received)
 
   @tff.tensorflow.computation(result_type['stats'])
   def round_metrics(stats):
@@ -231,7 +291,24 @@ def build_round(ctx: common.BuildContext,
       start_shared = tff.federated_map(own_part, client_states)
     results = tff.federated_map(
         client_train, (client_states, start_shared, client_data))
-    sums = tff.federated_sum(results.aggregand)
+    extra_metrics = collections.OrderedDict()
+    if capped or aggregator is not None:
+      values, weights = tff.federated_map(sent_values, results)
+    if capped:
+      weights, cap_metrics = weight_cap.cap_client_weights(
+          weights, config.max_weight_share)
+    if aggregator is None:
+      sums = tff.federated_sum(
+          tff.federated_map(reweighted_aggregand, (values, weights))
+          if capped else results.aggregand)
+    else:
+      aggregated = aggregator.next(
+          tff.federated_map(aggregator_state, state),
+          tff.federated_map(broadcast_part, state), start_shared, values,
+          weights)
+      extra_metrics['aggregator'] = aggregated.measurements
+    if capped:
+      extra_metrics['weight_cap'] = cap_metrics
     if adaptive:
       zero, accumulate, merge, report = adaptive_aggregation
       received = tff.federated_aggregate(
@@ -239,10 +316,15 @@ def build_round(ctx: common.BuildContext,
           report)
     else:
       received = tff.federated_eval(no_store, tff.SERVER)
-    new_state = tff.federated_map(server_update, (state, sums, received))
-    metrics = tff.federated_map(
-        round_metrics,
-        tff.federated_sum(results.stats))
+    if aggregator is None:
+      new_state = tff.federated_map(server_update, (state, sums, received))
+    else:
+      new_state = tff.federated_map(
+          server_update_aggregated,
+          (state, aggregated.result, aggregated.state, received))
+    metrics = delta_aggregation.with_measurements(
+        tff.federated_map(round_metrics, tff.federated_sum(results.stats)),
+        extra_metrics)
     return stateful_clients.RoundOutput(
         state=new_state, client_states=results.client, metrics=metrics)
 
