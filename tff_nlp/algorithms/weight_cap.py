@@ -99,13 +99,14 @@ def capped_shares(weights, max_share: float) -> tf.Tensor:
     float32 [n] shares summing to 1 (to float32 precision), or all zeros
     if every weight is 0.
   """
-  _check_max_share(max_share)
+  check_max_share(max_share)
   parameters = _cap_parameters(weights, max_share)
   return _apply(tf.convert_to_tensor(weights, tf.float32),
                 parameters['scale'], parameters['cap'])
 
 
-def _check_max_share(max_share) -> None:
+def check_max_share(max_share) -> None:
+  """Raises ValueError naming `max_weight_share` unless it is in (0, 1]."""
   if isinstance(max_share, bool) or not isinstance(
       max_share, (int, float, np.floating, np.integer)) or not (
           0.0 < max_share <= 1.0):
@@ -153,7 +154,7 @@ def cap_client_weights(weights, max_share: float):
     the largest share before and after the cap, how many clients it capped,
     and whether c was below 1/n+ (module docstring).
   """
-  _check_max_share(max_share)
+  check_max_share(max_share)
   gathered = tff.federated_aggregate(
       weights, _no_weights(), _append, _concat, _identity)
 
@@ -210,7 +211,7 @@ class WeightShareCapFactory(tff.aggregators.WeightedAggregationFactory):
   def __init__(self, max_share: float,
                inner: Optional[tff.aggregators.WeightedAggregationFactory]
                = None):
-    _check_max_share(max_share)
+    check_max_share(max_share)
     if inner is None:
       inner = tff.aggregators.MeanFactory()
     if not isinstance(inner, tff.aggregators.WeightedAggregationFactory):

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import sit as sit_lib
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.models import fcl_cnn
 
 METHODS = ('local', 'fedavg', 'fedprox', 'fedweit', 'fedseit', 'fedseit_sit')
@@ -79,6 +80,8 @@ class FclConfig:
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got '
                          f'{getattr(self, name)}.')
+    if self.max_weight_share is not None:
+      weight_cap.check_max_share(self.max_weight_share)
     if self.method == 'fedseit_sit' and not self.foreign_branch:
       raise ValueError('fedseit_sit needs foreign_branch=True (SIT selects '
                        'the foreign branch\'s knowledge base).')
