@@ -14,6 +14,8 @@ et al., NAACL 2022), a `tff.templates.IterativeProcess`;
 FedProx, FedWeIT, FedSeIT and FedSeIT + SIT for federated continual learning.
 `weight_cap`: `max_weight_share`, a cap on any client's share of a round's
 weight (`WeightShareCapFactory` wraps any weighted aggregator with it).
+`trimmed_mean`: `TrimmedMeanFactory`, a coordinate-wise trimmed weighted mean
+that drops the most extreme clients' values of every coordinate.
 `stateful_clients`: the protocol of processes with stateful clients (one
 `RoundOutput`) and `SimulationProcess`, which keeps their clients' states in
 the training loop's state.
@@ -44,6 +46,8 @@ from tff_nlp.algorithms.sparse_tags import build_dense_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.algorithms import trimmed_mean
+from tff_nlp.algorithms.trimmed_mean import TrimmedMeanFactory
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms.weight_cap import WeightShareCapFactory
 from tff_nlp.algorithms.weighting import Weighting
