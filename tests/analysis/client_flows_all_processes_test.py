@@ -268,6 +268,17 @@ class ClientFlowsComputationTest(tf.test.TestCase, parameterized.TestCase):
     _check(process.next, _FL_FLOWS[weighting],
            _model_shapes(linear_model.weights_type().trainable))
 
+  @parameterized.parameters(*process_fixtures.FL_WEIGHTINGS)
+  def test_fl_process_with_weight_cap(self, weighting):
+    # The cap gathers each client's weight (a float32 scalar) before the
+    # weighted mean: one more flow, right before the update's.
+    process = process_fixtures.build_fl('fedavg', weighting,
+                                        max_weight_share=0.5)
+    flows = list(_FL_FLOWS[weighting])
+    flows.insert(-2, ('federated_aggregate', 'scalars', 'float32'))
+    _check(process.next, flows,
+           _model_shapes(linear_model.weights_type().trainable))
+
   def test_sparse_tag_process(self):
     process = sparse_tags.build_sparse_tag_process(
         num_words=13, num_tags=4, max_keys=3, client_learning_rate=0.1)
