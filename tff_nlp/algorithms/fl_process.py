@@ -27,6 +27,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
+from tff_nlp.algorithms import delta_aggregation
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 
@@ -182,12 +183,7 @@ def build_fl_process(
     server_optimizer_fn = default_server_optimizer(algorithm)
   if model_aggregator is None:
     model_aggregator = tff.aggregators.MeanFactory()
-  if not isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
-    raise TypeError(
-        'model_aggregator must be a tff.aggregators.WeightedAggregationFactory '
-        '(wrap an unweighted one with tff.aggregators.as_weighted_aggregator),'
-        f' got {type(model_aggregator)}.'
-    )
+  delta_aggregation.check_factory(model_aggregator)
   if max_weight_share is not None:
     model_aggregator = weight_cap.WeightShareCapFactory(
         max_weight_share, inner=model_aggregator)
