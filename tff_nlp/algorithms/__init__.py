@@ -12,6 +12,8 @@ et al., NAACL 2022), a `tff.templates.IterativeProcess`;
 `build_simulation_process` wraps it for the training loop.
 `build_fcl_process` (package `fcl`, imported on first use): local, FedAvg,
 FedProx, FedWeIT, FedSeIT and FedSeIT + SIT for federated continual learning.
+`weight_cap`: `max_weight_share`, a cap on any client's share of a round's
+weight (`WeightShareCapFactory` wraps any weighted aggregator with it).
 `stateful_clients`: the protocol of processes with stateful clients (one
 `RoundOutput`) and `SimulationProcess`, which keeps their clients' states in
 the training loop's state.
@@ -42,6 +44,8 @@ from tff_nlp.algorithms.sparse_tags import build_dense_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.algorithms import weight_cap
+from tff_nlp.algorithms.weight_cap import WeightShareCapFactory
 from tff_nlp.algorithms.weighting import Weighting
 
 # name -> (module, attribute or None for the module itself).

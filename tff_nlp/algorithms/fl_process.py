@@ -27,6 +27,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 
 
@@ -85,6 +86,7 @@ def build_fl_process(
     with_client_config: bool = False,
     metrics_aggregator: Optional[tff.learning.metrics.MetricsAggregatorType] = None,
     num_examples_fallback: bool = True,
+    max_weight_share: Optional[float] = None,
 ) -> FLProcess:
   """Builds FedAvg / FedOPT / FedProx with a client weighting mechanism.
 
@@ -132,13 +134,23 @@ def build_fl_process(
       a round's weighted mean is 0/0, so the finalizer keeps the model, and
       every round has a single aggregation stage: the form
       `tff_nlp.runtime.multi_worker` splits across workers.
+    max_weight_share: If set, a number c in (0, 1]: no client's share of a
+      round's weight exceeds c, the excess going to the others in
+      proportion to their weights (`weight_cap`; the model aggregator is
+      wrapped in `weight_cap.WeightShareCapFactory`, so its measurements
+      become `<weight_cap=C, inner=A>`). None (the default) is the paper's
+      uncapped weighting. `2 / clients_per_round` is the recommended value
+      when clients are not trusted (docs/algorithms.md, "Untrusted
+      clients"). The cap adds a second aggregation stage (the weights are
+      gathered first), so such a round is not split across workers.
 
   Returns:
     An `FLProcess` (a `tff.learning.templates.LearningProcess`).
 
   Raises:
     ValueError: For an unknown `algorithm` or `weighting` (the message lists
-      the valid names) or a `proximal_strength` that does not fit `algorithm`.
+      the valid names), a `proximal_strength` that does not fit `algorithm`
+      or a `max_weight_share` outside (0, 1].
     TypeError: If an optimizer or aggregator argument has the wrong type.
   """
   algorithm = weighting_lib.parse_option(algorithm, Algorithm, 'algorithm')
@@ -176,6 +188,9 @@ def build_fl_process(
         '(wrap an unweighted one with tff.aggregators.as_weighted_aggregator),'
         f' got {type(model_aggregator)}.'
     )
+  if max_weight_share is not None:
+    model_aggregator = weight_cap.WeightShareCapFactory(
+        max_weight_share, inner=model_aggregator)
 
   @tff.tensorflow.computation
   def initial_model_weights_fn():
