@@ -205,8 +205,8 @@ def noise_multiplier_for_epsilon(
         f'target_epsilon={target_epsilon} is not reachable: even '
         f'noise_multiplier={max_noise_multiplier:g} gives epsilon='
         f'{reached:.4g} for delta={delta:g}, {rounds} rounds of '
-        f'{clients_per_round} of {population} clients; allow more rounds of '
-        'fewer clients, more clients, a larger delta or a larger target.')
+        f'{clients_per_round} of {population} clients; allow fewer rounds, a '
+        'larger population, a larger delta or a larger target.')
   if epsilon_of(MIN_NOISE_MULTIPLIER) <= target_epsilon:
     return MIN_NOISE_MULTIPLIER
   return float(dp_accounting.calibrate_dp_mechanism(
