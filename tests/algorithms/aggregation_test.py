@@ -60,6 +60,12 @@ class BuildModelAggregatorComputationTest(tf.test.TestCase,
         noise_multiplier=0.5, clients_per_round=8, population=8,
         delta=1 / 8))
 
+  def test_zero_clients_per_round_is_every_client(self):
+    _, accounting = _build(
+        aggregation.AggregationConfig(dp_noise_multiplier=0.5),
+        clients_per_round=0, population=8)
+    self.assertEqual(accounting.clients_per_round, 8)
+
   def test_dp_with_fixed_clip(self):
     factory, accounting = _build(aggregation.AggregationConfig(
         dp_noise_multiplier=3.0, dp_clip=0.1, dp_delta=1e-4))
@@ -158,6 +164,7 @@ class AggregationConfigErrorsExecutionTest(tf.test.TestCase,
   @parameterized.named_parameters(
       ('cohort', dict(clients_per_round=9), 'clients_per_round=9 is more'),
       ('population', dict(population=0), 'population must be'),
+      ('negative_cohort', dict(clients_per_round=-1), 'clients_per_round'),
       ('rounds', dict(rounds=0), 'rounds must be'),
   )
   def test_bad_cohort(self, cohort, message):

@@ -162,6 +162,12 @@ class DpAccountingExecutionTest(tf.test.TestCase):
              accountant='dp_accounting.rdp.RdpAccountant', target_epsilon=3.0,
              target_rounds=5))
 
+  def test_round_metrics(self):
+    accounting = privacy.DpAccounting(1.0, 2, 8, 0.1)
+    self.assertEqual(accounting.round_metrics(3),
+                     {'privacy': {'epsilon': privacy.epsilon(1.0, 2, 8, 3,
+                                                             0.1)}})
+
   def test_full_participation_is_named(self):
     record = privacy.DpAccounting(1.0, 8, 8, 0.1).to_json(2)
     self.assertEqual(record['sampling'], 'full_participation')

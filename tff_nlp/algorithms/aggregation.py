@@ -1,7 +1,9 @@
 """The model aggregator of a run: weight cap, robust aggregation, DP with ε.
 
 `AggregationConfig` is what a binary's aggregation flags say;
-`build_model_aggregator` turns it into the
+Bad settings raise `tff_nlp.errors.InputError` (a `ValueError`) naming
+them, so a binary reports them in one line. `build_model_aggregator` turns
+it into the
 `tff.aggregators.WeightedAggregationFactory` that `build_fl_process` takes as
 `model_aggregator`, and, for a DP run, the `analysis.privacy.DpAccounting`
 whose ε the run records. The pieces, innermost first:
@@ -28,6 +30,7 @@ from typing import Optional
 
 import tensorflow_federated as tff
 
+from tff_nlp import errors
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 from tff_nlp.analysis import privacy
@@ -86,31 +89,34 @@ class AggregationConfig:
     if self.max_weight_share is not None and not (
         _positive_number(self.max_weight_share)
         and self.max_weight_share <= 1):
-      raise ValueError(
+      raise errors.InputError(
           'max_weight_share must be in (0, 1] (a share of the round\'s '
           f'weight), got {self.max_weight_share!r}.')
     if not isinstance(self.robust, bool):
-      raise ValueError(f'robust must be a bool, got {self.robust!r}.')
+      raise errors.InputError(
+          f'robust must be a bool, got {self.robust!r}.')
     for name in ('dp_noise_multiplier', 'target_epsilon', 'dp_clip'):
       value = getattr(self, name)
       if value is not None and not _positive_number(value):
-        raise ValueError(f'{name} must be a number > 0, got {value!r}.')
+        raise errors.InputError(
+            f'{name} must be a number > 0, got {value!r}.')
     if self.dp_delta is not None and not (
         _positive_number(self.dp_delta) and self.dp_delta < 1):
-      raise ValueError(f'dp_delta must be in (0, 1), got {self.dp_delta!r}.')
+      raise errors.InputError(
+          f'dp_delta must be in (0, 1), got {self.dp_delta!r}.')
     if self.dp_noise_multiplier is not None and (
         self.target_epsilon is not None):
-      raise ValueError(
+      raise errors.InputError(
           'dp_noise_multiplier and target_epsilon both set: give one (the '
           'noise multiplier, or the ε it is calibrated to).')
     if not self.dp:
       for name in ('dp_delta', 'dp_clip'):
         if getattr(self, name) is not None:
-          raise ValueError(
+          raise errors.InputError(
               f'{name} is only used with differential privacy: set '
               'dp_noise_multiplier or target_epsilon too.')
     if self.dp and self.robust:
-      raise ValueError(
+      raise errors.InputError(
           'robust=True with differential privacy: the DP aggregator already '
           'clips every update (and tff.learning.dp_aggregator zeroes huge '
           'ones); drop robust.')
@@ -127,14 +133,20 @@ class AggregationConfig:
     return self == AggregationConfig()
 
 
-def _check_cohort(clients_per_round, population, rounds) -> None:
-  for name, value in (('clients_per_round', clients_per_round),
-                      ('population', population), ('rounds', rounds)):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise ValueError(f'{name} must be a positive integer, got {value!r}.')
+def _check_cohort(clients_per_round, population, rounds) -> int:
+  """The clients per round (0: the population); InputError if bad."""
+  for name, value, minimum in (('clients_per_round', clients_per_round, 0),
+                               ('population', population, 1),
+                               ('rounds', rounds, 1)):
+    if (isinstance(value, bool) or not isinstance(value, int)
+        or value < minimum):
+      raise errors.InputError(
+          f'{name} must be an integer >= {minimum}, got {value!r}.')
   if clients_per_round > population:
-    raise ValueError(f'clients_per_round={clients_per_round} is more than '
-                     f'population={population}.')
+    raise errors.InputError(
+        f'clients_per_round={clients_per_round} is more than '
+        f'population={population}.')
+  return clients_per_round or population
 
 
 def dp_accounting_for(config: AggregationConfig, *, clients_per_round: int,
@@ -144,7 +156,8 @@ def dp_accounting_for(config: AggregationConfig, *, clients_per_round: int,
 
   Args:
     config: An `AggregationConfig` with `dp`.
-    clients_per_round: The run's clients per round (all of them: population).
+    clients_per_round: The run's clients per round; 0: every client (as
+      `tff_nlp.training.sample_clients`).
     population: The clients the rounds sample from.
     rounds: The run's rounds (what `target_epsilon` is calibrated for).
 
@@ -152,13 +165,13 @@ def dp_accounting_for(config: AggregationConfig, *, clients_per_round: int,
     The `privacy.DpAccounting` of the run.
 
   Raises:
-    ValueError: A config without DP, an out-of-range argument, or a
+    InputError: A config without DP, an out-of-range argument, or a
       `target_epsilon` that the largest allowed noise does not reach.
   """
   if not config.dp:
-    raise ValueError('config has no differential privacy: set '
-                     'dp_noise_multiplier or target_epsilon.')
-  _check_cohort(clients_per_round, population, rounds)
+    raise errors.InputError('config has no differential privacy: set '
+                            'dp_noise_multiplier or target_epsilon.')
+  clients_per_round = _check_cohort(clients_per_round, population, rounds)
   delta = 1.0 / population if config.dp_delta is None else config.dp_delta
   max_noise = (privacy.DEFAULT_MAX_NOISE_MULTIPLIER if config.dp_clip
                else dp_aggregator_max_noise_multiplier(clients_per_round))
@@ -173,11 +186,11 @@ def dp_accounting_for(config: AggregationConfig, *, clients_per_round: int,
               ' Adaptive clipping allows a noise multiplier below '
               f'{max_noise:g} with {clients_per_round} clients per round; a '
               'fixed dp_clip does not limit it.')
-      raise ValueError(f'{e}{hint}') from None  # One message, no chain.
+      raise errors.InputError(f'{e}{hint}') from None
   else:
     noise_multiplier = float(config.dp_noise_multiplier)
     if not config.dp_clip and noise_multiplier >= max_noise:
-      raise ValueError(
+      raise errors.InputError(
           f'dp_noise_multiplier={noise_multiplier:g} is too large for '
           'tff.learning.dp_aggregator\'s adaptive clipping with '
           f'{clients_per_round} clients per round (it must be below '
@@ -212,8 +225,9 @@ def build_model_aggregator(
   Args:
     config: The aggregation.
     weighting: The run's client weighting (DP needs 'uniform').
-    clients_per_round: Clients per round (all of them: `population`); the
-      DP aggregator's expected cohort and the accounting's.
+    clients_per_round: Clients per round, the DP aggregator's expected
+      cohort and the accounting's; 0: every client (as
+      `tff_nlp.training.sample_clients`).
     population: Number of clients the rounds sample from.
     rounds: The run's rounds (`target_epsilon` is reached after them).
 
@@ -223,16 +237,19 @@ def build_model_aggregator(
     `privacy.DpAccounting`, None without DP.
 
   Raises:
-    ValueError: DP with a weighting other than 'uniform', an out-of-range
+    InputError: DP with a weighting other than 'uniform', an out-of-range
       argument, or an unreachable `target_epsilon` (each named).
   """
-  weighting = weighting_lib.parse_option(
-      weighting, weighting_lib.Weighting, 'weighting')
-  _check_cohort(clients_per_round, population, rounds)
+  try:
+    weighting = weighting_lib.parse_option(
+        weighting, weighting_lib.Weighting, 'weighting')
+  except ValueError as e:
+    raise errors.InputError(str(e)) from None
+  clients_per_round = _check_cohort(clients_per_round, population, rounds)
   accounting = None
   if config.dp:
     if weighting is not weighting_lib.Weighting.UNIFORM:
-      raise ValueError(
+      raise errors.InputError(
           f'Differential privacy (dp_noise_multiplier / target_epsilon) needs '
           f"weighting='uniform', got weighting={weighting.value!r}: the DP "
           "aggregator's sensitivity bound assumes every client has the same "

@@ -251,6 +251,17 @@ class DpAccounting:
                    self.population, rounds, self.delta,
                    accountant=self.accountant)
 
+  def round_metrics(self, rounds: int) -> dict[str, Any]:
+    """A round's record entry (`training.run_training`'s round_metrics_fn).
+
+    Args:
+      rounds: The rounds run so far.
+
+    Returns:
+      `{'privacy': {'epsilon': ε after `rounds` rounds}}`.
+    """
+    return {'privacy': {'epsilon': self.epsilon(rounds)}}
+
   def to_json(self, rounds: int) -> dict[str, Any]:
     """What a run records: ε after `rounds` rounds and what it rests on."""
     record = collections.OrderedDict(
