@@ -1,12 +1,12 @@
 """The model aggregator of a run: weight cap, robust aggregation, DP with ε.
 
 `AggregationConfig` is what a binary's aggregation flags say;
-Bad settings raise `tff_nlp.errors.InputError` (a `ValueError`) naming
-them, so a binary reports them in one line. `build_model_aggregator` turns
-it into the
+`build_model_aggregator` turns it into the
 `tff.aggregators.WeightedAggregationFactory` that `build_fl_process` takes as
-`model_aggregator`, and, for a DP run, the `analysis.privacy.DpAccounting`
-whose ε the run records. The pieces, innermost first:
+`model_aggregator` and, for a DP run, the `analysis.privacy.DpAccounting`
+whose ε the run records. Bad settings raise `tff_nlp.errors.InputError` (a
+`ValueError`) naming them, so a binary reports them in one line. The pieces,
+innermost first:
 
 *   the mean: `tff.aggregators.MeanFactory()` (the default, today's numerics),
     or `tff.learning.robust_aggregator(zeroing=True, clipping=True,

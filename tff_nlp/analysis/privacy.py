@@ -22,7 +22,7 @@ theirs; its cost does not grow with the number of rounds (RDP composes by
 adding per-order values), so ε can be recorded every round; and it is a
 valid upper bound on the privacy loss. The privacy loss distribution
 accountant (`accountant='pld'`, `dp_accounting.pld.PLDAccountant`) gives a
-tighter ε for the same run (about 10-20 % lower in the MNIST example of the
+tighter ε for the same run (8-15 % lower in the MNIST examples of the
 tests) and is offered for comparison; runs record the RDP one.
 
 Assumptions the number rests on, which the caller must make true or state:
