@@ -42,6 +42,21 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
        r'--parser=template\) takes no .*--retrieved_sql'),
       ('train_text2sql', ['--parser=template', '--template_ngrams=0'],
        r'template_ngrams'),
+      # The default method is fedopt/lorar: DP needs uniform weighting.
+      ('train_text2sql', ['--target_epsilon=5'],
+       r"needs weighting='uniform', got weighting='lorar'"),
+      ('train_text2sql', ['--paradigm=centralized', '--max_weight_share=0.5'],
+       r'apply to the federated paradigm without --vocab_slice_keys, got '
+       r'--paradigm=centralized'),
+      ('train_text2sql', ['--weighting=uniform', '--target_epsilon=5',
+                          '--dp_noise_multiplier=0.5'],
+       r'dp_noise_multiplier and target_epsilon both set'),
+      # 8 clients in each of 2 rounds: the adaptive clip's noise (< 0.8)
+      # gives epsilon 3.9 at best.
+      ('train_text2sql', ['--weighting=uniform', '--target_epsilon=1'],
+       r'target_epsilon=1.0 is not reachable'),
+      ('text2sql_benchmark', ['--max_weight_share=0.25'],
+       r'text2sql_benchmark does not take --max_weight_share'),
       ('text2sql_benchmark', ['--methods=fedavg/median'],
        r"--methods: 'fedavg/median' is not a method"),
       ('text2sql_benchmark', ['--seeds=0,x'],

@@ -17,8 +17,11 @@ import tempfile
 import time
 
 from absl.testing import parameterized
+import dp_accounting
 import numpy as np
 import tensorflow as tf
+
+from tff_nlp.analysis import privacy
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -92,6 +95,24 @@ class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
       (['--rounds=0'], r'--rounds'),
       (['--weightings=lorar,median'], r'--weightings must name distinct'),
       (['--dataset=no_such_dataset'], r'no_such_dataset'),
+      # DP needs uniform weighting; the default --weightings has all four.
+      (['--target_epsilon=5'],
+       r"needs weighting='uniform', got weighting='num_examples'"),
+      (['--weightings=uniform', '--target_epsilon=5',
+        '--dp_noise_multiplier=0.2'],
+       r'dp_noise_multiplier and target_epsilon both set'),
+      # 3 clients in every round: adaptive clipping allows a noise
+      # multiplier below 0.3, which gives epsilon 15.8 after 2 rounds.
+      (['--weightings=uniform', '--target_epsilon=0.5'],
+       r'target_epsilon=0.5 is not reachable: even noise_multiplier=0.3 '
+       r'gives epsilon=15.77'),
+      (['--weightings=uniform', '--dp_noise_multiplier=0.5'],
+       r'dp_noise_multiplier=0.5 is too large .* below 0.3'),
+      (['--dp_delta=0.01'], r'dp_delta is only used with differential'),
+      (['--weightings=uniform', '--dp_noise_multiplier=0.2',
+        '--robust_aggregation'],
+       r'--robust_aggregation=True with differential privacy'),
+      (['--max_weight_share=1.5'], r'--max_weight_share'),
   )
   def test_bad_input_exits_2_with_one_line(self, args, message):
     run_dir = os.path.join(self.create_tempdir().full_path, 'run')
@@ -118,6 +139,71 @@ class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
     self.assertIn('seed: 99 -> 0', result.stderr)
     with open(config_path) as f:
       self.assertEqual(json.loads(f.read()), {'experiment': {'seed': 99}})
+
+
+class WeightingDemoPrivacyExecutionTest(tf.test.TestCase):
+
+  def test_target_epsilon_run_records_the_epsilon_it_reaches(self):
+    # The smoke preset: 3 clients, all in each of 2 rounds; delta = 1/3.
+    output_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    target = 20.0
+    result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={output_dir}',
+                  '--weightings=uniform', f'--target_epsilon={target}',
+                  '--progress=off')
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with open(os.path.join(output_dir, 'results.json')) as f:
+      results = json.load(f)
+    recorded = results['weightings']['uniform']['privacy']
+    sigma = recorded['noise_multiplier']
+    self.assertEqual(
+        {k: v for k, v in recorded.items()
+         if k not in ('epsilon', 'noise_multiplier')},
+        dict(delta=1 / 3, clients_per_round=3, population=3, rounds=2,
+             sampling='full_participation',
+             accountant='dp_accounting.rdp.RdpAccountant',
+             target_epsilon=target, target_rounds=2))
+    # Recomputed from the recorded noise multiplier: with the library and
+    # directly with dp_accounting (every client in every round: 2 Gaussian
+    # mechanisms, no sampling).
+    self.assertEqual(recorded['epsilon'],
+                     privacy.epsilon(sigma, 3, 3, 2, 1 / 3))
+    accountant = dp_accounting.rdp.RdpAccountant()
+    accountant.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(sigma), 2))
+    self.assertAlmostEqual(recorded['epsilon'],
+                           accountant.get_epsilon(1 / 3), places=9)
+    self.assertLessEqual(recorded['epsilon'], target)
+    self.assertGreater(recorded['epsilon'], 0.999 * target)
+    # Every round's record holds the epsilon spent so far.
+    rounds = results['weightings']['uniform']['rounds']
+    self.assertEqual(
+        [r.get('privacy') for r in rounds],
+        [None] + [{'epsilon': privacy.epsilon(sigma, 3, 3, r, 1 / 3)}
+                  for r in (1, 2)])
+    with open(os.path.join(output_dir, 'uniform', 'metrics.csv')) as f:
+      self.assertEqual(
+          [row['privacy/epsilon'] for row in csv.DictReader(f)][1:],
+          [str(r['privacy']['epsilon']) for r in rounds[1:]])
+    with open(os.path.join(output_dir, 'config.json')) as f:
+      aggregation = json.load(f)['experiment']['aggregation']
+    self.assertEqual(aggregation['target_epsilon'], target)
+    with open(os.path.join(output_dir, 'results.md')) as f:
+      self.assertIn('uniform: differentially private, epsilon 20 at delta',
+                    f.read())
+
+  def test_default_run_config_has_no_aggregation(self):
+    # Unset aggregation flags leave the experiment (and so the resumption
+    # of existing run directories) as it was.
+    output_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={output_dir}',
+                  '--weightings=uniform', '--rounds=1', '--progress=off')
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with open(os.path.join(output_dir, 'config.json')) as f:
+      self.assertNotIn('aggregation', json.load(f)['experiment'])
+    with open(os.path.join(output_dir, 'results.json')) as f:
+      results = json.load(f)['weightings']['uniform']
+    self.assertNotIn('privacy', results)
+    self.assertTrue(all('privacy' not in r for r in results['rounds']))
 
 
 class WeightingDemoResumeExecutionTest(tf.test.TestCase):

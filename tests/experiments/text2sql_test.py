@@ -23,6 +23,8 @@ from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import runtime
 from tff_nlp import training
+from tff_nlp.algorithms import aggregation
+from tff_nlp.analysis import privacy
 from tff_nlp.baselines import template_retrieval
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.experiments import text2sql as experiment
@@ -531,6 +533,52 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     records = training.read_json_lines(
         os.path.join(tmp_path, 'federated', 'metrics.jsonl'))
     assert [r['round'] for r in records if 'train' in r] == [1, 2]
+
+  def test_dp_run_records_its_epsilon(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    # Two clients, both in each of the 2 rounds; delta = 1/2. The cap is a
+    # no-op under uniform weights but is composed (outermost).
+    results = experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
+        training=text2sql_task.TrainingConfig(
+            paradigm='federated', algorithm='fedavg', weighting='uniform',
+            local_epochs=text2sql_task.PerClient(1),
+            batch_sizes=text2sql_task.PerClient(4)),
+        loop=_LOOP, aggregation=aggregation.AggregationConfig(
+            max_weight_share=0.75, dp_noise_multiplier=0.15))
+    expected = [privacy.epsilon(0.15, 2, 2, r, 0.5) for r in (1, 2)]
+    assert results['privacy'] == dict(
+        epsilon=expected[1], delta=0.5, noise_multiplier=0.15,
+        clients_per_round=2, population=2, rounds=2,
+        sampling='full_participation',
+        accountant='dp_accounting.rdp.RdpAccountant')
+    records = results['rounds']['federated']
+    assert [r['privacy']['epsilon'] for r in records if 'train' in r] == (
+        expected)
+    aggregator = records[1]['train']['aggregator']
+    assert set(aggregator) == {'weight_cap', 'inner'}
+    with open(tmp_path / 'config.json', encoding='utf-8') as f:
+      assert json.load(f)['experiment']['aggregation'] == dict(
+          max_weight_share=0.75, robust=False, dp_noise_multiplier=0.15,
+          target_epsilon=None, dp_delta=None, dp_clip=None)
+
+  @parameterized.named_parameters(
+      ('lorar', dict(paradigm='federated', weighting='lorar'),
+       aggregation.AggregationConfig(target_epsilon=50.0),
+       "needs weighting='uniform', got weighting='lorar'"),
+      ('finetune', dict(paradigm='finetune'),
+       aggregation.AggregationConfig(robust=True),
+       'apply to the federated paradigm'),
+  )
+  def test_aggregation_that_does_not_fit_is_refused_before_any_output(
+      self, training_kwargs, config, message):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path) / 'run'
+    with self.assertRaisesRegex(errors.InputError, message):
+      experiment.run_text2sql(
+          data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
+          training=text2sql_task.TrainingConfig(**training_kwargs),
+          loop=_LOOP, aggregation=config)
+    assert not tmp_path.exists()
 
   def test_vocab_slicing_needs_fedavg_uniform(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

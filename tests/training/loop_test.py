@@ -55,7 +55,7 @@ def _evaluate(weights):
   return {'mse': float(np.mean((x @ kernel + bias - y) ** 2))}
 
 
-def _train(output_dir, rounds, **config):
+def _train(output_dir, rounds, round_metrics_fn=None, **config):
   config.setdefault('clients_per_round', 2)
   config.setdefault('seed', 7)
   return training.run_training(
@@ -65,6 +65,7 @@ def _train(output_dir, rounds, **config):
       config=training.LoopConfig(rounds=rounds, progress=False, **config),
       output_dir=str(output_dir),
       evaluate_fn=_evaluate,
+      round_metrics_fn=round_metrics_fn,
   )
 
 
@@ -232,6 +233,19 @@ class RunTrainingExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(r.get('train'), r_ref.get('train'))
       if 'eval' in r_ref:  # A stopped run also evaluated its last round.
         self.assertEqual(r['eval'], r_ref['eval'])
+
+  def test_round_metrics_fn_adds_to_every_round_record(self):
+    tmp_path = self._tmp()
+    run = _train(tmp_path, 2,
+                 round_metrics_fn=lambda r: {'privacy': {'epsilon': r / 4}})
+    self.assertEqual([r.get('privacy') for r in run.records],
+                     [None, {'epsilon': 0.25}, {'epsilon': 0.5}])
+    with open(os.path.join(tmp_path, 'metrics.csv'), newline='') as f:
+      self.assertEqual([row['privacy/epsilon'] for row in csv.DictReader(f)],
+                       ['', '0.25', '0.5'])
+    # The training itself is that of a run without the extra metrics.
+    for r, r_ref in zip(run.records[1:], self._uninterrupted.records[1:]):
+      self.assertEqual(r['train'], r_ref['train'])
 
   def test_completed_run_is_not_trained_again(self):
     tmp_path = self._tmp()

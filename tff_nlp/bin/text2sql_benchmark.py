@@ -23,6 +23,7 @@ import sys
 from absl import app
 from absl import flags
 
+from tff_nlp.bin import _aggregation_flags as aggregation_flags
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp import errors
 from tff_nlp.bin import common
@@ -32,6 +33,7 @@ from tff_nlp.runtime import flags as runtime_flags
 
 flags.adopt_module_key_flags(common)
 flags.adopt_module_key_flags(text2sql_flags)
+flags.adopt_module_key_flags(aggregation_flags)
 flags.set_default(common.OUTPUT_DIR, 'runs/text2sql_benchmark')
 flags.set_default(common.ROUNDS, 60)
 flags.set_default(common.EVAL_EVERY, 5)
@@ -100,6 +102,14 @@ def main(argv):
   except errors.InputError as e:
     raise errors.InputError(
         str(e).replace('--methods:', '--single_seed_methods:', 1)) from None
+  if not aggregation_flags.aggregation_config().is_default:
+    # The benchmark's runs are keyed by their configuration
+    # (`run_dir_for`), which does not hold the aggregation yet: a capped or
+    # DP run would be read back as the plain method's.
+    raise errors.InputError(
+        'text2sql_benchmark does not take --max_weight_share, '
+        '--robust_aggregation, --dp_noise_multiplier, --target_epsilon, '
+        '--dp_delta or --dp_clip yet: run train_text2sql per method.')
   # Flag errors before any training.
   text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
   with runtime_flags.context_from_flags():

@@ -16,11 +16,17 @@ minutes per method), `train_text2sql.cpu.flags` (`make bench-text2sql`,
 the seq2seq parser, about an hour per method on 2 CPU cores) and
 `train_text2sql.paper.flags` (the paper's schedule and a T5-base-sized model,
 for GPUs). Running the same command again resumes.
+
+With `--paradigm=federated`: `--max_weight_share`, `--robust_aggregation`
+and differential privacy (`--dp_noise_multiplier` or `--target_epsilon`,
+with `--weighting=uniform`; ε recorded per round and in `results.json`)
+change the aggregation (`tff_nlp.algorithms.aggregation`).
 """
 
 from absl import app
 from absl import flags
 
+from tff_nlp.bin import _aggregation_flags as aggregation_flags
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
@@ -30,6 +36,7 @@ from tff_nlp.tasks import text2sql as text2sql_task
 
 flags.adopt_module_key_flags(common)
 flags.adopt_module_key_flags(text2sql_flags)
+flags.adopt_module_key_flags(aggregation_flags)
 flags.set_default(common.OUTPUT_DIR, 'runs/text2sql')
 flags.set_default(common.ROUNDS, 60)
 flags.set_default(common.EVAL_EVERY, 5)
@@ -85,6 +92,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   training = text2sql_flags.training_config(**_METHOD.values())
+  aggregation = aggregation_flags.aggregation_config()
   with runtime_flags.context_from_flags():
     experiment.run_text2sql(
         data_dir=common.DATA_DIR.value,
@@ -96,6 +104,7 @@ def main(argv):
         init_from=_INIT_FROM.value,
         vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
         num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
+        aggregation=aggregation,
     )
 
 

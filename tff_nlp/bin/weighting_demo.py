@@ -8,18 +8,25 @@ Presets in `tff_nlp/bin/flags/`: `weighting_demo.smoke.flags` (seconds),
 `weighting_demo.paper.flags` (the Lorar paper's 8 clients and 60 rounds).
 Flags given after `--flagfile` override the preset. Running the same command
 again after an interruption resumes from the last checkpoint.
+
+`--max_weight_share`, `--robust_aggregation` and differential privacy
+(`--dp_noise_multiplier` or `--target_epsilon`, with `--weightings=uniform`;
+ε recorded per round and in `results.json`) change the aggregation
+(`tff_nlp.algorithms.aggregation`).
 """
 
 from absl import app
 from absl import flags
 
 from tff_nlp import experiments
+from tff_nlp.bin import _aggregation_flags as aggregation_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.tasks import text_classification
 
 flags.adopt_module_key_flags(common)
+flags.adopt_module_key_flags(aggregation_flags)
 flags.set_default(common.OUTPUT_DIR, 'runs/weighting_demo')
 flags.set_default(common.ROUNDS, 20)
 
@@ -60,6 +67,7 @@ def _check_weightings(value):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  aggregation = aggregation_flags.aggregation_config()
   with runtime_flags.context_from_flags():
     experiments.run_weighting_demo(
         data_dir=common.DATA_DIR.value,
@@ -68,6 +76,7 @@ def main(argv):
         training=_TRAINING.build(),
         loop=common.loop_config_from_flags(),
         weightings=_WEIGHTINGS.value,
+        aggregation=aggregation,
     )
 
 

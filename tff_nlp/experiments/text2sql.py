@@ -47,6 +47,7 @@ import tensorflow_federated as tff
 from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
+from tff_nlp.algorithms import aggregation as aggregation_lib
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
 from tff_nlp.metrics import intervals
@@ -160,6 +161,7 @@ def run_text2sql(
     init_from: Optional[str] = None,
     vocab_slice_keys: int = 0,
     num_examples_fallback: bool = True,
+    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -175,6 +177,10 @@ def run_text2sql(
   `test_exact_match_bootstrap_ci95`: their 95 % percentile bootstrap
   intervals over the test examples (`intervals.bootstrap_accuracy`, as
   fractions). One run is one seed; `text2sql_benchmark` aggregates seeds.
+  A differentially private run (`aggregation`) also records its ε: after
+  each round in the round's record (`privacy`), and after the run under
+  `privacy` (with δ, the noise multiplier, clients per round, population,
+  rounds and the accountant).
 
   Args:
     data_dir: The `shared/data` (or text2sql) folder; None finds it.
@@ -202,6 +208,10 @@ def run_text2sql(
     num_examples_fallback: See `algorithms.build_fl_process`. False gives
       Lorar rounds a single aggregation stage, so that they are split across
       several TFF workers (`tff_nlp.runtime.multi_worker`).
+    aggregation: How the federated paradigm aggregates client updates
+      (`algorithms.aggregation`: weight cap, robust aggregation, DP with
+      ε); None or the default: the weighted mean. DP needs 'uniform'
+      weighting; not for `vocab_slice_keys` or the other paradigms.
 
   Returns:
     The content of `results.json`.
@@ -209,7 +219,11 @@ def run_text2sql(
   Raises:
     CheckpointError: If `init_from` holds no single selected model, or one
       of another configuration (checked before `output_dir` is written).
+    InputError: An `aggregation` that does not fit the run (checked before
+      `output_dir` is written).
   """
+  if aggregation is not None and aggregation.is_default:
+    aggregation = None
   templates = isinstance(model, text2sql_templates.TemplateParserConfig)
   if templates and (init_from or vocab_slice_keys or data.retrieved_sql
                     or data.sql_merges):
@@ -224,6 +238,15 @@ def run_text2sql(
         'vocab_slice_keys needs the federated paradigm with algorithm '
         "'fedavg' and weighting 'uniform' (the sliced embedding is averaged "
         f'uniformly), got {training.method}.')
+  if aggregation is not None:
+    if training.paradigm != 'federated' or vocab_slice_keys:
+      raise errors.InputError(
+          'The aggregation options (--max_weight_share, --robust_aggregation,'
+          ' --dp_noise_multiplier, --target_epsilon) apply to the federated '
+          'paradigm without --vocab_slice_keys, got '
+          + (f'--vocab_slice_keys={vocab_slice_keys}.' if vocab_slice_keys
+             else f'--paradigm={training.paradigm}.'))
+    _model_aggregator(aggregation, training, loop, len(data.clients))
   experiment = collections.OrderedDict(
       seed=loop.seed, data=data, model=model, training=training,
       init_from=init_from and os.path.abspath(init_from))
@@ -233,6 +256,9 @@ def run_text2sql(
     experiment['vocab_slice_keys'] = vocab_slice_keys
   if not num_examples_fallback:
     experiment['num_examples_fallback'] = False
+  if aggregation is not None:
+    # Only when set, as the two above.
+    experiment['aggregation'] = aggregation
   config = collections.OrderedDict(
       experiment=experiment,
       loop=loop,
@@ -282,17 +308,21 @@ def run_text2sql(
     initial_weights = tf.nest.map_structure(
         lambda v: v.numpy(),
         seq2seq_model_fn.load_model_weights(model, init_checkpoint))
-  predictions, unit_records, test_tokens = {}, {}, {}
+  predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
   for unit in text2sql_process.training_units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
                if training.paradigm == 'finetune'
                else os.path.join(output_dir, unit.name))
     os.makedirs(run_dir, exist_ok=True)
     evaluator = _DevEvaluator(task, unit, parser, run_dir)
-    process = text2sql_process.build_process(
-        training, parser, unit, vocab_slice_keys, num_examples_fallback)
     num_clients = (1 if training.paradigm == 'centralized'
                    else len(unit.train_clients))
+    aggregator, accounting = (
+        _model_aggregator(aggregation, training, loop, num_clients)
+        if aggregation is not None else (None, None))
+    process = text2sql_process.build_process(
+        training, parser, unit, vocab_slice_keys, num_examples_fallback,
+        model_aggregator=aggregator)
     run = training_lib.run_training(
         process,
         client_data_fn=text2sql_process.build_client_data_fn(
@@ -308,8 +338,11 @@ def run_text2sql(
                                      unit.name),
         description=unit.name,
         initial_model_weights=initial_weights,
+        round_metrics_fn=accounting and accounting.round_metrics,
     )
     unit_records[unit.name] = run.records
+    if accounting is not None:
+      unit_privacy[unit.name] = accounting.to_json(loop.rounds)
     keras_model = parser.keras_model()
     evaluator.load_best(keras_model)
     # Either parser's weights: `save_checkpoint` is not seq2seq-specific.
@@ -363,6 +396,9 @@ def run_text2sql(
           keys=int(v.num_keys), distinct_ids=int(v.distinct_ids),
           ids_to_unk=int(unknown)) for c, (v, _, unknown) in slices.items()},
       rounds=unit_records,
+      # A DP run's ε (one unit: the federated model).
+      **({'privacy': unit_privacy[training.paradigm]} if unit_privacy
+         else {}),
       **({'template_coverage': {
           c: dict(zip(('covered', 'total'), text2sql_templates.coverage(
               task.splits[c]['test'].y))) for c in task.clients}}
@@ -384,6 +420,17 @@ def run_text2sql(
   print(text2sql_report.table2_markdown(
       {training.method: evaluation.exact_match}, methods=[training.method]))
   return results
+
+
+def _model_aggregator(aggregation: aggregation_lib.AggregationConfig,
+                      training: text2sql_task.TrainingConfig,
+                      loop: training_lib.LoopConfig, num_clients: int):
+  """The federated run's model aggregator and DP accounting (InputError)."""
+  return aggregation_lib.build_model_aggregator(
+      aggregation, weighting=training.weighting,
+      # More than the clients is refused by the loop, in its words.
+      clients_per_round=min(loop.clients_per_round, num_clients),
+      population=num_clients, rounds=loop.rounds)
 
 
 def _selected_checkpoint(run_dir: str) -> str:

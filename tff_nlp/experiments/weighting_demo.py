@@ -35,6 +35,7 @@ from tff_nlp import data
 from tff_nlp import models
 from tff_nlp import plots
 from tff_nlp import training as training_lib
+from tff_nlp.algorithms import aggregation as aggregation_lib
 from tff_nlp.tasks import text_classification
 
 WEIGHTINGS = tuple(w.value for w in algorithms.Weighting)
@@ -86,12 +87,16 @@ class WeightingResult:
     weighting: The weighting's name.
     accuracies: The final global model's accuracy on every client.
     records: Every round's record (`metrics.jsonl` of its run): training
-      metrics, evaluations when due, the clients and their outputs.
+      metrics, evaluations when due, the clients and their outputs (and a
+      DP run's ε after the round, under `privacy`).
+    privacy: A DP run's ε after its rounds and what it rests on
+      (`analysis.privacy.DpAccounting.to_json`); None without DP.
   """
 
   weighting: str
   accuracies: text_classification.Accuracies
   records: list[dict[str, Any]]
+  privacy: Optional[dict[str, Any]] = None
 
 
 def _evaluation_fn(task, spec) -> training_lib.EvaluateFn:
@@ -132,6 +137,7 @@ def train_with_weighting(
     loop: training_lib.LoopConfig,
     output_dir: str,
     tensorboard_dir: Optional[str] = None,
+    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
 ) -> WeightingResult:
   """Trains the classifier on the clients with one weighting, resumably.
 
@@ -148,10 +154,23 @@ def train_with_weighting(
       seeds the initial model and the clients' example order.
     output_dir: The run directory of this weighting.
     tensorboard_dir: TensorBoard log directory (default: in `output_dir`).
+    aggregation: How client updates are aggregated (weight cap, robust,
+      DP); None: the weighted mean. A DP run records its ε every round and
+      in the result.
 
   Returns:
     The `WeightingResult`, with the accuracies of the final global model.
+
+  Raises:
+    InputError: An `aggregation` that does not fit the run.
   """
+  aggregator, accounting = None, None
+  if aggregation is not None:
+    aggregator, accounting = aggregation_lib.build_model_aggregator(
+        aggregation, weighting=weighting,
+        # More than the clients is refused by the loop, in its words.
+        clients_per_round=min(loop.clients_per_round, len(task.clients)),
+        population=len(task.clients), rounds=loop.rounds)
   spec = task.model_spec(embedding_dim=training.embedding_dim, seed=loop.seed)
   process = algorithms.build_fl_process(
       models.build_model_fn(spec),
@@ -161,6 +180,7 @@ def train_with_weighting(
           training.client_optimizer](
               learning_rate=training.client_learning_rate),
       proximal_strength=training.proximal_strength,
+      model_aggregator=aggregator,
       with_client_config=True,
   )
   run = training_lib.run_training(
@@ -172,6 +192,7 @@ def train_with_weighting(
       evaluate_fn=_evaluation_fn(task, spec),
       tensorboard_dir=tensorboard_dir,
       description=weighting,
+      round_metrics_fn=accounting and accounting.round_metrics,
   )
   final = run.records[-1]['eval']
   return WeightingResult(
@@ -181,6 +202,7 @@ def train_with_weighting(
           totals=tuple(final['test_examples']),
       ),
       records=run.records,
+      privacy=accounting and accounting.to_json(loop.rounds),
   )
 
 
@@ -227,6 +249,15 @@ def results_table(
   return '\n'.join(lines)
 
 
+def _privacy_line(result: WeightingResult) -> str:
+  p = result.privacy
+  return (f'\n{result.weighting}: differentially private, epsilon '
+          f'{p["epsilon"]:.4g} at delta {p["delta"]:.3g} (noise multiplier '
+          f'{p["noise_multiplier"]:.4g}, {p["clients_per_round"]} of '
+          f'{p["population"]} clients per round, {p["rounds"]} rounds, '
+          f'{p["accountant"]}).\n')
+
+
 def write_plots(
     results: Sequence[WeightingResult], train_sizes: Sequence[int],
     output_dir: str
@@ -268,6 +299,7 @@ def run_weighting_demo(
     training: WeightingTrainingConfig,
     loop: training_lib.LoopConfig,
     weightings: Sequence[str] = WEIGHTINGS,
+    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
 ) -> list[WeightingResult]:
   """Trains with each weighting, evaluates, writes the reports.
 
@@ -278,8 +310,10 @@ def run_weighting_demo(
       and label counts, library versions;
   *   per weighting `<weighting>/` (checkpoints, `metrics.csv`,
       `metrics.jsonl`) and `tensorboard/<weighting>/`;
-  *   `results.json` (per weighting: final accuracies and every round's
-      record), `results.md` (the accuracy table, also printed to stdout),
+  *   `results.json` (per weighting: final accuracies, every round's
+      record and, for a DP run, `privacy`: ε after the rounds with δ, the
+      noise multiplier, clients per round, population, rounds and the
+      accountant), `results.md` (the accuracy table, also printed to stdout),
       `training_loss.png` and `macro_accuracy.png`.
 
   Running it again with the same arguments resumes each weighting after its
@@ -294,12 +328,16 @@ def run_weighting_demo(
     training: The federated training.
     loop: Rounds, clients per round, seed, checkpoint and evaluation cadence.
     weightings: The weightings to compare, in table order.
+    aggregation: How client updates are aggregated (see
+      `train_with_weighting`); DP needs `weightings=['uniform']`.
 
   Returns:
     The results, in the order of `weightings`.
 
   Raises:
     ValueError: For an unknown or repeated weighting.
+    InputError: An `aggregation` that does not fit a weighting (checked
+      before anything is written).
     InputError: For bad data (see `text_classification.prepare_clients`) or an
       output directory that cannot be used (see
       `tff_nlp.training.prepare_run_dir`).
@@ -310,6 +348,14 @@ def run_weighting_demo(
         f'weightings must be distinct names from {list(WEIGHTINGS)}, got '
         f'{list(weightings)}.'
     )
+  if aggregation is not None:
+    # Before anything is written: an aggregation that does not fit.
+    for weighting in weightings:
+      aggregation_lib.build_model_aggregator(
+          aggregation, weighting=weighting,
+          clients_per_round=min(loop.clients_per_round,
+                                client_data.num_clients),
+          population=client_data.num_clients, rounds=loop.rounds)
   data_dir = data.find_data_dir(data_dir)
   # What defines the experiment: a run directory can only be resumed with
   # these unchanged. Rounds, cadences and the weightings may change.
@@ -319,6 +365,10 @@ def run_weighting_demo(
       client_data=dataclasses.asdict(client_data),
       training=dataclasses.asdict(training),
   )
+  if aggregation is not None and not aggregation.is_default:
+    # Only when set, so that the run directories of the plain weighted mean
+    # (and their resumption) stay as they were.
+    experiment['aggregation'] = dataclasses.asdict(aggregation)
   config = collections.OrderedDict(
       experiment=experiment,
       loop=dataclasses.asdict(loop),
@@ -349,6 +399,7 @@ def run_weighting_demo(
         output_dir=os.path.join(output_dir, weighting),
         tensorboard_dir=os.path.join(
             output_dir, training_lib.TENSORBOARD_DIR, weighting),
+        aggregation=aggregation,
     )
     results.append(result)
     logging.info('%s: MacroAvg %.4f, MicroAvg %.4f', weighting,
@@ -377,7 +428,8 @@ def run_weighting_demo(
           initial_model=initial,
           weightings=collections.OrderedDict(
               (r.weighting, collections.OrderedDict(
-                  **_accuracies_json(r.accuracies), rounds=r.records))
+                  **_accuracies_json(r.accuracies), rounds=r.records,
+                  **({'privacy': r.privacy} if r.privacy else {})))
               for r in results
           ),
       ),
@@ -394,6 +446,7 @@ def run_weighting_demo(
         f'{table}\n\n'
         f'Initial model: MacroAvg {_percent(initial["macro_avg"])}, MicroAvg '
         f'{_percent(initial["micro_avg"])}.\n'
+        + ''.join(_privacy_line(r) for r in results if r.privacy)
     )
   write_plots(results, train_sizes, output_dir)
   print(table)

@@ -165,7 +165,9 @@ def training_units(training: text2sql_task.TrainingConfig,
 def build_process(training: text2sql_task.TrainingConfig,
                   parser: Seq2SeqParser | TemplateParser, unit: Unit,
                   vocab_slice_keys: int = 0,
-                  num_examples_fallback: bool = True
+                  num_examples_fallback: bool = True,
+                  model_aggregator: Optional[
+                      tff.aggregators.WeightedAggregationFactory] = None,
                   ) -> tff.learning.templates.LearningProcess:
   """The learning process that trains `unit` (with client configs).
 
@@ -181,6 +183,10 @@ def build_process(training: text2sql_task.TrainingConfig,
       (`algorithms.vocab_sliced.build_vocab_sliced_process`) with this many
       token-embedding rows per client.
     num_examples_fallback: See `algorithms.build_fl_process`.
+    model_aggregator: The federated paradigm's model aggregator (see
+      `algorithms.build_fl_process`; e.g. from
+      `algorithms.aggregation.build_model_aggregator`); None: the weighted
+      mean. Not for vocabulary slicing or the other paradigms.
 
   Returns:
     A process whose `next` takes `algorithms.with_client_config` client
@@ -191,6 +197,11 @@ def build_process(training: text2sql_task.TrainingConfig,
                    if training.paradigm == 'finetune'
                    else training.learning_rates.default)
   federated = training.paradigm == 'federated'
+  if model_aggregator is not None and (vocab_slice_keys or not federated):
+    raise ValueError(
+        'model_aggregator applies to the federated paradigm without '
+        f'vocab_slice_keys, got paradigm={training.paradigm!r}, '
+        f'vocab_slice_keys={vocab_slice_keys}.')
   if vocab_slice_keys:
     return vocab_sliced.build_vocab_sliced_process(
         parser.config, max_keys=vocab_slice_keys,
@@ -204,6 +215,7 @@ def build_process(training: text2sql_task.TrainingConfig,
       proximal_strength=(training.proximal_strength
                          if federated and training.algorithm == 'fedprox'
                          else 0.0),
+      model_aggregator=model_aggregator,
       with_client_config=True,
       num_examples_fallback=num_examples_fallback,
   )

@@ -3,6 +3,7 @@
 from tff_nlp.training.loop import ClientDataFn
 from tff_nlp.training.loop import EvaluateFn
 from tff_nlp.training.loop import LoopConfig
+from tff_nlp.training.loop import RoundMetricsFn
 from tff_nlp.training.loop import run_training
 from tff_nlp.training.loop import sample_clients
 from tff_nlp.training.loop import TaskSchedule

@@ -9,7 +9,8 @@ round and, in `output_dir`:
 *   releases each round's metrics (training metrics, evaluation metrics when
     due, the bytes each client downloaded and uploaded under `communication`
     (`analysis.communication`), and wall times: keys ending in `_seconds`,
-    the only values that differ between two runs with the same seed) to
+    the only values that differ between two runs with the same seed, and
+    what the caller's `round_metrics_fn` adds, e.g. a DP run's ε) to
     TensorBoard (`tff.program.TensorBoardReleaseManager`), to `metrics.csv`
     (`tff.program.CSVFileReleaseManager`) and, with the per-client outputs
     of an `FLProcess`, to `metrics.jsonl`;
@@ -75,6 +76,9 @@ TENSORBOARD_DIR = 'tensorboard'
 ClientDataFn = Callable[[int, Sequence[int]], list[Any]]
 # Maps global model weights to named evaluation metrics.
 EvaluateFn = Callable[[tff.learning.models.ModelWeights], Mapping[str, Any]]
+# Maps a round number (1-based) to metrics known outside the process, e.g.
+# the privacy spent after that many rounds (`analysis.privacy`).
+RoundMetricsFn = Callable[[int], Mapping[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,6 +307,7 @@ def run_training(
     description: Optional[str] = None,
     initial_model_weights: Optional[tff.learning.models.ModelWeights] = None,
     tasks: Optional[TaskSchedule] = None,
+    round_metrics_fn: Optional[RoundMetricsFn] = None,
 ) -> TrainingRun:
   """Trains `process` for `config.rounds` rounds, resuming if checkpointed.
 
@@ -331,6 +336,9 @@ def run_training(
       pre-trained model) instead of the process's initial ones; ignored when
       resuming from a checkpoint.
     tasks: The task boundaries of a continual-learning run, if any.
+    round_metrics_fn: If given, `round_metrics_fn(round_num)` is added to
+      each round's record (its keys next to `train`, e.g. `privacy`, the ε
+      of a DP run after the round).
 
   Returns:
     A `TrainingRun` with the final state and every round's record.
@@ -426,6 +434,8 @@ def run_training(
                     rows_received=_find_metric(output.metrics,
                                                ROWS_RECEIVED_METRIC)),
                 **task_record}
+      if round_metrics_fn is not None:
+        record.update(round_metrics_fn(round_num))
       if tasks is not None and round_num % tasks.rounds_per_task == 0:
         task_end = time.perf_counter()
         record['task_end'] = tasks.end_task(task_record['task'], state,
