@@ -8,6 +8,7 @@ import tensorflow_federated as tff
 from tests.algorithms import linear_model
 from tests.algorithms import process_fixtures
 from tff_nlp.algorithms import aggregation
+from tff_nlp.algorithms import trimmed_mean
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.analysis import privacy
 
@@ -49,6 +50,13 @@ class BuildModelAggregatorComputationTest(tf.test.TestCase,
     self.assertIsNone(accounting)
     self._assert_same_types(factory, tff.learning.robust_aggregator(
         zeroing=True, clipping=True, weighted=True))
+
+  def test_trimmed_mean(self):
+    factory, accounting = _build(
+        aggregation.AggregationConfig(trim_fraction=0.125), 'lorar')
+    self.assertIsNone(accounting)
+    self.assertIsInstance(factory, trimmed_mean.TrimmedMeanFactory)
+    self.assertEqual(factory.trim_fraction, 0.125)
 
   def test_dp_with_adaptive_clipping(self):
     factory, accounting = _build(
@@ -133,6 +141,9 @@ class AggregationConfigErrorsExecutionTest(tf.test.TestCase,
       ('clip_without_dp', dict(dp_clip=1.0), 'dp_clip is only used'),
       ('robust_with_dp', dict(robust=True, dp_noise_multiplier=1.0),
        'robust=True with differential privacy'),
+      ('trim_half', dict(trim_fraction=0.5), 'trim_fraction must be'),
+      ('trim_with_robust', dict(trim_fraction=0.1, robust=True),
+       'trim_fraction is a mean of its own'),
   )
   def test_config_rejects(self, fields, message):
     with self.assertRaisesRegex(ValueError, f'^{message}'):

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
+from tff_nlp.algorithms import aggregation
 from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.experiments import text2sql
 from tff_nlp.tasks import text2sql as text2sql_task
@@ -43,9 +44,11 @@ def _fake_runs(test_case):
   """Replaces `run_text2sql` in `test_case`; returns the (method, seed) runs."""
   calls = []
 
-  def fake_run(*, data_dir, output_dir, data, model, training, loop):
+  def fake_run(*, data_dir, output_dir, data, model, training, loop,
+               aggregation=None):
     del data_dir, model
-    calls.append((training.method, loop.seed))
+    calls.append((training.method, loop.seed) if aggregation is None
+                 else (training.method, loop.seed, aggregation))
     correct = _CORRECT[training.method]
     os.makedirs(os.path.join(output_dir, 'federated'), exist_ok=True)
     with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
@@ -96,6 +99,20 @@ _METHODS = [_FEDAVG, _FEDAVG_LORAR]
 
 
 class Text2SqlBenchmarkExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_an_aggregation_is_a_variant_of_the_federated_runs(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    calls = _fake_runs(self)
+    capped = aggregation.AggregationConfig(max_weight_share=0.25)
+    report = _run(tmp_path, _METHODS, aggregation=capped)
+    self.assertEqual(calls, [(m, 0, capped) for m in _METHODS])
+    self.assertStartsWith(report['methods']['fedavg-lorar']['run_dir'],
+                          'runs/fedavg-lorar-max_weight_share0.25-')
+    # The plain runs are other runs; the capped ones are read back.
+    _run(tmp_path, _METHODS)
+    _run(tmp_path, _METHODS, aggregation=capped)
+    self.assertEqual(calls[2:], [(m, 0) for m in _METHODS])
+    self.assertLen(os.listdir(tmp_path / 'runs'), 4)
 
   def test_runs_each_method_once_and_reads_finished_ones_back(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

@@ -21,6 +21,8 @@ innermost first:
     `tff.aggregators.as_weighted_aggregator`, which ignores the weights; so
     DP is built only for `weighting='uniform'`, where ignoring them changes
     nothing, and refused for the others;
+    or `trimmed_mean.TrimmedMeanFactory(trim_fraction)` (`trim_fraction`:
+    a coordinate-wise trimmed weighted mean, Yin et al., ICML 2018);
 *   outermost, `weight_cap.WeightShareCapFactory(max_weight_share, inner)`:
     no client's share of the round's weight exceeds the cap.
 """
@@ -31,6 +33,7 @@ from typing import Optional
 import tensorflow_federated as tff
 
 from tff_nlp import errors
+from tff_nlp.algorithms import trimmed_mean
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 from tff_nlp.analysis import privacy
@@ -76,6 +79,10 @@ class AggregationConfig:
       whose noise multiplier must stay below 0.1·clients_per_round); a
       number (> 0) clips every update to this L2 norm
       (`DifferentiallyPrivateFactory.gaussian_fixed`, no such bound).
+    trim_fraction: If set, a β in [0, 0.5): aggregate with the
+      coordinate-wise trimmed weighted mean
+      (`trimmed_mean.TrimmedMeanFactory`), which drops the ⌊β·n⌋ largest and
+      smallest client values of every coordinate. Not with `robust` or DP.
   """
 
   max_weight_share: Optional[float] = None
@@ -84,14 +91,21 @@ class AggregationConfig:
   target_epsilon: Optional[float] = None
   dp_delta: Optional[float] = None
   dp_clip: Optional[float] = None
+  trim_fraction: Optional[float] = None
 
   def __post_init__(self):
-    if self.max_weight_share is not None and not (
-        _positive_number(self.max_weight_share)
-        and self.max_weight_share <= 1):
+    for check, value in ((weight_cap.check_max_share, self.max_weight_share),
+                         (trimmed_mean.check_trim_fraction,
+                          self.trim_fraction)):
+      if value is not None:
+        try:
+          check(value)
+        except ValueError as e:
+          raise errors.InputError(str(e)) from None
+    if self.trim_fraction is not None and (self.robust or self.dp):
       raise errors.InputError(
-          'max_weight_share must be in (0, 1] (a share of the round\'s '
-          f'weight), got {self.max_weight_share!r}.')
+          'trim_fraction is a mean of its own: not with robust or '
+          'differential privacy (choose one).')
     if not isinstance(self.robust, bool):
       raise errors.InputError(
           f'robust must be a bool, got {self.robust!r}.')
@@ -269,6 +283,8 @@ def build_model_aggregator(
   elif config.robust:
     aggregator = tff.learning.robust_aggregator(
         zeroing=True, clipping=True, weighted=True)
+  elif config.trim_fraction is not None:
+    aggregator = trimmed_mean.TrimmedMeanFactory(config.trim_fraction)
   else:
     aggregator = tff.aggregators.MeanFactory()
   if config.max_weight_share is not None:

@@ -37,6 +37,7 @@ from absl import logging
 
 from tff_nlp import errors
 from tff_nlp import training as training_lib
+from tff_nlp.algorithms import aggregation as aggregation_lib
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
@@ -209,6 +210,7 @@ def run_benchmark(
     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
     archive_dir: Optional[str] = None,
     train: bool = True,
+    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
 ) -> dict[str, Any]:
   """Runs (or reads back) every method with every seed, then reports them.
 
@@ -238,6 +240,11 @@ def run_benchmark(
     train: False: train nothing; report the runs of the schedule that are
       finished (a benchmark still accumulating its seeds), and log the
       missing ones. A method with no finished run is left out.
+    aggregation: How the federated methods aggregate (weight cap, robust
+      aggregation, DP; `algorithms.aggregation`). Its fields that differ
+      from the default name the federated runs' directories (a variant of
+      `run_dir_for`), so capped and plain runs are cached apart; the other
+      methods are unaffected.
 
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
@@ -247,8 +254,12 @@ def run_benchmark(
   runs = collections.OrderedDict((tuple(m), []) for m in methods)
   for seed, method in schedule:
     method_training = training_for(training, method)
+    method_aggregation = (
+        aggregation if method_training.paradigm == 'federated'
+        and aggregation is not None and not aggregation.is_default else None)
     run_dir = run_dir_for(output_dir, method, data=data, model=model,
-                          training=method_training, seed=seed)
+                          training=method_training, seed=seed,
+                          variant=_aggregation_variant(method_aggregation))
     archived = archive_dir and os.path.join(archive_dir,
                                             os.path.basename(run_dir))
     if archived and finished_results(archived, loop.rounds) is not None:
@@ -266,7 +277,8 @@ def run_benchmark(
                    text2sql_report.method_slug(method), seed, run_dir)
       text2sql.run_text2sql(
           data_dir=data_dir, output_dir=run_dir, data=data, model=model,
-          training=method_training, loop=dataclasses.replace(loop, seed=seed))
+          training=method_training, loop=dataclasses.replace(loop, seed=seed),
+          aggregation=method_aggregation)
     else:
       logging.info('%s, seed %d: done before, read from %s',
                    text2sql_report.method_slug(method), seed, run_dir)
@@ -284,6 +296,19 @@ def run_benchmark(
           data, data_dir=data_dir) if baseline else None),
       expect_full_splits=baseline and not data.max_eval_examples,
       num_replicates=num_replicates)
+
+
+def _aggregation_variant(
+    aggregation: Optional[aggregation_lib.AggregationConfig]
+) -> Optional[dict[str, Any]]:
+  """The fields of `aggregation` that differ from the default, or None."""
+  if aggregation is None:
+    return None
+  default = aggregation_lib.AggregationConfig()
+  return collections.OrderedDict(
+      (field.name, getattr(aggregation, field.name))
+      for field in dataclasses.fields(aggregation)
+      if getattr(aggregation, field.name) != getattr(default, field.name))
 
 
 def default_methods() -> list[text2sql_report.MethodKey]:

@@ -37,6 +37,11 @@ AGGREGATION = config_flags.define_config(
         'dp_delta': config_flags.Spec(
             'The delta of the recorded (epsilon, delta). Unset: 1 / number '
             'of clients.', lower_bound=0.0, upper_bound=1.0),
+        'trim_fraction': config_flags.Spec(
+            'If set, aggregate with the coordinate-wise trimmed weighted mean '
+            '(in [0, 0.5): the fraction of clients dropped from each end of '
+            'every coordinate; e.g. 0.125 drops one of eight). Not with '
+            '--robust_aggregation or DP.', lower_bound=0.0, upper_bound=0.5),
         'dp_clip': config_flags.Spec(
             'With DP: clip every update to this L2 norm instead of adaptive '
             'clipping (which needs a noise multiplier below 0.1 x clients '

@@ -102,14 +102,7 @@ def main(argv):
   except errors.InputError as e:
     raise errors.InputError(
         str(e).replace('--methods:', '--single_seed_methods:', 1)) from None
-  if not aggregation_flags.aggregation_config().is_default:
-    # The benchmark's runs are keyed by their configuration
-    # (`run_dir_for`), which does not hold the aggregation yet: a capped or
-    # DP run would be read back as the plain method's.
-    raise errors.InputError(
-        'text2sql_benchmark does not take --max_weight_share, '
-        '--robust_aggregation, --dp_noise_multiplier, --target_epsilon, '
-        '--dp_delta or --dp_clip yet: run train_text2sql per method.')
+  aggregation = aggregation_flags.aggregation_config()
   # Flag errors before any training.
   text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
   with runtime_flags.context_from_flags():
@@ -125,6 +118,7 @@ def main(argv):
         single_seed_methods=single_seed_methods,
         archive_dir=_ARCHIVE_DIR.value,
         train=not _REPORT_ONLY.value,
+        aggregation=aggregation,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
                            + sys.argv[1:]),
     )
