@@ -112,12 +112,14 @@ def _honest_table(summaries, *, metric_name: str, has_truth: bool) -> str:
   by_key = {(s['defence'], s['weighting']): s for s in rows}
   for defence in dict.fromkeys(s['defence'] for s in rows):
     cells = [defence]
+    # A report written while the runs go on may miss some cells.
     for w in weightings:
-      s = by_key[(defence, w)]
-      cells.append(_number(s['distance_to_truth'] if has_truth
-                           else s['distance_to_honest'], 4))
+      s = by_key.get((defence, w))
+      cells.append('' if s is None else _number(
+          s['distance_to_truth'] if has_truth else s['distance_to_honest'], 4))
     for w in weightings:
-      cells.append(_number(by_key[(defence, w)]['metric'][metric_name], 4))
+      s = by_key.get((defence, w))
+      cells.append('' if s is None else _number(s['metric'][metric_name], 4))
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
 
