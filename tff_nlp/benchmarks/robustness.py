@@ -215,10 +215,15 @@ def run_configuration(
 
 
 def _configurations(grid: Grid):
-  """(weighting, defence, attack, k, seed), honest runs first."""
+  """(weighting, defence, attack, k, seed), honest runs first.
+
+  The honest runs without a defence, every other run's reference, are
+  always among them.
+  """
+  honest_defences = ('none',) + tuple(d for d in grid.defences if d != 'none')
   for seed in grid.seeds:
     for weighting in grid.weightings:
-      for defence in grid.defences:
+      for defence in honest_defences:
         yield weighting, defence, 'honest', 0, seed
   for num_attackers in grid.num_attackers:
     for attack in grid.attacks:
