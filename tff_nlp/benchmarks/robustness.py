@@ -155,6 +155,9 @@ def _run_rounds(task, process, *, attack: attacks.Attack,
                                        max_share=max_share),
         train_loss=float(metrics['client_work']['train']['loss']),
         update_non_finite=int(metrics['finalizer']['update_non_finite']),
+        # The defence's measurements: the robust aggregator's zeroing and
+        # clipping norms and counts, the cap's shares before and after.
+        aggregator=release.to_json_value(metrics['aggregator']),
     ))
   final = robustness_tasks.flatten_weights(
       process.get_model_weights(state).trainable)
