@@ -233,7 +233,7 @@ class BenchmarkExecutionTest(tf.test.TestCase):
       for field in ('weighting', 'defence', 'attack', 'num_attackers', 'seed',
                     'attacker_share_mean', 'attacker_share_max',
                     'distance_to_honest', 'distance_to_truth', 'truth_ratio',
-                    'metric', 'seconds', 'meets_target'):
+                    'metric', 'seconds', 'meets_target', 'attack_spec'):
         self.assertIn(field, row)
     by_key = {(r['weighting'], r['defence'], r['attack']): r
               for r in task['runs']}

@@ -5,7 +5,8 @@ An attacker is a client of an ordinary FedAvg round
 ways:
 
 *   in what it sends: its model delta times `update_scale` (`scaled`:
-    s > 1; `sign_flip`: s < 0) or its claimed example count |D_i| times
+    ×10; `sign_flip`: ×(-10), the scaled update reversed; `negated`:
+    ×(-1), the plain sign flip) or its claimed example count |D_i| times
     `weight_scale` (`inflated_count`), which scales its weight under the
     weightings that use |D_i| (`num_examples` and `lorar`; `uniform`
     ignores it, so does `loss_reduction`);
@@ -81,6 +82,7 @@ ATTACKS = collections.OrderedDict(
         Attack('inflated_count', weight_scale=10.0),
         Attack('label_flip', data='label_flip'),
         Attack('inflate_loss', data='inflate_loss'),
+        Attack('negated', update_scale=-1.0),
     ))
 
 

@@ -181,11 +181,16 @@ def run_configuration(
       max_share=max_share if defence in ('cap', 'both') else None)
   directory = run_cache.run_dir(
       parent, f'{weighting}-{defence}-{attack}-{num_attackers}-s{seed}', key)
-  cached = run_cache.finished_results(directory)
-  if cached is not None:
-    return cached
   attack_spec = attacks.HONEST if attack == 'honest' else attacks.ATTACKS[
       attack]
+  # The key names the attack; a run of an attack whose parameters have
+  # changed since is run again (runs recorded before the parameters were,
+  # without `attack_spec`, are taken as they are).
+  spec = release.to_json_value(dataclasses.asdict(attack_spec))
+  cached = run_cache.finished_results(
+      directory, is_complete=lambda r: r.get('attack_spec', spec) == spec)
+  if cached is not None:
+    return cached
   attackers = list(range(num_attackers))
   start = time.monotonic()
   final, records = _run_rounds(
@@ -200,6 +205,7 @@ def run_configuration(
   truth = task.truth()
   results = collections.OrderedDict(
       **key,
+      attack_spec=spec,
       attackers=attackers,
       attacker_share_mean=float(np.mean(shares)),
       attacker_share_max=float(np.max(shares)),
