@@ -4,7 +4,8 @@ Issue 25's point 3. For a task (`robustness_tasks`), every configuration
 
   weighting (num_examples, uniform, lorar) × defence (none, cap, robust,
   both; `attacks.DEFENCES`) × attack (`attacks.ATTACKS`) × number of
-  attackers (1-3 of 8: clients 0..k-1) × seed
+  attackers (1-3 of 8: clients 0..k-1, or the first k of the task's
+  `attacker_order`) × seed
 
 is one FedAvg run of `attacks.build_attacked_process`, plus per weighting,
 defence and seed one run with every client honest. Each run records, per
@@ -191,7 +192,9 @@ def run_configuration(
       directory, is_complete=lambda r: r.get('attack_spec', spec) == spec)
   if cached is not None:
     return cached
-  attackers = list(range(num_attackers))
+  # The first k of the task's attacker order (default: clients 0..k-1).
+  order = getattr(task, 'attacker_order', None) or range(task.num_clients)
+  attackers = list(order)[:num_attackers]
   start = time.monotonic()
   final, records = _run_rounds(
       task, processes.get(weighting, defence, seed), attack=attack_spec,

@@ -48,6 +48,10 @@ class Text2SqlTask:
   local_epochs: text2sql_task.PerClient = text2sql_task.PerClient(
       6, (('advising', 3), ('atis', 3)))
   decode_batch_size: int = 512
+  # Attackers are mid-sized databases (geography, then scholar, then
+  # restaurants), not advising and atis, which hold most of the examples:
+  # under num_examples either already has more than 2/N of the weight.
+  attacker_order: tuple[int, ...] = (2, 4, 3)
 
   with_client_config = True
   metric_name = 'macro_exact_match'
