@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
 from tff_nlp.algorithms import fl_process as fl_process_lib
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 
 EXAMPLES_KEY = 'examples'
@@ -260,8 +261,6 @@ def build_defence(
     return tff.aggregators.MeanFactory()
   if defence == 'robust':
     return robust()
-  # Imported here: the cap is the integrator's part of the issue.
-  from tff_nlp.algorithms import weight_cap  # pylint: disable=g-import-not-at-top
   return weight_cap.WeightShareCapFactory(
       max_share, inner=robust() if defence == 'both' else None)
 

@@ -195,7 +195,8 @@ class TextClassificationTask:
     del config['data_dir']  # Where the data is does not change a result.
     return config
 
-  def prepare(self, seed: int) -> text_classification.FederatedTextClassification:
+  def prepare(
+      self, seed: int) -> text_classification.FederatedTextClassification:
     return _prepared_text_classification(self.client_data_config,
                                          self.data_dir, seed)
 
