@@ -139,8 +139,12 @@ def task_tables(task_name: str, summaries, *, metric_name: str,
          'dist: L2 distance of the final model to the honest run\'s (same '
          'weighting and seed, no defence). ')
       + f'target: share ≤ 2k/N (k attackers, N = {num_clients})'
-      + (' and ×truth ≤ 2, in every seed.\n' if has_truth
-         else ' in every seed (no truth to compare with).\n'),
+      + (' and ×truth ≤ 2, in every seed.' if has_truth
+         else ' in every seed (no truth to compare with).')
+      + ' Wall time of a run\'s rounds: {:.1f} s on average, {:.1f} s at '
+      'most (per configuration: `seconds` in results.json).\n'.format(
+          np.mean([s['seconds'] for s in summaries]),
+          max(s['seconds'] for s in summaries)),
       '### No attacker: what the defences cost\n',
       _honest_table(summaries, metric_name=metric_name, has_truth=has_truth)
       + '\n',

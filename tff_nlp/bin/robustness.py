@@ -7,7 +7,7 @@ defence, the weight-share cap (2/N), TFF's robust aggregator, or both; on the
 linear regression (true weights known), R8 (the weighting demo) and
 text-to-SQL (the template parser).
 
-  python -m tff_nlp.bin.robustness --tasks=linear_regression   # ~25 minutes
+  python -m tff_nlp.bin.robustness --tasks=linear_regression   # ~45 minutes
   python -m tff_nlp.bin.robustness \
       --flagfile=tff_nlp/bin/flags/robustness.all.flags
 
