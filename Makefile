@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo notebook bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bazel-test clean help
+.PHONY: venv test demo notebook bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
 	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT) on CPU (about 30 minutes; resumable)"
 	@echo "make bench-scaling - round time and memory vs clients per round, memory over 200 rounds, 1 vs 2 workers (about 12 minutes)"
+	@echo "make bench-robustness - attackers x weightings x defences on linear regression, R8 and text-to-SQL (hours; resumable)"
 	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 6 minutes)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
@@ -73,7 +74,7 @@ notebook: $(STAMP)
 	"$(NOTEBOOK_VENV)/bin/jupyter" notebook --notebook-dir=colabs \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(NOTEBOOK_FLAGS)
 
-bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism
+bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness
 
 # A TFF round against the same local training in pure TensorFlow (and TFF
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
@@ -213,6 +214,17 @@ bench-determinism: $(STAMP)
 	cp $(DETERMINISM_DIR)/determinism.md $(DETERMINISM_DIR)/determinism.json \
 	  docs/results/
 
+# Issue 25's attack benchmark: 1-3 attackers of 8 x num_examples, uniform and
+# Lorar x no defence, weight cap, robust aggregation, both; every run cached
+# under its configuration in $(ROBUSTNESS_DIR), so an interrupted benchmark
+# continues where it stopped; the reports go to docs/results/robustness/
+# (discussed in docs/results/robustness.md).
+ROBUSTNESS_DIR ?= runs/robustness
+bench-robustness: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.robustness \
+	  --flagfile=tff_nlp/bin/flags/robustness.all.flags \
+	  --output_dir=$(ROBUSTNESS_DIR) --report_dir=docs/results/robustness
+
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)
 # so none lingers. Tests run with .venv/bin/python3 (or $TFF_NLP_PYTHON), Bazel's
 # registered Python toolchain, whatever PATH is (DEVELOPERS.md, "Bazel").
@@ -221,3 +233,4 @@ bazel-test: $(STAMP)
 
 clean:
 	rm -rf "$(VENV)" .pytest_cache build *.egg-info
+

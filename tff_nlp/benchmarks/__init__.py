@@ -7,6 +7,8 @@ round time and memory against clients per round.
 `text2sql_benchmark`: the Lorar paper's methods x seeds, resumable.
 `vocab_slice_benchmark`: vocabulary-sliced against dense FedAvg on
 text-to-SQL.
+`robustness` (+ `attacks`, `robustness_tasks`, `robustness_text2sql`,
+`robustness_report`): attacking clients against weightings and defences.
 
 Their command lines are binaries of `tff_nlp.bin` (`round_overhead`,
 `client_scaling`, `memory_growth`, `text2sql_benchmark`, `vocab_slice`, ...).
@@ -21,7 +23,9 @@ _LAZY_EXPORTS = {
     name: (f'tff_nlp.benchmarks.{name}', None)
     for name in ('client_scaling', 'round_overhead', 'round_overhead_pure_tf',
                  'round_overhead_workloads', 'scaling', 'text2sql_benchmark',
-                 'vocab_slice_benchmark')
+                 'vocab_slice_benchmark', 'attacks', 'robustness',
+                 'robustness_report', 'robustness_tasks',
+                 'robustness_text2sql')
 }
 
 __getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS)

@@ -1,0 +1,69 @@
+"""Attack benchmark: attackers × weightings × defences (bench-robustness).
+
+Issue 25, point 3 (`benchmarks.robustness`): 1-3 attacking clients of 8
+(scaled update, sign flip, inflated example count, label flip, a data set
+that inflates ΔL) against num_examples, uniform and Lorar weighting, with no
+defence, the weight-share cap (2/N), TFF's robust aggregator, or both; on the
+linear regression (true weights known), R8 (the weighting demo) and
+text-to-SQL (the template parser).
+
+  python -m tff_nlp.bin.robustness --tasks=linear_regression   # ~45 minutes
+  python -m tff_nlp.bin.robustness \
+      --flagfile=tff_nlp/bin/flags/robustness.all.flags
+
+Runs are cached under `--output_dir/<task>/runs/`, so running the command
+again resumes: finished runs are read back. The reports (`results.json`,
+`tables.md`, `<task>_distance_ratio.png`) go to `--report_dir`.
+"""
+
+from absl import app
+from absl import flags
+
+from tff_nlp.benchmarks import robustness
+from tff_nlp.bin import common
+from tff_nlp.runtime import flags as runtime_flags
+
+# --output_dir and --data_dir (common's); its loop flags (--rounds, ...) are
+# not used: each task's rounds are part of what a cached run is.
+flags.set_default(common.OUTPUT_DIR, 'runs/robustness')
+
+_TASKS = flags.DEFINE_list(
+    'tasks', ['linear_regression'],
+    f'Tasks to run, in order, from {list(robustness.DEFAULT_GRIDS)}.')
+_REPORT_DIR = flags.DEFINE_string(
+    'report_dir', None,
+    'Where results.json, tables.md and the figures go; default '
+    '--output_dir.')
+_SEEDS = flags.DEFINE_list(
+    'seeds', [],
+    'Seeds of every task\'s runs; empty: each task\'s default (0,1,2 for '
+    'the linear regression, 0 for R8 and text-to-SQL).')
+
+
+@flags.validator('tasks', f'--tasks must name distinct tasks from '
+                 f'{list(robustness.DEFAULT_GRIDS)}.')
+def _check_tasks(value):
+  return (bool(value) and len(set(value)) == len(value)
+          and set(value) <= set(robustness.DEFAULT_GRIDS))
+
+
+@flags.validator('seeds', '--seeds must be non-negative integers.')
+def _check_seeds(value):
+  return all(v.isdigit() for v in value)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  with runtime_flags.context_from_flags():
+    robustness.run_benchmark(
+        _TASKS.value,
+        output_dir=common.OUTPUT_DIR.value,
+        report_dir=_REPORT_DIR.value,
+        seeds=[int(s) for s in _SEEDS.value] or None,
+        data_dir=common.DATA_DIR.value,
+    )
+
+
+if __name__ == '__main__':
+  common.run(main)
