@@ -156,6 +156,8 @@ class DefenceAndShareExecutionTest(tf.test.TestCase, parameterized.TestCase):
       ('none', 'none', tff.aggregators.MeanFactory),
       ('cap', 'cap', algorithms.WeightShareCapFactory),
       ('both', 'both', algorithms.WeightShareCapFactory),
+      ('trimmed', 'trimmed', algorithms.TrimmedMeanFactory),
+      ('cap_trimmed', 'cap_trimmed', algorithms.WeightShareCapFactory),
   )
   def test_defence_factories(self, defence, factory_type):
     self.assertIsInstance(attacks.build_defence(defence, max_share=0.25),

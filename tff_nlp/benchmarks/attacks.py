@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 
 from tff_nlp.algorithms import client_work as client_work_lib
 from tff_nlp.algorithms import fl_process as fl_process_lib
+from tff_nlp.algorithms import trimmed_mean
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.algorithms import weighting as weighting_lib
 
@@ -42,7 +43,11 @@ ATTACK_KEY = 'attack'
 UPDATE_SCALE_KEY = 'update_scale'
 WEIGHT_SCALE_KEY = 'weight_scale'
 
-DEFENCES = ('none', 'cap', 'robust', 'both')
+DEFENCES = ('none', 'cap', 'robust', 'both', 'trimmed', 'cap_trimmed')
+# The defences that cap the weight shares.
+CAPPED_DEFENCES = ('cap', 'both', 'cap_trimmed')
+# The trimmed mean's β: one client of eight trimmed from each end.
+TRIM_FRACTION = 0.125
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,11 +241,14 @@ def build_defence(
   *   'robust': `tff.learning.robust_aggregator(zeroing=True, clipping=True,
       weighted=True)`, adaptive zeroing and L2 clipping of each update;
   *   'both': the cap outermost (it decides the weights), the robust
-      aggregator inside it (it bounds the updates).
+      aggregator inside it (it bounds the updates);
+  *   'trimmed': `algorithms.TrimmedMeanFactory(TRIM_FRACTION)`, the
+      coordinate-wise trimmed weighted mean;
+  *   'cap_trimmed': the cap outermost, the trimmed mean inside it.
 
   Args:
     defence: One of `DEFENCES`.
-    max_share: The cap, for 'cap' and 'both' (e.g. 2/N).
+    max_share: The cap, for the `CAPPED_DEFENCES` (e.g. 2/N).
 
   Returns:
     A `tff.aggregators.WeightedAggregationFactory`.
@@ -248,7 +256,7 @@ def build_defence(
   if defence not in DEFENCES:
     raise ValueError(f'Unknown defence {defence!r}; expected one of '
                      f'{list(DEFENCES)}.')
-  if defence in ('cap', 'both') and not (
+  if defence in CAPPED_DEFENCES and not (
       max_share is not None and 0.0 < max_share <= 1.0):
     raise ValueError(f'defence={defence!r} needs max_share in (0, 1], got '
                      f'{max_share!r}.')
@@ -257,12 +265,17 @@ def build_defence(
     return tff.learning.robust_aggregator(
         zeroing=True, clipping=True, weighted=True)
 
-  if defence == 'none':
-    return tff.aggregators.MeanFactory()
-  if defence == 'robust':
-    return robust()
-  return weight_cap.WeightShareCapFactory(
-      max_share, inner=robust() if defence == 'both' else None)
+  inner = {
+      'none': tff.aggregators.MeanFactory,
+      'cap': tff.aggregators.MeanFactory,
+      'robust': robust,
+      'both': robust,
+      'trimmed': lambda: trimmed_mean.TrimmedMeanFactory(TRIM_FRACTION),
+      'cap_trimmed': lambda: trimmed_mean.TrimmedMeanFactory(TRIM_FRACTION),
+  }[defence]()
+  if defence in CAPPED_DEFENCES:
+    return weight_cap.WeightShareCapFactory(max_share, inner=inner)
+  return inner
 
 
 def build_attacked_process(
