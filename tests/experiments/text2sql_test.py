@@ -560,7 +560,8 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with open(tmp_path / 'config.json', encoding='utf-8') as f:
       assert json.load(f)['experiment']['aggregation'] == dict(
           max_weight_share=0.75, robust=False, dp_noise_multiplier=0.15,
-          target_epsilon=None, dp_delta=None, dp_clip=None)
+          target_epsilon=None, dp_delta=None, dp_clip=None,
+          trim_fraction=None)
 
   @parameterized.named_parameters(
       ('lorar', dict(paradigm='federated', weighting='lorar'),
