@@ -222,13 +222,13 @@ def build_fl_process(
   )
   return FLProcess(
       process,
-      _compose_next_with_client_outputs(
+      compose_next_with_client_outputs(
           process, distributor, client_work, aggregator, finalizer
       ),
   )
 
 
-def _compose_next_with_client_outputs(
+def compose_next_with_client_outputs(
     process, distributor, client_work, aggregator, finalizer
 ) -> tff.Computation:
   """`process.next` recomposed to also return the clients' statistics.

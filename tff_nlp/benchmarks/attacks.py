@@ -345,5 +345,5 @@ def build_attacked_process(
   # of it, which `build_fl_process` uses too.
   return fl_process_lib.FLProcess(
       process,
-      fl_process_lib._compose_next_with_client_outputs(  # pylint: disable=protected-access
+      fl_process_lib.compose_next_with_client_outputs(
           process, distributor, client_work, aggregator, finalizer))
