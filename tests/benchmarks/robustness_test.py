@@ -229,16 +229,25 @@ class BenchmarkExecutionTest(tf.test.TestCase):
     with open(os.path.join(output_dir, 'results.json')) as f:
       results = json.load(f)
     task = results['tasks']['linear_regression']
-    self.assertLen(task['runs'], 12)
     self.assertLen(task['summaries'], 12)
-    for row in task['runs']:
+    # Each run is a seed of its configuration's summary (one seed here).
+    runs = [dict(seed, **{k: s[k] for k in ('weighting', 'defence', 'attack',
+                                            'num_attackers')})
+            for s in task['summaries'] for seed in s['seeds']]
+    self.assertLen(runs, 12)
+    for summary in task['summaries']:
+      self.assertEqual(summary['num_seeds'], 1)
+      # One seed: the interval's bounds are unknown (None), the estimate not.
+      self.assertEqual(summary['truth_ratio_ci95']['estimate'],
+                       summary['truth_ratio'])
+      self.assertIsNone(summary['truth_ratio_ci95']['low'])
+    for row in runs:
       for field in ('weighting', 'defence', 'attack', 'num_attackers', 'seed',
                     'attacker_share_mean', 'attacker_share_max',
                     'distance_to_honest', 'distance_to_truth', 'truth_ratio',
                     'metric', 'seconds', 'meets_target', 'attack_spec'):
         self.assertIn(field, row)
-    by_key = {(r['weighting'], r['defence'], r['attack']): r
-              for r in task['runs']}
+    by_key = {(r['weighting'], r['defence'], r['attack']): r for r in runs}
     honest = by_key[('lorar', 'none', 'honest')]
     self.assertEqual(honest['distance_to_honest'], 0.0)
     self.assertEqual(honest['truth_ratio'], 1.0)
@@ -266,6 +275,30 @@ class BenchmarkExecutionTest(tf.test.TestCase):
                      [r['seconds'] for r in rows])
     self.assertLen(os.listdir(os.path.join(
         output_dir, 'linear_regression', robustness.RUNS_DIR)), 12)
+
+
+class SummaryExecutionTest(tf.test.TestCase):
+
+  def test_seeds_and_their_intervals(self):
+    rows = [dict(weighting='lorar', defence='both', attack='sign_flip',
+                 num_attackers=1, seed=seed, attacker_share_mean=0.1,
+                 attacker_share_max=0.2, distance_to_honest=1.0,
+                 distance_to_truth=0.5, truth_ratio=ratio,
+                 metric={'test_mse': 0.01 * ratio}, seconds=2.0,
+                 meets_target=ratio <= 2.0)
+            for seed, ratio in enumerate([1.0, 2.0, 3.0])]
+    (summary,) = robustness_report.summarize(rows)
+    self.assertEqual(summary['num_seeds'], 3)
+    self.assertEqual([s['seed'] for s in summary['seeds']], [0, 1, 2])
+    self.assertFalse(summary['meets_target'])
+    # Ratios 1, 2, 3: mean 2, sd 1, t(2, 0.975) = 4.3027:
+    # 2 ± 4.3027 / sqrt(3) = 2 ± 2.4841.
+    interval = summary['truth_ratio_ci95']
+    self.assertAllClose([interval['low'], interval['estimate'],
+                         interval['high']], [-0.4841, 2.0, 4.4841],
+                        atol=1e-4)
+    self.assertAllClose(summary['metric_ci95']['test_mse']['high'],
+                        0.044841, atol=1e-6)
 
 
 if __name__ == '__main__':

@@ -18,6 +18,7 @@ from matplotlib.backends import backend_agg
 import numpy as np
 
 from tff_nlp.benchmarks import attacks
+from tff_nlp.metrics import intervals
 from tff_nlp.training import release
 
 RESULTS_FILE = 'results.json'
@@ -26,12 +27,21 @@ PLOT_FILE = 'distance_ratio.png'
 _GROUP_KEYS = ('weighting', 'defence', 'attack', 'num_attackers')
 
 
+# What `summarize` keeps of each seed's run.
+_SEED_KEYS = ('seed', 'attacker_share_mean', 'attacker_share_max',
+              'distance_to_honest', 'distance_to_truth', 'truth_ratio',
+              'metric', 'seconds', 'meets_target', 'attack_spec')
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
   """One row per configuration (all but the seed), averaged over seeds.
 
   Means over seeds of the attackers' mean share, distances, truth ratio,
-  metric and seconds; the largest share of any round of any seed;
-  `meets_target` if every seed meets it; `seeds` the number of seeds.
+  metric and seconds, with 95 % Student-t intervals over seeds
+  (`truth_ratio_ci95`, `metric_ci95`; bounds None with one seed); the
+  largest share of any round of any seed; `meets_target` if every seed
+  meets it; `num_seeds`, and `seeds`: each seed's own values (the runs'
+  full records stay in their cached run directories).
   """
   groups = collections.OrderedDict()
   for row in rows:
@@ -43,22 +53,32 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
       values = [r[name] for r in group if r[name] is not None]
       return float(np.mean(values)) if values else None
 
+    def ci95(values):
+      return intervals.seed_interval(values).to_json()
+
     metric_names = list(group[0]['metric'])
+    has_truth = group[0]['truth_ratio'] is not None
     summaries.append(collections.OrderedDict(
         zip(_GROUP_KEYS, key),
-        seeds=len(group),
+        num_seeds=len(group),
         attacker_share_mean=mean('attacker_share_mean'),
         attacker_share_max=max(r['attacker_share_max'] for r in group),
         distance_to_honest=mean('distance_to_honest'),
         distance_to_truth=mean('distance_to_truth'),
         truth_ratio=mean('truth_ratio'),
+        truth_ratio_ci95=(ci95([r['truth_ratio'] for r in group])
+                          if has_truth else None),
         truth_ratio_max=(max(r['truth_ratio'] for r in group)
                          if group[0]['truth_ratio'] is not None else None),
         metric=collections.OrderedDict(
             (m, float(np.mean([r['metric'][m] for r in group])))
             for m in metric_names),
+        metric_ci95=collections.OrderedDict(
+            (m, ci95([r['metric'][m] for r in group])) for m in metric_names),
         seconds=mean('seconds'),
         meets_target=all(r['meets_target'] for r in group),
+        seeds=[collections.OrderedDict((k, r[k]) for k in _SEED_KEYS if k in r)
+               for r in group],
     ))
   return summaries
 
@@ -128,7 +148,7 @@ def task_tables(task_name: str, summaries, *, metric_name: str,
                 has_truth: bool, num_clients: int) -> str:
   """The Markdown section of one task: honest runs, then per attacker count."""
   counts = sorted({s['num_attackers'] for s in summaries} - {0})
-  seeds = max(s['seeds'] for s in summaries)
+  seeds = max(s['num_seeds'] for s in summaries)
   parts = [
       f'## {task_name}\n',
       f'{seeds} seed(s) per configuration (means over seeds; share max: the '
@@ -218,7 +238,7 @@ def write_reports(report_dir: str, tasks: Mapping[str, Any],
     has_truth = task.truth() is not None
     results['tasks'][name] = collections.OrderedDict(
         task=task.config(), metric=task.metric_name,
-        summaries=summaries, runs=list(task_rows))
+        summaries=summaries)
     sections.append(task_tables(
         name, summaries, metric_name=task.metric_name, has_truth=has_truth,
         num_clients=task.num_clients))
