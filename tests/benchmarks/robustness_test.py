@@ -277,6 +277,64 @@ class BenchmarkExecutionTest(tf.test.TestCase):
         output_dir, 'linear_regression', robustness.RUNS_DIR)), 12)
 
 
+  def test_reports_keep_what_a_later_run_does_not_measure(self):
+    output_dir = self.create_tempdir().full_path
+
+    def run(defences, keep_reported=True):
+      grid = robustness.Grid(weightings=('uniform',), defences=defences,
+                             attacks=('scaled',), num_attackers=(1,),
+                             seeds=(0,))
+      robustness.run_benchmark(
+          ['linear_regression'], output_dir=output_dir,
+          grids={'linear_regression': grid}, keep_reported=keep_reported,
+          build_task_fn=lambda name, data_dir: _TINY_TASK)
+      with open(os.path.join(output_dir, 'results.json')) as f:
+        task = json.load(f)['tasks']['linear_regression']
+      return task, {(s['defence'], s['attack']) for s in task['summaries']}
+
+    _, first = run(('none',))
+    self.assertEqual(first, {('none', 'honest'), ('none', 'scaled')})
+    # A second defence is added to the report, the first one's runs kept.
+    task, merged = run(('cap',))
+    self.assertEqual(merged, first | {('cap', 'honest'), ('cap', 'scaled')})
+    self.assertEqual([g['defences'] for g in task['grids']],
+                     [['none'], ['cap']])
+    with open(os.path.join(output_dir, robustness_report.TABLES_FILE)) as f:
+      tables = f.read()
+    self.assertIn('| scaled | none |', tables)
+    self.assertIn('| scaled | cap |', tables)
+    # Without keep_reported the report holds this run's configurations (and
+    # the honest run without defence, every distance's reference).
+    _, alone = run(('cap',), keep_reported=False)
+    self.assertEqual(alone, {('none', 'honest'), ('cap', 'honest'),
+                             ('cap', 'scaled')})
+
+
+class MergeTaskTest(tf.test.TestCase):
+
+  def _entry(self, task, *configs):
+    return {'task': task, 'metric': 'test_mse', 'grids': [task],
+            'summaries': [dict(weighting='lorar', defence=d, attack='scaled',
+                               num_attackers=1, truth_ratio=r)
+                          for d, r in configs]}
+
+  def test_same_settings_replace_and_add_configurations(self):
+    merged = robustness_report.merge_task(
+        self._entry({'rounds': 8}, ('none', 5.0), ('cap', 3.0)),
+        self._entry({'rounds': 8}, ('cap', 2.0), ('trimmed', 1.0)))
+    self.assertEqual([(s['defence'], s['truth_ratio'])
+                      for s in merged['summaries']],
+                     [('none', 5.0), ('cap', 2.0), ('trimmed', 1.0)])
+    self.assertLen(merged['grids'], 1)  # The same grid is listed once.
+
+  def test_other_settings_replace_the_task(self):
+    merged = robustness_report.merge_task(
+        self._entry({'rounds': 8}, ('none', 5.0)),
+        self._entry({'rounds': 4}, ('cap', 2.0)))
+    self.assertEqual([s['defence'] for s in merged['summaries']], ['cap'])
+    self.assertEqual(merged['grids'], [{'rounds': 4}])
+
+
 class SummaryExecutionTest(tf.test.TestCase):
 
   def test_seeds_and_their_intervals(self):

@@ -10,6 +10,7 @@ defence, one panel per weighting).
 
 import collections
 from collections.abc import Mapping, Sequence
+import json
 import os
 from typing import Any
 
@@ -216,36 +217,103 @@ def write_plot(task_name: str, summaries, path: str, *,
   fig.savefig(path, dpi=110)
 
 
+def _summary_key(summary) -> tuple[Any, ...]:
+  return tuple(summary[k] for k in _GROUP_KEYS)
+
+
+def merge_task(previous: Mapping[str, Any], current: Mapping[str, Any]
+               ) -> dict[str, Any]:
+  """One task's report entry from an earlier report's and this run's.
+
+  Same task settings (`task`, `metric`): the earlier summaries, each
+  replaced by this run's of the same configuration (weighting, defence,
+  attack, attackers), then this run's new configurations; `grids` lists
+  both runs' grids. Other settings: this run's entry alone (the earlier
+  runs measured something else).
+  """
+  # Compared as JSON: a report read back has lists where a task has tuples.
+  settings = json.loads(json.dumps(release.to_json_value(
+      [current['task'], current['metric']])))
+  if [previous.get('task'), previous.get('metric')] != settings:
+    return dict(current)
+  new = collections.OrderedDict(
+      (_summary_key(s), s) for s in current['summaries'])
+  summaries = [new.pop(_summary_key(s), s) for s in previous['summaries']]
+  merged = dict(current)
+  merged['summaries'] = summaries + list(new.values())
+  grids = list(previous.get('grids', []))
+  merged['grids'] = grids + [g for g in current['grids'] if g not in grids]
+  return merged
+
+
 def write_reports(report_dir: str, tasks: Mapping[str, Any],
                   rows: Mapping[str, Sequence[Mapping[str, Any]]],
-                  config: Mapping[str, Any]) -> str:
+                  config: Mapping[str, Any], *,
+                  keep_reported: bool = False) -> str:
   """Writes `results.json`, `tables.md` and a PNG per task to `report_dir`.
 
   Args:
     report_dir: Where to write (created if missing).
     tasks: Task name -> task (`robustness_tasks`).
     rows: Task name -> the rows of `robustness.run_grid`.
-    config: The benchmark's arguments, recorded in `results.json`.
+    config: The benchmark's arguments, recorded in `results.json`; its
+      `grids` (task name -> grid) go to each task's entry as `grids` (the
+      list of grids whose runs the entry summarises).
+    keep_reported: If `report_dir` holds a `results.json` already, keep
+      what it reports that this run does not measure: other tasks, and
+      other configurations of a task run with the same settings
+      (`merge_task`). So a defence or task can be added to a report
+      without running the rest again.
 
   Returns:
     The Markdown tables.
   """
   os.makedirs(report_dir, exist_ok=True)
-  sections, results = [], collections.OrderedDict(config=config, tasks={})
+  results_path = os.path.join(report_dir, RESULTS_FILE)
+  previous = {}
+  if keep_reported and os.path.exists(results_path):
+    with open(results_path, encoding='utf-8') as f:
+      reported = json.load(f)
+    previous = reported.get('tasks', {})
+    for name, entry in previous.items():
+      # Reports written before each task recorded its grids.
+      grids = reported.get('config', {}).get('grids', {}).get(name, [])
+      entry.setdefault('grids', [grids] if isinstance(grids, dict) else grids)
+  entries = collections.OrderedDict()
   for name, task_rows in rows.items():
     task = tasks[name]
-    summaries = summarize(task_rows)
-    has_truth = task.truth() is not None
-    results['tasks'][name] = collections.OrderedDict(
+    entries[name] = collections.OrderedDict(
         task=task.config(), metric=task.metric_name,
-        summaries=summaries)
+        num_clients=task.num_clients,
+        grids=[config['grids'][name]] if name in config.get('grids', {})
+        else [],
+        summaries=summarize(task_rows))
+    if name in previous:
+      entries[name] = merge_task(previous[name], entries[name])
+  # Earlier tasks first, in their order; this run's new ones after them.
+  ordered = collections.OrderedDict(
+      (name, entries.get(name, entry)) for name, entry in previous.items())
+  ordered.update((name, e) for name, e in entries.items()
+                 if name not in ordered)
+  sections = []
+  for name, entry in ordered.items():
+    summaries = entry['summaries']
+    has_truth = any(s['truth_ratio'] is not None for s in summaries)
+    # Reports written before `num_clients` was recorded: the task's own.
+    num_clients = entry.get('num_clients', entry['task'].get('num_clients'))
     sections.append(task_tables(
-        name, summaries, metric_name=task.metric_name, has_truth=has_truth,
-        num_clients=task.num_clients))
+        name, summaries, metric_name=entry['metric'], has_truth=has_truth,
+        num_clients=num_clients))
     write_plot(name, summaries,
                os.path.join(report_dir, f'{name}_{PLOT_FILE}'),
                has_truth=has_truth)
-  release.write_json(os.path.join(report_dir, RESULTS_FILE), results)
+  results = collections.OrderedDict(
+      config=collections.OrderedDict(
+          config, tasks=list(ordered),
+          grids=collections.OrderedDict(
+              (name, e['grids']) for name, e in ordered.items())),
+      tasks=ordered)
+  release.write_json(results_path, results)
   tables = '\n'.join(sections)
   with open(os.path.join(report_dir, TABLES_FILE), 'w', encoding='utf-8') as f:
     f.write('# Attack benchmark: measured tables\n\n'

@@ -13,7 +13,8 @@ text-to-SQL (the template parser).
 
 Runs are cached under `--output_dir/<task>/runs/`, so running the command
 again resumes: finished runs are read back. The reports (`results.json`,
-`tables.md`, `<task>_distance_ratio.png`) go to `--report_dir`.
+`tables.md`, `<task>_distance_ratio.png`) go to `--report_dir`; what they
+held of other tasks or configurations is kept (`--keep_reported`).
 """
 
 from absl import app
@@ -34,6 +35,12 @@ _REPORT_DIR = flags.DEFINE_string(
     'report_dir', None,
     'Where results.json, tables.md and the figures go; default '
     '--output_dir.')
+_KEEP_REPORTED = flags.DEFINE_bool(
+    'keep_reported', True,
+    'Keep what --report_dir\'s results.json reports that this run does not '
+    'measure: other tasks, and other configurations of a task with the same '
+    'settings (so one task or defence can be added without the rest). '
+    'False: the reports hold this run\'s tasks only.')
 _SEEDS = flags.DEFINE_list(
     'seeds', [],
     'Seeds of every task\'s runs; empty: each task\'s default (0,1,2 for '
@@ -62,6 +69,7 @@ def main(argv):
         report_dir=_REPORT_DIR.value,
         seeds=[int(s) for s in _SEEDS.value] or None,
         data_dir=common.DATA_DIR.value,
+        keep_reported=_KEEP_REPORTED.value,
     )
 
 
