@@ -20,6 +20,7 @@ held of other tasks or configurations is kept (`--keep_reported`).
 from absl import app
 from absl import flags
 
+from tff_nlp.benchmarks import attacks
 from tff_nlp.benchmarks import robustness
 from tff_nlp.bin import common
 from tff_nlp.runtime import flags as runtime_flags
@@ -46,6 +47,17 @@ _SEEDS = flags.DEFINE_list(
     'Seeds of every task\'s runs; empty: each task\'s default (0,1,2 for '
     'the linear regression, 0 for R8 and text-to-SQL).')
 
+_DEFENCES = flags.DEFINE_list(
+    'defences', [],
+    f'Defences of every task\'s runs, from {list(attacks.DEFENCES)}; empty: '
+    'each task\'s default. With --keep_reported, adds them to a report.')
+
+
+@flags.validator('defences', f'--defences must name defences from '
+                 f'{list(attacks.DEFENCES)}.')
+def _check_defences(value):
+  return set(value) <= set(attacks.DEFENCES)
+
 
 @flags.validator('tasks', f'--tasks must name distinct tasks from '
                  f'{list(robustness.DEFAULT_GRIDS)}.')
@@ -68,6 +80,7 @@ def main(argv):
         output_dir=common.OUTPUT_DIR.value,
         report_dir=_REPORT_DIR.value,
         seeds=[int(s) for s in _SEEDS.value] or None,
+        defences=_DEFENCES.value or None,
         data_dir=common.DATA_DIR.value,
         keep_reported=_KEEP_REPORTED.value,
     )
