@@ -108,8 +108,16 @@ class Text2SqlBenchmarkExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(calls, [(m, 0, capped) for m in _METHODS])
     self.assertStartsWith(report['methods']['fedavg-lorar']['run_dir'],
                           'runs/fedavg-lorar-max_weight_share0.25-')
+    # The report says what the rows are: Lorar under the cap.
+    self.assertEqual(report['federated_aggregation'],
+                     {'max_weight_share': 0.25})
+    self.assertIn('every federated method here aggregates with '
+                  '`max_weight_share=0.25`',
+                  (tmp_path / 'results.md').read_text())
     # The plain runs are other runs; the capped ones are read back.
-    _run(tmp_path, _METHODS)
+    plain = _run(tmp_path, _METHODS)
+    self.assertIsNone(plain['federated_aggregation'])
+    self.assertNotIn('**Aggregation:**', (tmp_path / 'results.md').read_text())
     _run(tmp_path, _METHODS, aggregation=capped)
     self.assertEqual(calls[2:], [(m, 0) for m in _METHODS])
     self.assertLen(os.listdir(tmp_path / 'runs'), 4)

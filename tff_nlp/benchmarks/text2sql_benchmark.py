@@ -295,7 +295,10 @@ def run_benchmark(
       baseline=(text2sql_seed_runs.template_retrieval_predictions(
           data, data_dir=data_dir) if baseline else None),
       expect_full_splits=baseline and not data.max_eval_examples,
-      num_replicates=num_replicates)
+      num_replicates=num_replicates,
+      federated_aggregation=_aggregation_variant(
+          None if aggregation is None or aggregation.is_default
+          else aggregation))
 
 
 def _aggregation_variant(

@@ -285,6 +285,7 @@ def summarize_runs(
     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
     confidence: float = intervals.DEFAULT_CONFIDENCE,
     bootstrap_seed: int = 0,
+    federated_aggregation: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
   """Reads finished runs back, aggregates them over seeds, writes the report.
 
@@ -311,6 +312,10 @@ def summarize_runs(
   *   `lorar_vs_num_examples`: per algorithm with both weightings,
       `_difference_json` of Lorar minus `num_examples`.
   *   `test_sets`, `table2`, `test_token_accuracy`, `figures`, `seeds`.
+  *   `federated_aggregation`: how the federated methods aggregated where
+      it is not the plain weighted mean (e.g. `{"max_weight_share": 0.25}`),
+      or None. `results.md` says it above its tables, so a capped run's row
+      "FedAvg + Lorar" is not read as the paper's plain Lorar.
 
   Args:
     runs: Method -> its (seed, run directory) pairs, in order.
@@ -325,6 +330,8 @@ def summarize_runs(
     confidence: Coverage of every interval.
     bootstrap_seed: Seed of the bootstrap's generator (the same for every
       method, so results are reproducible).
+    federated_aggregation: The `algorithms.aggregation.AggregationConfig`
+      fields that differ from the default in the federated runs, or None.
 
   Returns:
     The content of `results.json`.
@@ -447,6 +454,8 @@ def summarize_runs(
       test_token_accuracy=text2sql_report.table2_json(
           tokens, methods=token_rows, paper={}),
       figures=figures,
+      federated_aggregation=(dict(federated_aggregation)
+                             if federated_aggregation else None),
   )
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), report)
   markdown = text2sql_summary_markdown.report_markdown(

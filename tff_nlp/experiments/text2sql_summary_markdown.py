@@ -35,6 +35,14 @@ def report_markdown(report, read, *, table, token_table, tokens, clients,
       to it).
   """
   parts = ['# Federated text-to-SQL: test exact match (%)\n']
+  if report.get('federated_aggregation'):
+    settings = ', '.join(f'`{k}={v}`'
+                         for k, v in report['federated_aggregation'].items())
+    parts.append(
+        f'**Aggregation:** every federated method here aggregates with '
+        f'{settings} (`algorithms.aggregation`), not the paper\'s plain '
+        'weighted mean: a row "FedAvg + Lorar" is Lorar with these '
+        'settings.\n')
   if command:
     parts.append(f'Command:\n\n```sh\n{command}\n```\n')
   seeds = ', '.join(str(s) for s in report['seeds'])
