@@ -3,8 +3,9 @@
 `python -m tff_nlp.bin.train_text2sql`, `tff_nlp.bin.text2sql_benchmark`,
 `tff_nlp.bin.train_nmt` and `tff_nlp.bin.train_fcl` in a subprocess with
 their smoke presets: every bad flag value or data location gives exit status
-2 and one line naming the flag or path, before any training. (Training itself
-is covered by tests/experiments/.)
+2 and one line naming the flag or path, before any training; and a good
+value reaches the configuration the binary builds. (Training itself is
+covered by tests/experiments/.)
 """
 
 import os
@@ -76,10 +77,20 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
       ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
       ('train_nmt', ['--clients_per_round=2'],
        r'--clients_per_round does not apply to train_nmt'),
+      ('train_nmt', ['--max_weight_share=1.5'],
+       r'flag --max_weight_share=1.5: 1.5 is not a number in the range '
+       r'\[0.0, 1.0\]'),
+      ('train_nmt', ['--max_weight_share=0'],
+       r'max_weight_share must be a number in \(0, 1\].*got 0.0'),
       ('train_fcl', ['--methods=fedavg,fedx'], r"Unknown FCL method.*'fedx'"),
       ('train_fcl', ['--rounds=3'],
        r'--rounds does not apply.*rounds_per_task'),
       ('train_fcl', ['--datasets=trec6,nowhere'], r'nowhere'),
+      ('train_fcl', ['--max_weight_share=1.5'],
+       r'flag --max_weight_share=1.5: 1.5 is not a number in the range '
+       r'\[0.0, 1.0\]'),
+      ('train_fcl', ['--max_weight_share=0'],
+       r'max_weight_share must be a number in \(0, 1\].*got 0.0'),
       ('train_fcl', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
       # Two labels cannot make the smoke preset's distinct tasks.
       ('train_fcl', ['--datasets=subj'],
@@ -122,6 +133,26 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     for trained in (os.path.join('federated', 'checkpoints'), 'engines',
                     'runs'):
       self.assertFalse(os.path.exists(os.path.join(run_dir, trained)))
+
+  @parameterized.parameters('train_nmt', 'train_fcl')
+  def test_max_weight_share_reaches_the_training_config(self, binary):
+    # Parsing only (no training): the binary's flags, parsed as its `main`
+    # parses them, with the smoke preset and then without the flag.
+    script = (
+        'import sys\n'
+        'from absl import flags\n'
+        f'from tff_nlp.bin import {binary} as binary\n'
+        'for argv in (sys.argv, sys.argv[:-1]):\n'
+        '  flags.FLAGS.unparse_flags()\n'
+        '  flags.FLAGS(argv)\n'
+        '  print(binary._TRAINING.build().max_weight_share)\n')
+    result = subprocess.run(
+        [sys.executable, '-c', script, f'--flagfile={_smoke_flags(binary)}',
+         '--max_weight_share=0.5'],
+        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        capture_output=True, text=True, timeout=600, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertEqual(result.stdout.split(), ['0.5', 'None'])
 
 
 if __name__ == '__main__':

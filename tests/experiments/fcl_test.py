@@ -1,5 +1,6 @@
 """Tests of the federated continual-learning experiment (runs, cache, report)."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -127,6 +128,41 @@ class EncodeTruncationExecutionTest(tf.test.TestCase, parameterized.TestCase):
     ((task,),) = encoded.clients
     self.assertEqual((len(task.y_train), len(task.y_test)), (6, 4))
     self.assertEqual(encoded.truncated_documents, expected)
+
+
+class MaxWeightShareExecutionTest(tf.test.TestCase):
+
+  def test_unset_cap_keeps_every_run_key(self):
+    # The key of a config that never names the field, as before it existed.
+    before = {k: v for k, v in dataclasses.asdict(_TRAINING).items()
+              if k != 'max_weight_share'}
+    for method in fcl.METHODS:
+      key = fcl.run_key('trec6', method, _DATA, _TRAINING)
+      self.assertNotIn('max_weight_share', key['training'])
+      self.assertEqual(key['training'], before)
+
+  def test_cap_defines_the_federated_runs(self):
+    capped = dataclasses.replace(_TRAINING, max_weight_share=0.5)
+    for method in ('fedavg', 'fedseit', fcl.NO_FOREIGN):
+      self.assertEqual(
+          fcl.run_key('trec6', method, _DATA, capped)['training'][
+              'max_weight_share'], 0.5)
+      self.assertNotEqual(fcl.run_dir('out', 'trec6', method, _DATA, capped),
+                          fcl.run_dir('out', 'trec6', method, _DATA,
+                                      _TRAINING))
+      self.assertEqual(
+          fcl.fcl_config(method, _DATA, capped).max_weight_share, 0.5)
+      self.assertIsNone(
+          fcl.fcl_config(method, _DATA, _TRAINING).max_weight_share)
+    # 'local' averages nothing: the cap changes none of its runs.
+    self.assertEqual(fcl.run_dir('out', 'trec6', 'local', _DATA, capped),
+                     fcl.run_dir('out', 'trec6', 'local', _DATA, _TRAINING))
+
+  def test_cap_out_of_range_is_refused(self):
+    for value in (0.0, 1.5):
+      with self.assertRaisesRegex(
+          ValueError, r'max_weight_share must be a number in \(0, 1\]'):
+        fcl.TrainingConfig(max_weight_share=value)
 
 
 class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):

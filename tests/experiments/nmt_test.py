@@ -83,6 +83,43 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
                        model=_MODEL, training=longer, seed=0),
         dirs[2]['chained'])
 
+  def test_max_weight_share_keys_only_capped_federated_engines(self):
+    engines = ('generic', 'single:php_docs', 'combined', 'chained',
+               'federated:dp_l', 'federated:controllers')
+    keys = {
+        share: {e: nmt.engine_key(
+            nmt.EngineSpec.parse(e), data=_DATA, model=_MODEL,
+            training=nmt_task.TrainingConfig(max_weight_share=share), seed=0)
+                for e in engines}
+        for share in (None, 0.5)}
+    # Unset, no key has the field: every engine cached before it keeps its
+    # key (the key of a config that never names the field).
+    for engine in engines:
+      self.assertNotIn('max_weight_share', keys[None][engine])
+      self.assertEqual(
+          keys[None][engine],
+          nmt.engine_key(nmt.EngineSpec.parse(engine), data=_DATA,
+                         model=_MODEL, training=nmt_task.TrainingConfig(),
+                         seed=0))
+    # Set, it defines the federated engines only, not the generic engine
+    # they start from.
+    for engine in ('generic', 'single:php_docs', 'combined', 'chained'):
+      self.assertEqual(keys[0.5][engine], keys[None][engine])
+    for engine in ('federated:dp_l', 'federated:controllers'):
+      self.assertEqual(keys[0.5][engine]['max_weight_share'], 0.5)
+      self.assertEqual(keys[0.5][engine]['generic'],
+                       keys[None][engine]['generic'])
+      self.assertEqual(
+          {k: v for k, v in keys[0.5][engine].items()
+           if k != 'max_weight_share'}, keys[None][engine])
+      capped, uncapped = (
+          nmt.engine_dir('out', nmt.EngineSpec.parse(engine), data=_DATA,
+                         model=_MODEL,
+                         training=nmt_task.TrainingConfig(
+                             max_weight_share=share), seed=0)
+          for share in (0.5, None))
+      self.assertNotEqual(capped, uncapped)
+
 
 def _run(output_dir, engines):
   return nmt.run_nmt(

@@ -9,12 +9,14 @@ method of `--methods` (local, fedavg, fedprox, fedweit, fedseit,
 fedseit_sit, and the ablation fedseit_no_foreign) and writes the accuracy
 and macro-F1 tables (methods × datasets, with the paper's average gain),
 forgetting, communication and the accuracy matrices as heatmaps to
-`<output_dir>/results.md`; see `tff_nlp.experiments.fcl`. Each run is
-cached under its configuration and checkpointed after every task, so running
-the command again continues an interrupted benchmark. Presets in
-`tff_nlp/bin/flags/`: `train_fcl.smoke.flags` (a minute; checks the
-pipeline), `train_fcl.cpu.flags` (`make bench-fcl`) and
-`train_fcl.paper.flags` (the authors' settings; for GPUs).
+`<output_dir>/results.md`; see `tff_nlp.experiments.fcl`.
+`--max_weight_share` caps any client's share of a round's weight
+(`tff_nlp.algorithms.weight_cap`). Each run is cached under its
+configuration and checkpointed after every task, so running the command
+again continues an interrupted benchmark. Presets in `tff_nlp/bin/flags/`:
+`train_fcl.smoke.flags` (a minute; checks the pipeline),
+`train_fcl.cpu.flags` (`make bench-fcl`) and `train_fcl.paper.flags` (the
+authors' settings; for GPUs).
 """
 
 import shlex
@@ -91,6 +93,11 @@ _TRAINING = config_flags.define_config(
         'kb_include_own': config_flags.Spec(
             'Put a client\'s own A\'s in its knowledge base (the authors\' '
             'code).'),
+        'max_weight_share': config_flags.Spec(
+            'If set, no client\'s share of a round\'s weight (its '
+            'training-set size) exceeds this (in (0, 1]; the excess goes to '
+            'the others in proportion to their sizes); e.g. 2/clients. Unset: '
+            'no cap. local ignores it.', lower_bound=0.0, upper_bound=1.0),
     })
 
 # Flags of `common` that a task-sequence run does not read.
@@ -111,7 +118,10 @@ def main(argv):
       raise app.UsageError(f'--{name} does not apply to train_fcl; {instead}')
   fcl.check_methods(_METHODS.value)
   data = _DATA.build()
-  training = _TRAINING.build(seed=common.SEED.value)
+  try:
+    training = _TRAINING.build(seed=common.SEED.value)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
   with runtime_flags.context_from_flags():
     fcl.run_fcl(
         datasets=_DATASETS.value,

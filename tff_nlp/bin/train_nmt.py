@@ -10,11 +10,13 @@ pulled parameters per mode) to `<output_dir>/results.md`; see
 `tff_nlp.experiments.nmt`. Engines: `generic`, `single:<domain>`,
 `combined`, `chained`, `federated:<mode>[:<rounds>][:rms]` with a mode of
 `tff_nlp.algorithms.dynamic_pulling` (default, dp_g, dp_l, random, dp_l_33,
-controllers). Each engine is cached under its configuration, so running the
-command again continues an interrupted experiment. Presets in
-`tff_nlp/bin/flags/`: `train_nmt.smoke.flags` (a minute: tiny model, few
-sentences; checks the pipeline), `train_nmt.cpu.flags` (`make bench-nmt`)
-and `train_nmt.paper.flags` (Transformer base, all data; for GPUs).
+controllers). `--max_weight_share` caps any domain's share of a federated
+round's weight (`tff_nlp.algorithms.weight_cap`). Each engine is cached
+under its configuration, so running the command again continues an
+interrupted experiment. Presets in `tff_nlp/bin/flags/`:
+`train_nmt.smoke.flags` (a minute: tiny model, few sentences; checks the
+pipeline), `train_nmt.cpu.flags` (`make bench-nmt`) and
+`train_nmt.paper.flags` (Transformer base, all data; for GPUs).
 """
 
 import shlex
@@ -73,6 +75,11 @@ _TRAINING = config_flags.define_config(
             '1: greedy decoding; else beam search.', lower_bound=1),
         'controller_layers': config_flags.Spec(
             'Encoder and decoder layers the controllers baseline exchanges.'),
+        'max_weight_share': config_flags.Spec(
+            'If set, no domain\'s share of a federated round\'s weight (its '
+            'training-set size) exceeds this (in (0, 1]; the excess goes to '
+            'the others in proportion to their sizes); e.g. 2/domains. '
+            'Unset: no cap.', lower_bound=0.0, upper_bound=1.0),
     })
 _ENGINES = flags.DEFINE_list(
     'engines',

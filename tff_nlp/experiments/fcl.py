@@ -33,6 +33,7 @@ from tff_nlp import errors
 from tff_nlp.algorithms import fcl
 from tff_nlp.algorithms import sit as sit_lib
 from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.data import continual_tasks
 from tff_nlp.data import data_root
 from tff_nlp.data import text_classification
@@ -96,6 +97,10 @@ class TrainingConfig:
     sit_clusters: Clusters of a task representation.
     kb_include_own: Own A's in the knowledge base (the authors' code).
     seed: Seed of the models' initial weights and of the batch order.
+    max_weight_share: If set, a cap c in (0, 1] on any client's share of a
+      round's weight (its training-set size), the excess going to the others
+      in proportion to their sizes (`fcl.FclConfig.max_weight_share`);
+      None: no cap. 'local' averages nothing and ignores it.
   """
 
   rounds_per_task: int = 3
@@ -114,6 +119,11 @@ class TrainingConfig:
   sit_clusters: int = 200
   kb_include_own: bool = False
   seed: int = 1
+  max_weight_share: Optional[float] = None
+
+  def __post_init__(self):
+    if self.max_weight_share is not None:
+      weight_cap.check_max_share(self.max_weight_share)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,7 +226,8 @@ def fcl_config(method: str, data: DataConfig,
       foreign_branch=method != NO_FOREIGN,
       kb_include_own=training.kb_include_own, sit_top_k=training.sit_top_k,
       sit_threshold=training.sit_threshold,
-      sit_max_vectors=training.sit_clusters)
+      sit_max_vectors=training.sit_clusters,
+      max_weight_share=training.max_weight_share)
 
 
 def run_key(dataset: str, method: str, data: DataConfig,
@@ -224,9 +235,14 @@ def run_key(dataset: str, method: str, data: DataConfig,
   """What defines a run (its cache key)."""
   data_key = dataclasses.asdict(data)
   del data_key['allow_repeated_label_sets']  # Refuses or not; changes no task.
+  training_key = dataclasses.asdict(training)
+  # Unset, the cap is left out, so runs cached before it existed keep their
+  # keys; 'local' averages nothing, so a cap changes none of its runs.
+  if training.max_weight_share is None or method == 'local':
+    del training_key['max_weight_share']
   return {'dataset': dataset, 'method': method,
           'data': data_key,
-          'training': dataclasses.asdict(training)}
+          'training': training_key}
 
 
 def run_dir(output_dir: str, dataset: str, method: str, data: DataConfig,

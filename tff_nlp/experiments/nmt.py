@@ -22,10 +22,11 @@ model per client). `run_engine` trains one; its kinds:
     fine-tuning, Table 3);
 *   `federated`: the generic engine given to every client; rounds of local
     fine-tuning (`local_steps` steps per client) and aggregation weighted by
-    data size, with the dynamic-pulling `mode` of
-    `tff_nlp.algorithms.dynamic_pulling` deciding which tensors each client
-    sends (Tables 4 and 6); the server model and every client's model (its
-    weights after its last local fine-tuning) are scored.
+    data size (each domain's share at most `max_weight_share` if set), with
+    the dynamic-pulling `mode` of `tff_nlp.algorithms.dynamic_pulling`
+    deciding which tensors each client sends (Tables 4 and 6); the server
+    model and every client's model (its weights after its last local
+    fine-tuning) are scored.
 
 The task (data, model configuration, processes and client data) is
 `tff_nlp.tasks.nmt`. Centralised training runs through the same resumable
@@ -380,7 +381,9 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   The data, model, seed, optimizer, batch size and decoding; the epochs of
   what it trains; and for an engine that starts from the generic engine, the
   generic engine's key. So changing, say, `local_steps` starts new
-  federated engines but keeps the generic and single-domain ones.
+  federated engines but keeps the generic and single-domain ones. A
+  federated engine's `max_weight_share` is in its key only when set, so the
+  engines trained before the cap existed keep their keys.
   """
   key = collections.OrderedDict(
       spec=spec, data=data, model=model, seed=seed,
@@ -398,6 +401,8 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
     key['local_steps'] = training.local_steps
     if spec.mode == 'controllers':
       key['controller_layers'] = training.controller_layers
+    if training.max_weight_share is not None:
+      key['max_weight_share'] = training.max_weight_share
   return key
 
 

@@ -30,6 +30,7 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp.algorithms import dynamic_pulling
 from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms import weight_cap
 from tff_nlp.data import nmt
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_layout
@@ -92,6 +93,10 @@ class TrainingConfig:
     decode_batch_size: Sentences decoded at once.
     controller_layers: The encoder and decoder layers the `controllers`
       baseline exchanges (the paper's 6E6D (0-3): layers 0 and 3).
+    max_weight_share: If set, a cap c in (0, 1] on any domain's share of a
+      federated round's weight (its training-set size), the excess going to
+      the others in proportion to their sizes (`weight_cap`); None: no cap.
+      Centralised engines have no round weights and ignore it.
   """
 
   client_optimizer: str = 'adam'
@@ -103,6 +108,7 @@ class TrainingConfig:
   beam_size: int = 1
   decode_batch_size: int = 64
   controller_layers: tuple[int, ...] = (0, 3)
+  max_weight_share: Optional[float] = None
 
   def __post_init__(self):
     if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
@@ -114,6 +120,8 @@ class TrainingConfig:
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got '
                          f'{getattr(self, name)}.')
+    if self.max_weight_share is not None:
+      weight_cap.check_max_share(self.max_weight_share)
 
 
 @dataclasses.dataclass
@@ -290,8 +298,9 @@ def build_federated_process(
 
   Args:
     model: The model (vocabulary and lengths of the task).
-    training: Client optimizer, learning rate and, for the `controllers`
-      mode, the layers it exchanges.
+    training: Client optimizer, learning rate, the cap on a domain's share
+      of a round's weight and, for the `controllers` mode, the layers it
+      exchanges.
     num_clients: The domains.
     mode: A `tensor_selection.Mode` value: which tensors a client sends.
     change_norm: One of `dynamic_pulling.CHANGE_NORMS`.
@@ -309,7 +318,8 @@ def build_federated_process(
       if mode == 'controllers'
       else None,
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True, change_norm=change_norm)
+      with_client_config=True, change_norm=change_norm,
+      max_weight_share=training.max_weight_share)
 
 
 def federated_client_data_fn(

@@ -1,0 +1,90 @@
+"""The NMT task's federated process: the training config reaches the process.
+
+A 1+1-layer Transformer of a 20-id vocabulary on hand-made token ids (no
+tokenizer, no data files): what is checked is that
+`TrainingConfig.max_weight_share` caps the domains' weights, against shares
+derived by hand.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from tff_nlp.data import nmt
+from tff_nlp.models import seq2seq
+from tff_nlp.tasks import nmt as nmt_task
+from tff_nlp.tasks import seq2seq_examples
+
+_MODEL = seq2seq.Seq2SeqConfig.from_preset(
+    'small', vocabulary_size=20, num_encoder_layers=1, num_decoder_layers=1,
+    hidden_dim=8, num_heads=2, intermediate_dim=8, max_source_length=6,
+    max_target_length=6)
+_LENGTH = 6
+
+
+def _corpus(num_pairs: int, seed: int) -> nmt_task.EncodedCorpus:
+  """`num_pairs` pairs of 4 random word ids then END, padded to 6."""
+  rng = np.random.default_rng(seed)
+  words = rng.integers(seq2seq.END_ID + 1, _MODEL.vocabulary_size,
+                       size=(2, num_pairs, 4), dtype=np.int32)
+  end = np.full((num_pairs, 1), seq2seq.END_ID, np.int32)
+  pad = np.zeros((num_pairs, 1), np.int32)
+  start = np.full((num_pairs, 1), seq2seq.START_ID, np.int32)
+  source = np.concatenate([words[0], end, pad], axis=1)
+  target = np.concatenate([words[1], end, pad], axis=1)
+  decoder = np.concatenate([start, words[1], end], axis=1)
+  return nmt_task.EncodedCorpus(
+      nmt.ParallelCorpus(('s',) * num_pairs, ('t',) * num_pairs),
+      seq2seq_examples.EncodedPairs(
+          x=collections.OrderedDict([(seq2seq.ENCODER_TOKEN_IDS, source),
+                                     (seq2seq.DECODER_TOKEN_IDS, decoder)]),
+          y=target, truncated_sources=0, truncated_targets=0))
+
+
+def _trainable(weights):
+  return [np.asarray(w) for w in weights.trainable]
+
+
+class FederatedProcessExecutionTest(tf.test.TestCase):
+
+  def test_max_weight_share_caps_the_domains_weights(self):
+    # Three domains of 6, 1 and 1 training pairs: dynamic pulling weighs
+    # them by size, shares (0.75, 0.125, 0.125). With the cap c = 0.5 the
+    # capped shares s_i = min(c, λ·n_i) sum to 1: 0.5 + λ·(1 + 1) = 1, so
+    # λ = 0.25 and the shares are (0.5, 0.25, 0.25). In mode 'default' every
+    # domain sends every tensor, so the new server model is
+    # 0.5·w_0 + 0.25·w_1 + 0.25·w_2 of the domains' trained models.
+    task = nmt_task.NmtTask(
+        domains=('a', 'b', 'c'), tokenizer=None,
+        splits={d: {'train': _corpus(n, seed)}
+                for seed, (d, n) in enumerate((('a', 6), ('b', 1),
+                                               ('c', 1)))})
+    training = nmt_task.TrainingConfig(batch_size=2, local_steps=1,
+                                       max_weight_share=0.5)
+    process = nmt_task.build_federated_process(
+        _MODEL, training, num_clients=3, mode='default', change_norm='l2')
+    client_data = nmt_task.federated_client_data_fn(task, training, seed=0)
+    output = process.next(process.initialize(), client_data(0, [0, 1, 2]))
+    self.assertAllClose(output.metrics['weight_cap'], collections.OrderedDict(
+        max_share_before=0.75, max_share_after=0.5, num_capped=1,
+        cap_infeasible=0))
+    trained = [_trainable(w)
+               for w in process.client_model_weights(output.state)]
+    want = [0.5 * a + 0.25 * b + 0.25 * c for a, b, c in zip(*trained)]
+    self.assertAllClose(_trainable(process.get_model_weights(output.state)),
+                        want, atol=1e-6, rtol=1e-6)
+    # The domains trained apart: the capped mean is not the uncapped one.
+    uncapped = [0.75 * a + 0.125 * b + 0.125 * c
+                for a, b, c in zip(*trained)]
+    self.assertNotAllClose(want, uncapped, atol=1e-6, rtol=1e-6)
+
+  def test_max_weight_share_out_of_range_is_refused(self):
+    for value in (0.0, 1.5):
+      with self.assertRaisesRegex(
+          ValueError, r'max_weight_share must be a number in \(0, 1\]'):
+        nmt_task.TrainingConfig(max_weight_share=value)
+
+
+if __name__ == '__main__':
+  tf.test.main()
