@@ -3,11 +3,12 @@
 Issue 25, point 3 (`benchmarks.robustness`): 1-3 attacking clients of 8
 (scaled update, sign flip, inflated example count, label flip, a data set
 that inflates ΔL) against num_examples, uniform and Lorar weighting, with no
-defence, the weight-share cap (2/N), TFF's robust aggregator, or both; on the
-linear regression (true weights known), R8 (the weighting demo) and
-text-to-SQL (the template parser).
+defence, the weight-share cap (2/N), TFF's robust aggregator, both, the
+trimmed mean, or the cap around it; on the linear regression (true weights
+known), R8 (the weighting demo) and text-to-SQL (the template parser).
 
-  python -m tff_nlp.bin.robustness --tasks=linear_regression   # ~45 minutes
+  python -m tff_nlp.bin.robustness --tasks=linear_regression   # ~1 hour
+  python -m tff_nlp.bin.robustness --tasks=r8 --defences=none,cap
   python -m tff_nlp.bin.robustness \
       --flagfile=tff_nlp/bin/flags/robustness.all.flags
 
