@@ -299,6 +299,10 @@ class BenchmarkExecutionTest(tf.test.TestCase):
     self.assertEqual(merged, first | {('cap', 'honest'), ('cap', 'scaled')})
     self.assertEqual([g['defences'] for g in task['grids']],
                      [['none'], ['cap']])
+    # Again (every run cached): the same grid is not listed twice.
+    task, again = run(('cap',))
+    self.assertEqual(again, merged)
+    self.assertLen(task['grids'], 2)
     with open(os.path.join(output_dir, robustness_report.TABLES_FILE)) as f:
       tables = f.read()
     self.assertIn('| scaled | none |', tables)
@@ -313,26 +317,30 @@ class BenchmarkExecutionTest(tf.test.TestCase):
 class MergeTaskTest(tf.test.TestCase):
 
   def _entry(self, task, *configs):
-    return {'task': task, 'metric': 'test_mse', 'grids': [task],
+    # A grid as the benchmark records it (tuples), or as read back (lists).
+    return {'task': task, 'metric': 'test_mse',
+            'grids': [{'seeds': tuple(task.values())}],
             'summaries': [dict(weighting='lorar', defence=d, attack='scaled',
                                num_attackers=1, truth_ratio=r)
                           for d, r in configs]}
 
   def test_same_settings_replace_and_add_configurations(self):
+    reported = json.loads(json.dumps(
+        self._entry({'rounds': 8}, ('none', 5.0), ('cap', 3.0))))
     merged = robustness_report.merge_task(
-        self._entry({'rounds': 8}, ('none', 5.0), ('cap', 3.0)),
-        self._entry({'rounds': 8}, ('cap', 2.0), ('trimmed', 1.0)))
+        reported, self._entry({'rounds': 8}, ('cap', 2.0), ('trimmed', 1.0)))
     self.assertEqual([(s['defence'], s['truth_ratio'])
                       for s in merged['summaries']],
                      [('none', 5.0), ('cap', 2.0), ('trimmed', 1.0)])
-    self.assertLen(merged['grids'], 1)  # The same grid is listed once.
+    # The same grid is listed once, whether tuples or lists.
+    self.assertLen(merged['grids'], 1)
 
   def test_other_settings_replace_the_task(self):
     merged = robustness_report.merge_task(
         self._entry({'rounds': 8}, ('none', 5.0)),
         self._entry({'rounds': 4}, ('cap', 2.0)))
     self.assertEqual([s['defence'] for s in merged['summaries']], ['cap'])
-    self.assertEqual(merged['grids'], [{'rounds': 4}])
+    self.assertEqual(merged['grids'], [{'seeds': (4,)}])
 
 
 class SummaryExecutionTest(tf.test.TestCase):

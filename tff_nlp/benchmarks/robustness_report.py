@@ -232,6 +232,11 @@ def _summary_key(summary) -> tuple[Any, ...]:
   return tuple(summary[k] for k in _GROUP_KEYS)
 
 
+def _as_json(value):
+  """`value` as a report read back holds it (lists where it has tuples)."""
+  return json.loads(json.dumps(release.to_json_value(value)))
+
+
 def merge_task(previous: Mapping[str, Any], current: Mapping[str, Any]
                ) -> dict[str, Any]:
   """One task's report entry from an earlier report's and this run's.
@@ -242,9 +247,7 @@ def merge_task(previous: Mapping[str, Any], current: Mapping[str, Any]
   both runs' grids. Other settings: this run's entry alone (the earlier
   runs measured something else).
   """
-  # Compared as JSON: a report read back has lists where a task has tuples.
-  settings = json.loads(json.dumps(release.to_json_value(
-      [current['task'], current['metric']])))
+  settings = _as_json([current['task'], current['metric']])
   if [previous.get('task'), previous.get('metric')] != settings:
     return dict(current)
   new = collections.OrderedDict(
@@ -253,7 +256,8 @@ def merge_task(previous: Mapping[str, Any], current: Mapping[str, Any]
   merged = dict(current)
   merged['summaries'] = summaries + list(new.values())
   grids = list(previous.get('grids', []))
-  merged['grids'] = grids + [g for g in current['grids'] if g not in grids]
+  merged['grids'] = grids + [g for g in _as_json(current['grids'])
+                             if g not in grids]
   return merged
 
 
@@ -324,7 +328,8 @@ def write_reports(report_dir: str, tasks: Mapping[str, Any],
           grids=collections.OrderedDict(
               (name, e['grids']) for name, e in ordered.items())),
       tasks=ordered)
-  release.write_json(results_path, results)
+  # Compact: the report of every task and seed is kept in the repository.
+  release.write_json(results_path, results, compact=True)
   tables = '\n'.join(sections)
   with open(os.path.join(report_dir, TABLES_FILE), 'w', encoding='utf-8') as f:
     f.write('# Attack benchmark: measured tables\n\n'

@@ -66,15 +66,24 @@ def machine_info() -> collections.OrderedDict:
       tensorflow=tf.__version__, tff=tff.__version__)
 
 
-def write_json(path: str, value: Any) -> None:
-  """Writes `to_json_value(value)` to `path` as indented UTF-8 JSON.
+def write_json(path: str, value: Any, *, compact: bool = False) -> None:
+  """Writes `to_json_value(value)` to `path` as UTF-8 JSON.
 
   The file is written beside `path` and then renamed over it, so a reader
   never sees half a file, even if the writer dies.
+
+  Args:
+    path: The file.
+    value: What to write.
+    compact: One line without spaces (a large report kept in the
+      repository: about 30 % smaller) instead of indented.
   """
   temp = f'{path}.tmp'
   with open(temp, 'w', encoding='utf-8') as f:
-    json.dump(to_json_value(value), f, indent=1)
+    if compact:
+      json.dump(to_json_value(value), f, separators=(',', ':'))
+    else:
+      json.dump(to_json_value(value), f, indent=1)
     f.write('\n')
   os.replace(temp, path)
 
