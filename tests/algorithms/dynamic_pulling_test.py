@@ -23,6 +23,8 @@ from tff_nlp import training
 from tff_nlp.algorithms import dynamic_pulling
 from tff_nlp.algorithms import stateful_clients
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_layout
 
 _F32, _F64, _I32, _I64 = np.float32, np.float64, np.int32, np.int64
 _LR = process_fixtures.DP_LEARNING_RATE
@@ -68,8 +70,13 @@ def _train(start, client):
   return (w if valid else [s.copy() for s in start]), valid
 
 
-def _reference_mask(norms, seed, mode):
-  """Per group: the k smallest keys by (key, index); see the module doc."""
+def _reference_mask(norms, seed, mode, split_by='tensors',
+                    groups=_GROUPS, sizes=_SIZES):
+  """Per group: the k smallest keys by (key, index); see the module doc.
+
+  With split_by='parameters': walking the keys in (key, index) order, each
+  tensor that still fits in floor(q·P_g) parameters is below.
+  """
   if mode == 'default':
     return np.ones(len(norms), bool)
   if mode == 'controllers':
@@ -80,11 +87,20 @@ def _reference_mask(norms, seed, mode):
         [len(norms)], seed=seed, dtype=tf.float32).numpy()
   q = 1 / 3 if mode == 'dp_l_33' else 1 / 2
   mask = np.zeros(len(norms), bool)
-  for group in set(_GROUPS):
-    indices = np.array([i for i, g in enumerate(_GROUPS) if g == group])
-    k = math.ceil(q * (len(indices) - 1) - 1e-9)
+  for group in set(groups):
+    indices = np.array([i for i, g in enumerate(groups) if g == group])
     order = indices[np.argsort(keys[indices], kind='stable')]
-    below = np.isin(indices, order[:k])
+    if split_by == 'parameters':
+      budget = math.floor(sum(sizes[i] for i in indices) * q + 1e-9)
+      chosen = []
+      for i in order:
+        if sizes[i] <= budget:
+          chosen.append(i)
+          budget -= sizes[i]
+      below = np.isin(indices, chosen)
+    else:
+      k = math.ceil(q * (len(indices) - 1) - 1e-9)
+      below = np.isin(indices, order[:k])
     mask[indices] = ~below if mode == 'dp_g' else below
   return mask
 
@@ -96,7 +112,8 @@ class _RefClient:
 
 
 def _reference_round(server, states, clients, seeds, *, mode, keep_private,
-                     push, data_sizes=None, change_norm='l2'):
+                     push, data_sizes=None, change_norm='l2',
+                     split_by='tensors'):
   """One round in numpy: (server weights, client states, metrics)."""
   num = [np.zeros_like(w) for w in server]
   den = np.zeros(len(server))
@@ -114,7 +131,7 @@ def _reference_round(server, states, clients, seeds, *, mode, keep_private,
     norms = [np.linalg.norm(a - b) / (np.sqrt(a.size) if change_norm == 'rms'
                                       else 1.0)
              for a, b in zip(trained, state.weights)]
-    mask = _reference_mask(norms, seed, mode)
+    mask = _reference_mask(norms, seed, mode, split_by)
     for t in np.flatnonzero(mask & (n > 0)):
       num[t] += n * trained[t]
       den[t] += n
@@ -372,6 +389,73 @@ class SelectTensorsExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(self._select(mode, norms, groups),
                        expected.tolist(), msg=str(groups))
 
+  # Encoder sizes 100, 4, 4, 60, 36 (P 204, budget 102; dp_l_33 68), norms
+  # 0.5, 0.1, 0.2, 0.3, 0.4: walked t1 (4, left 98), t2 (4, 94), t3 (60,
+  # 34), t4 (36 > 34: skipped), t0 (100: skipped) -> 68 parameters below;
+  # dp_l_33: 4, 4, 60 fill 68 exactly. Decoder sizes 10, 30, 20, 40 (P 100,
+  # budget 50; 33), norms 4, 1, 3, 2: t1 (30, left 20), t3 (40: skipped),
+  # t2 (20, left 0), t0 (10: skipped) -> 50; dp_l_33: t1 (30, left 3), none
+  # else fits.
+  _SIZES9 = (100, 4, 4, 60, 36, 10, 30, 20, 40)
+  _NORMS9 = (0.5, 0.1, 0.2, 0.3, 0.4, 4.0, 1.0, 3.0, 2.0)
+  _GROUPS9 = ('encoder',) * 5 + ('decoder',) * 4
+
+  @parameterized.named_parameters(
+      ('dp_l', 'dp_l', [0, 1, 1, 1, 0, 0, 1, 1, 0]),
+      ('dp_g', 'dp_g', [1, 0, 0, 0, 1, 1, 0, 0, 1]),
+      ('dp_l_33', 'dp_l_33', [0, 1, 1, 1, 0, 0, 1, 0, 0]),
+  )
+  def test_parameter_split_by_hand(self, mode, expected):
+    self.assertEqual(
+        self._select(mode, self._NORMS9, self._GROUPS9,
+                     split_by='parameters', sizes=self._SIZES9),
+        [bool(e) for e in expected])
+
+  @parameterized.named_parameters(
+      ('dp_l', 'dp_l'), ('dp_g', 'dp_g'), ('dp_l_33', 'dp_l_33'),
+      ('random', 'random'))
+  def test_parameter_split_follows_numpy_reference(self, mode):
+    rng = np.random.default_rng(1)
+    for trial in range(6):
+      groups = ('encoder',) * (trial + 2) + ('decoder',) * (8 - trial)
+      sizes = rng.integers(1, 500, size=len(groups)).tolist()
+      norms = rng.uniform(size=len(groups))
+      seed = (trial, 7)
+      self.assertEqual(
+          self._select(mode, norms, groups, seed=seed, split_by='parameters',
+                       sizes=sizes),
+          _reference_mask(norms, seed, mode, 'parameters', groups,
+                          sizes).tolist(), msg=str((groups, sizes)))
+
+  def test_transformer_base_halves_parameters_within_five_percent(self):
+    # The paper's model (Table 6: DP_l pulls 22,863,104 of 45,724,160): by
+    # tensor count, dp_l sends a small share of the parameters; by
+    # parameters, 50 % ± 5 % of each group, whatever the norms.
+    layout = seq2seq_layout.tensor_layout(
+        seq2seq.Seq2SeqConfig.from_preset('transformer_base'))
+    groups = [t.group for t in layout]
+    sizes = [t.num_parameters for t in layout]
+    rng = np.random.default_rng(0)
+    for draw in range(3):
+      # Whole-tensor L2 norms of a random change: they grow with size.
+      norms = np.sqrt(np.array(sizes)) * rng.uniform(0.5, 1.5, len(sizes))
+      for split_by, low, high in (('tensors', 0.0, 0.2),
+                                  ('parameters', 0.45, 0.5)):
+        mask = np.array(self._select('dp_l', norms, groups, seed=(draw, 0),
+                                     split_by=split_by, sizes=sizes))
+        for group in set(groups):
+          index = np.array([g == group for g in groups])
+          share = np.sum(np.array(sizes)[index & mask]) / np.sum(
+              np.array(sizes)[index])
+          self.assertBetween(share, low, high,
+                             msg=f'{split_by} {group} draw {draw}')
+
+  def test_parameter_split_needs_sizes(self):
+    with self.assertRaisesRegex(ValueError, 'needs sizes'):
+      self._select('dp_l', split_by='parameters')
+    with self.assertRaisesRegex(ValueError, 'split_by must be one of'):
+      self._select('dp_l', split_by='bytes')
+
   def test_random_counts_seeds_and_independence_of_norms(self):
     groups = ('encoder',) * 12 + ('decoder',) * 9
     rng = np.random.default_rng(0)
@@ -394,7 +478,7 @@ class SelectTensorsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _run(self, process, clients, num_rounds, *, config=False,
-           data_sizes=None, change_norm='l2'):
+           data_sizes=None, change_norm='l2', split_by='tensors'):
     """Runs process and reference; asserts they agree; returns both."""
     state = process.initialize()
     client_states = [dynamic_pulling.initial_client_state(process, state)
@@ -411,7 +495,7 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
           [(round_num, k) for k in range(len(clients))],
           mode=process.mode.value, keep_private=process.keep_private,
           push=process.push.value, data_sizes=data_sizes,
-          change_norm=change_norm)
+          change_norm=change_norm, split_by=split_by)
       for key, value in reference_metrics.items():
         self.assertAllClose(output.metrics[key], value, msg=key)
       for got, want in zip(client_states, reference_states):
@@ -446,6 +530,21 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_rms_change_norm_matches_reference(self, mode):
     self._run(_process(mode, change_norm='rms'),
               linear_model.three_clients(), num_rounds=2, change_norm='rms')
+
+  @parameterized.named_parameters(
+      ('dp_l', 'dp_l'), ('dp_g', 'dp_g'), ('random', 'random'),
+      ('dp_l_33', 'dp_l_33'))
+  def test_parameter_split_matches_reference(self, mode):
+    # Encoder 12+4+12+3 = 31 parameters (budget 15), decoder 6+2+2+1 = 11
+    # (budget 5; 3 for dp_l_33).
+    output, _ = self._run(_process(mode, split_by='parameters'),
+                          linear_model.three_clients(), num_rounds=2,
+                          split_by='parameters')
+    pulled = output.metrics['parameters_pulled'] / 3
+    if mode == 'dp_g':
+      self.assertGreaterEqual(pulled, 42 - 15 - 5)
+    else:
+      self.assertLessEqual(pulled, 10 + 3 if mode == 'dp_l_33' else 15 + 5)
 
   def test_client_config_matches_reference(self):
     clients = linear_model.three_clients()

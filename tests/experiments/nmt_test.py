@@ -121,6 +121,25 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertNotEqual(capped, uncapped)
 
 
+  def test_split_by_keys_only_splitting_federated_engines(self):
+    engines = ('generic', 'combined', 'federated:default', 'federated:dp_l',
+               'federated:random', 'federated:controllers')
+    keys = {
+        split_by: {e: nmt.engine_key(
+            nmt.EngineSpec.parse(e), data=_DATA, model=_MODEL,
+            training=nmt_task.TrainingConfig(split_by=split_by), seed=0)
+                   for e in engines}
+        for split_by in ('tensors', 'parameters')}
+    for engine in engines:
+      self.assertNotIn('split_by', keys['tensors'][engine])
+    # Modes that send every tensor or a fixed mask do not split.
+    for engine in ('generic', 'combined', 'federated:default',
+                   'federated:controllers'):
+      self.assertEqual(keys['parameters'][engine], keys['tensors'][engine])
+    for engine in ('federated:dp_l', 'federated:random'):
+      self.assertEqual(keys['parameters'][engine]['split_by'], 'parameters')
+
+
 def _run(output_dir, engines):
   return nmt.run_nmt(
       engines=[nmt.EngineSpec.parse(e, default_rounds=1) for e in engines],

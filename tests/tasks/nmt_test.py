@@ -3,7 +3,8 @@
 A 1+1-layer Transformer of a 20-id vocabulary on hand-made token ids (no
 tokenizer, no data files): what is checked is that
 `TrainingConfig.max_weight_share` caps the domains' weights, against shares
-derived by hand.
+derived by hand, and that `TrainingConfig.split_by` decides what dp_l
+pulls.
 """
 
 import collections
@@ -11,8 +12,10 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.data import nmt
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_layout
 from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.tasks import seq2seq_examples
 
@@ -78,6 +81,49 @@ class FederatedProcessExecutionTest(tf.test.TestCase):
     uncapped = [0.75 * a + 0.125 * b + 0.125 * c
                 for a, b, c in zip(*trained)]
     self.assertNotAllClose(want, uncapped, atol=1e-6, rtol=1e-6)
+
+  def test_split_by_parameters_reaches_the_selection(self):
+    # dp_l: each domain pulls the tensors `select_tensors` picks from its
+    # change norms (trained minus the initial model, which every domain
+    # starts from); by parameters that is at most half of each group's
+    # parameters, by tensor count another set (the small tensors).
+    task = nmt_task.NmtTask(
+        domains=('a', 'b'), tokenizer=None,
+        splits={d: {'train': _corpus(4, seed)}
+                for seed, d in enumerate(('a', 'b'))})
+    layout = seq2seq_layout.tensor_layout(_MODEL)
+    groups = [t.group for t in layout]
+    sizes = [t.num_parameters for t in layout]
+    pulled = {}
+    for split_by in ('tensors', 'parameters'):
+      training = nmt_task.TrainingConfig(batch_size=2, local_steps=1,
+                                         split_by=split_by)
+      process = nmt_task.build_federated_process(
+          _MODEL, training, num_clients=2, mode='dp_l', change_norm='l2')
+      state = process.initialize()
+      initial = _trainable(process.get_model_weights(state))
+      output = process.next(
+          state, nmt_task.federated_client_data_fn(task, training, 0)(0,
+                                                                      [0, 1]))
+      expected = 0
+      for weights in process.client_model_weights(output.state):
+        norms = [np.linalg.norm(w - p)
+                 for w, p in zip(_trainable(weights), initial)]
+        mask = tensor_selection.select_tensors(
+            tf.constant(norms, tf.float32), tf.constant([0, 0], tf.int64),
+            mode='dp_l', tensor_groups=groups, split_by=split_by,
+            sizes=sizes).numpy()
+        expected += int(np.sum(np.array(sizes)[mask]))
+      pulled[split_by] = int(output.metrics['parameters_pulled'])
+      self.assertEqual(pulled[split_by], expected, msg=split_by)
+    budget = sum(sum(s for s, g in zip(sizes, groups) if g == group) // 2
+                 for group in set(groups))
+    self.assertLessEqual(pulled['parameters'], 2 * budget)
+    self.assertGreater(pulled['parameters'], pulled['tensors'])
+
+  def test_split_by_unknown_is_refused(self):
+    with self.assertRaisesRegex(ValueError, 'split_by must be one of'):
+      nmt_task.TrainingConfig(split_by='bytes')
 
   def test_max_weight_share_out_of_range_is_refused(self):
     for value in (0.0, 1.5):

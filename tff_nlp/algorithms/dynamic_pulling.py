@@ -42,7 +42,9 @@ the same number of steps; else its examples (one epoch's with
 4.  The mask m of tensors to send, per mode (`tensor_selection.Mode`),
     within each group of tensors separately: `tensor_selection` states the
     rules (all; above or below the group's median change norm; random; below
-    its 1/3 quantile; a fixed mask).
+    its 1/3 quantile; a fixed mask). With `split_by='parameters'` the
+    median and quantile count parameters, not tensors, so dp_l sends about
+    half of the parameters, as the paper's Table 6 reports.
 5.  The client sends m[t]·w^t with per-tensor weights n_k·m[t]; a client of
     weight 0 sends nothing.
 6.  Its new state is `ClientState(trained weights, m)`.
@@ -157,6 +159,7 @@ def build_dynamic_pulling_process(
     model_aggregator: Optional[
         tff.aggregators.WeightedAggregationFactory] = None,
     max_weight_share: Optional[float] = None,
+    split_by: str = 'tensors',
 ) -> DynamicPullingProcess:
   """Builds dynamic pulling with stateful clients (see the module docstring).
 
@@ -225,6 +228,10 @@ def build_dynamic_pulling_process(
     max_weight_share: Caps each client's share of the round's weight at
       this value in (0, 1] before the per-tensor sums
       (`weight_cap.cap_client_weights`); None: no cap.
+    split_by: What the modes' median (or 1/3 quantile) counts within a
+      group: 'tensors' (the paper's rule: half the tensors) or 'parameters'
+      (half the parameters: tensors in order of change until the group's
+      budget is filled; `tensor_selection`).
 
   Returns:
     A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
@@ -234,7 +241,8 @@ def build_dynamic_pulling_process(
       `exchanged` of the wrong length, `exchanged` given without
       'controllers' or missing with it, or `push='shared'` without
       `keep_private`.
-      Also for a `max_weight_share` outside (0, 1].
+      Also for a `max_weight_share` outside (0, 1] or an unknown
+      `split_by`.
     TypeError: If `client_optimizer_fn` is not a TFF optimizer or
       `model_aggregator` not a weighted aggregation factory.
   """
@@ -243,6 +251,9 @@ def build_dynamic_pulling_process(
   if change_norm not in CHANGE_NORMS:
     raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
                      f'{change_norm!r}.')
+  if split_by not in tensor_selection.SPLIT_BY:
+    raise ValueError(f'split_by must be one of {tensor_selection.SPLIT_BY}, '
+                     f'got {split_by!r}.')
   if not isinstance(client_optimizer_fn, tff.learning.optimizers.Optimizer):
     raise TypeError(
         'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '
@@ -335,7 +346,7 @@ def build_dynamic_pulling_process(
     ])
     mask = tensor_selection.select_tensors(
         norms, seed, mode=mode, tensor_groups=tensor_groups,
-        exchanged=exchanged)
+        exchanged=exchanged, split_by=split_by, sizes=sizes)
     weight = tf.where(result.update_weight > 0.0,
                       tf.where(data_size > 0.0, data_size,
                                result.update_weight), 0.0)

@@ -26,6 +26,7 @@ from absl import app
 from absl import flags
 
 from tff_nlp import algorithms
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.bin import _seq2seq_flags as seq2seq_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
@@ -75,6 +76,10 @@ _TRAINING = config_flags.define_config(
             '1: greedy decoding; else beam search.', lower_bound=1),
         'controller_layers': config_flags.Spec(
             'Encoder and decoder layers the controllers baseline exchanges.'),
+        'split_by': config_flags.Spec(
+            'What dynamic pulling\'s median counts per group: tensors (the '
+            'paper\'s text) or parameters (half the parameters, as its '
+            'Table 6).', enum_values=list(tensor_selection.SPLIT_BY)),
         'max_weight_share': config_flags.Spec(
             'If set, no domain\'s share of a federated round\'s weight (its '
             'training-set size) exceeds this (in (0, 1]; the excess goes to '

@@ -70,6 +70,8 @@ DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
 SERVER = 'server'
 _MODES = tuple(m.value for m in tensor_selection.Mode)
+# The modes whose median or quantile `split_by` decides.
+_SPLIT_MODES = ('dp_g', 'dp_l', 'random', 'dp_l_33')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,8 +384,9 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   what it trains; and for an engine that starts from the generic engine, the
   generic engine's key. So changing, say, `local_steps` starts new
   federated engines but keeps the generic and single-domain ones. A
-  federated engine's `max_weight_share` is in its key only when set, so the
-  engines trained before the cap existed keep their keys.
+  federated engine's `max_weight_share` is in its key only when set, and
+  `split_by` only when it is not 'tensors' and the mode splits, so the
+  engines trained before those options existed keep their keys.
   """
   key = collections.OrderedDict(
       spec=spec, data=data, model=model, seed=seed,
@@ -403,6 +406,8 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
       key['controller_layers'] = training.controller_layers
     if training.max_weight_share is not None:
       key['max_weight_share'] = training.max_weight_share
+    if training.split_by != 'tensors' and spec.mode in _SPLIT_MODES:
+      key['split_by'] = training.split_by
   return key
 
 

@@ -30,6 +30,7 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp.algorithms import dynamic_pulling
 from tff_nlp.algorithms import stateful_clients
+from tff_nlp.algorithms import tensor_selection
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.data import nmt
 from tff_nlp.models import seq2seq
@@ -97,6 +98,10 @@ class TrainingConfig:
       federated round's weight (its training-set size), the excess going to
       the others in proportion to their sizes (`weight_cap`); None: no cap.
       Centralised engines have no round weights and ignore it.
+    split_by: What dynamic pulling's median counts within a group:
+      'tensors' (the paper's text: half the tensors) or 'parameters' (half
+      the parameters, as the paper's Table 6 reports;
+      `tensor_selection`). Centralised engines ignore it.
   """
 
   client_optimizer: str = 'adam'
@@ -109,6 +114,7 @@ class TrainingConfig:
   decode_batch_size: int = 64
   controller_layers: tuple[int, ...] = (0, 3)
   max_weight_share: Optional[float] = None
+  split_by: str = 'tensors'
 
   def __post_init__(self):
     if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
@@ -122,6 +128,9 @@ class TrainingConfig:
                          f'{getattr(self, name)}.')
     if self.max_weight_share is not None:
       weight_cap.check_max_share(self.max_weight_share)
+    if self.split_by not in tensor_selection.SPLIT_BY:
+      raise ValueError(f'split_by must be one of {tensor_selection.SPLIT_BY}'
+                       f', got {self.split_by!r}.')
 
 
 @dataclasses.dataclass
@@ -319,7 +328,8 @@ def build_federated_process(
       else None,
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
       with_client_config=True, change_norm=change_norm,
-      max_weight_share=training.max_weight_share)
+      max_weight_share=training.max_weight_share,
+      split_by=training.split_by)
 
 
 def federated_client_data_fn(
