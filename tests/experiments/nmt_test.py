@@ -83,61 +83,51 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
                        model=_MODEL, training=longer, seed=0),
         dirs[2]['chained'])
 
-  def test_max_weight_share_keys_only_capped_federated_engines(self):
+  # An option a federated engine's key holds only when it is set away from
+  # its default, and only for the engines it changes.
+  @parameterized.named_parameters(
+      ('max_weight_share', 'max_weight_share', None, 0.5,
+       ('federated:dp_l', 'federated:controllers', 'federated:default')),
+      # Modes that send every tensor or a fixed mask do not split.
+      ('split_by', 'split_by', 'tensors', 'parameters',
+       ('federated:dp_l', 'federated:random')),
+  )
+  def test_option_keys_only_the_engines_it_changes(self, field, default,
+                                                   value, changed):
     engines = ('generic', 'single:php_docs', 'combined', 'chained',
-               'federated:dp_l', 'federated:controllers')
-    keys = {
-        share: {e: nmt.engine_key(
-            nmt.EngineSpec.parse(e), data=_DATA, model=_MODEL,
-            training=nmt_task.TrainingConfig(max_weight_share=share), seed=0)
-                for e in engines}
-        for share in (None, 0.5)}
-    # Unset, no key has the field: every engine cached before it keeps its
-    # key (the key of a config that never names the field).
-    for engine in engines:
-      self.assertNotIn('max_weight_share', keys[None][engine])
-      self.assertEqual(
-          keys[None][engine],
-          nmt.engine_key(nmt.EngineSpec.parse(engine), data=_DATA,
-                         model=_MODEL, training=nmt_task.TrainingConfig(),
-                         seed=0))
-    # Set, it defines the federated engines only, not the generic engine
-    # they start from.
-    for engine in ('generic', 'single:php_docs', 'combined', 'chained'):
-      self.assertEqual(keys[0.5][engine], keys[None][engine])
-    for engine in ('federated:dp_l', 'federated:controllers'):
-      self.assertEqual(keys[0.5][engine]['max_weight_share'], 0.5)
-      self.assertEqual(keys[0.5][engine]['generic'],
-                       keys[None][engine]['generic'])
-      self.assertEqual(
-          {k: v for k, v in keys[0.5][engine].items()
-           if k != 'max_weight_share'}, keys[None][engine])
-      capped, uncapped = (
-          nmt.engine_dir('out', nmt.EngineSpec.parse(engine), data=_DATA,
-                         model=_MODEL,
-                         training=nmt_task.TrainingConfig(
-                             max_weight_share=share), seed=0)
-          for share in (0.5, None))
-      self.assertNotEqual(capped, uncapped)
+               'federated:default', 'federated:dp_l', 'federated:random',
+               'federated:controllers')
 
+    def keys(option):
+      return {e: nmt.engine_key(
+          nmt.EngineSpec.parse(e), data=_DATA, model=_MODEL,
+          training=nmt_task.TrainingConfig(**{field: option}), seed=0)
+              for e in engines}
 
-  def test_split_by_keys_only_splitting_federated_engines(self):
-    engines = ('generic', 'combined', 'federated:default', 'federated:dp_l',
-               'federated:random', 'federated:controllers')
-    keys = {
-        split_by: {e: nmt.engine_key(
-            nmt.EngineSpec.parse(e), data=_DATA, model=_MODEL,
-            training=nmt_task.TrainingConfig(split_by=split_by), seed=0)
-                   for e in engines}
-        for split_by in ('tensors', 'parameters')}
+    unset, plain = keys(default), {
+        e: nmt.engine_key(nmt.EngineSpec.parse(e), data=_DATA, model=_MODEL,
+                          training=nmt_task.TrainingConfig(), seed=0)
+        for e in engines}
+    # At its default no key has the field: every engine cached before the
+    # option existed keeps its key.
+    self.assertEqual(unset, plain)
     for engine in engines:
-      self.assertNotIn('split_by', keys['tensors'][engine])
-    # Modes that send every tensor or a fixed mask do not split.
-    for engine in ('generic', 'combined', 'federated:default',
-                   'federated:controllers'):
-      self.assertEqual(keys['parameters'][engine], keys['tensors'][engine])
-    for engine in ('federated:dp_l', 'federated:random'):
-      self.assertEqual(keys['parameters'][engine]['split_by'], 'parameters')
+      self.assertNotIn(field, unset[engine])
+    set_ = keys(value)
+    for engine in engines:
+      if engine not in changed:
+        self.assertEqual(set_[engine], unset[engine], msg=engine)
+        continue
+      # It defines these engines, not the generic engine they start from.
+      self.assertEqual(set_[engine][field], value)
+      self.assertEqual({k: v for k, v in set_[engine].items() if k != field},
+                       unset[engine])
+      self.assertNotEqual(
+          *(nmt.engine_dir('out', nmt.EngineSpec.parse(engine), data=_DATA,
+                           model=_MODEL,
+                           training=nmt_task.TrainingConfig(**{field: v}),
+                           seed=0)
+            for v in (value, default)))
 
 
 def _run(output_dir, engines):
