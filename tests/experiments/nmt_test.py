@@ -87,7 +87,8 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
   # its default, and only for the engines it changes.
   @parameterized.named_parameters(
       ('max_weight_share', 'max_weight_share', None, 0.5,
-       ('federated:dp_l', 'federated:controllers', 'federated:default')),
+       ('federated:default', 'federated:dp_l', 'federated:random',
+        'federated:controllers')),
       # Modes that send every tensor or a fixed mask do not split.
       ('split_by', 'split_by', 'tensors', 'parameters',
        ('federated:dp_l', 'federated:random')),
