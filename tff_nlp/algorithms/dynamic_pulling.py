@@ -251,9 +251,7 @@ def build_dynamic_pulling_process(
   if change_norm not in CHANGE_NORMS:
     raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
                      f'{change_norm!r}.')
-  if split_by not in tensor_selection.SPLIT_BY:
-    raise ValueError(f'split_by must be one of {tensor_selection.SPLIT_BY}, '
-                     f'got {split_by!r}.')
+  tensor_selection.check_split_by(split_by)
   if not isinstance(client_optimizer_fn, tff.learning.optimizers.Optimizer):
     raise TypeError(
         'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '

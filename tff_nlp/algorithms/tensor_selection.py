@@ -84,6 +84,12 @@ _QUANTILES = {
 SPLIT_BY = ('tensors', 'parameters')
 
 
+def check_split_by(split_by: str) -> None:
+  """Raises ValueError naming `split_by` unless it is one of `SPLIT_BY`."""
+  if split_by not in SPLIT_BY:
+    raise ValueError(f'split_by must be one of {SPLIT_BY}, got {split_by!r}.')
+
+
 def num_below(num_tensors: int, mode: Union[str, Mode]) -> int:
   """k_g: how many of a group's tensors are "below" the mode's quantile.
 
@@ -184,8 +190,7 @@ def select_tensors(
   """
   mode = weighting_lib.parse_option(mode, Mode, 'mode')
   num_tensors = len(tensor_groups)
-  if split_by not in SPLIT_BY:
-    raise ValueError(f'split_by must be one of {SPLIT_BY}, got {split_by!r}.')
+  check_split_by(split_by)
   if split_by == 'parameters' and (
       sizes is None or len(sizes) != num_tensors
       or any(int(size) < 1 for size in sizes)):

@@ -379,12 +379,10 @@ def run_benchmark(
                      f'{list(DEFAULT_GRIDS)}, got {list(tasks)}.')
   report_dir = report_dir or output_dir
   grids = dict(DEFAULT_GRIDS, **(grids or {}))
-  if seeds:
-    grids = {name: dataclasses.replace(grid, seeds=tuple(seeds))
-             for name, grid in grids.items()}
-  if defences:
-    grids = {name: dataclasses.replace(grid, defences=tuple(defences))
-             for name, grid in grids.items()}
+  overrides = {field: tuple(values) for field, values in
+               (('seeds', seeds), ('defences', defences)) if values}
+  grids = {name: dataclasses.replace(grid, **overrides)
+           for name, grid in grids.items()}
   built = collections.OrderedDict()
   rows = collections.OrderedDict()
 

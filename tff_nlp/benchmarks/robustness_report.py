@@ -271,9 +271,9 @@ def write_reports(report_dir: str, tasks: Mapping[str, Any],
     report_dir: Where to write (created if missing).
     tasks: Task name -> task (`robustness_tasks`).
     rows: Task name -> the rows of `robustness.run_grid`.
-    config: The benchmark's arguments, recorded in `results.json`; its
-      `grids` (task name -> grid) go to each task's entry as `grids` (the
-      list of grids whose runs the entry summarises).
+    config: The benchmark's arguments, recorded in `results.json`, but
+      its `grids` (task name -> grid), which go to each task's entry as
+      `grids` (the list of grids whose runs the entry summarises).
     keep_reported: If `report_dir` holds a `results.json` already, keep
       what it reports that this run does not measure: other tasks, and
       other configurations of a task run with the same settings
@@ -288,12 +288,7 @@ def write_reports(report_dir: str, tasks: Mapping[str, Any],
   previous = {}
   if keep_reported and os.path.exists(results_path):
     with open(results_path, encoding='utf-8') as f:
-      reported = json.load(f)
-    previous = reported.get('tasks', {})
-    for name, entry in previous.items():
-      # Reports written before each task recorded its grids.
-      grids = reported.get('config', {}).get('grids', {}).get(name, [])
-      entry.setdefault('grids', [grids] if isinstance(grids, dict) else grids)
+      previous = json.load(f)['tasks']
   entries = collections.OrderedDict()
   for name, task_rows in rows.items():
     task = tasks[name]
@@ -314,19 +309,17 @@ def write_reports(report_dir: str, tasks: Mapping[str, Any],
   for name, entry in ordered.items():
     summaries = entry['summaries']
     has_truth = any(s['truth_ratio'] is not None for s in summaries)
-    # Reports written before `num_clients` was recorded: the task's own.
-    num_clients = entry.get('num_clients', entry['task'].get('num_clients'))
     sections.append(task_tables(
         name, summaries, metric_name=entry['metric'], has_truth=has_truth,
-        num_clients=num_clients))
+        num_clients=entry['num_clients']))
     write_plot(name, summaries,
                os.path.join(report_dir, f'{name}_{PLOT_FILE}'),
                has_truth=has_truth, metric_name=entry['metric'])
+  # Each task's entry holds the grids it summarises; the config the rest.
   results = collections.OrderedDict(
       config=collections.OrderedDict(
-          config, tasks=list(ordered),
-          grids=collections.OrderedDict(
-              (name, e['grids']) for name, e in ordered.items())),
+          (k, v) for k, v in dict(config, tasks=list(ordered)).items()
+          if k != 'grids'),
       tasks=ordered)
   # Compact: the report of every task and seed is kept in the repository.
   release.write_json(results_path, results, compact=True)

@@ -296,9 +296,8 @@ def run_benchmark(
           data, data_dir=data_dir) if baseline else None),
       expect_full_splits=baseline and not data.max_eval_examples,
       num_replicates=num_replicates,
-      federated_aggregation=_aggregation_variant(
-          None if aggregation is None or aggregation.is_default
-          else aggregation))
+      # The default aggregation differs in no field: an empty variant, None.
+      federated_aggregation=_aggregation_variant(aggregation) or None)
 
 
 def _aggregation_variant(

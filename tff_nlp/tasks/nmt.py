@@ -128,9 +128,7 @@ class TrainingConfig:
                          f'{getattr(self, name)}.')
     if self.max_weight_share is not None:
       weight_cap.check_max_share(self.max_weight_share)
-    if self.split_by not in tensor_selection.SPLIT_BY:
-      raise ValueError(f'split_by must be one of {tensor_selection.SPLIT_BY}'
-                       f', got {self.split_by!r}.')
+    tensor_selection.check_split_by(self.split_by)
 
 
 @dataclasses.dataclass
