@@ -181,7 +181,9 @@ bench-nmt: $(STAMP)
 	  --output_dir=$(NMT_BENCH_DIR) --progress=off
 	mkdir -p docs/results/nmt_dynamic_pulling
 	cp $(NMT_BENCH_DIR)/results.md $(NMT_BENCH_DIR)/results.json \
-	  $(NMT_BENCH_DIR)/*.png docs/results/nmt_dynamic_pulling/
+	  docs/results/nmt_dynamic_pulling/
+	for f in $(NMT_BENCH_DIR)/*.png; do if [ -e "$$f" ]; then \
+	  cp "$$f" docs/results/nmt_dynamic_pulling/; fi; done
 
 # Federated continual text classification (issue 7): every run is cached
 # under its configuration in $(FCL_BENCH_DIR) and checkpointed after every

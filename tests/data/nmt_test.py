@@ -265,6 +265,24 @@ class FindNmtDirExecutionTest(tf.test.TestCase):
                                 'from the data_dir argument'):
       data.find_nmt_dir(missing)
 
+  def test_a_name_is_a_folder_of_domains_in_the_shared_data_folder(self):
+    root = self.create_tempdir().full_path
+    os.makedirs(os.path.join(root, 'nmt_de_en'))
+    _make_domain(os.path.join(root, 'bigger'), 'medical')
+    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: root}):
+      self.assertEqual(data.find_nmt_dir('bigger'),
+                       os.path.join(root, 'bigger'))
+      with self.assertRaisesRegex(
+          errors.InputError,
+          re.escape("data_dir 'smaller': no such folder here, nor in the "
+                    f"`shared/data` folder '{root}'")):
+        data.find_nmt_dir('smaller')
+
+  def test_the_large_corpus_has_the_five_domains_and_a_generic_one(self):
+    folder = nmt.find_nmt_dir(nmt.LARGE_SUBDIR)
+    self.assertEqual(nmt.list_domains(folder),
+                     nmt.DOMAINS + (nmt.GENERIC_CORPUS,))
+
   def test_none_gives_the_shared_nmt_de_en(self):
     self.assertEqual(data.find_nmt_dir(),
                      os.path.join(data.find_data_dir(), 'nmt_de_en'))

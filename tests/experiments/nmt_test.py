@@ -131,11 +131,47 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
             for v in (value, default)))
 
 
-def _run(output_dir, engines):
+class KeyOptionsTest(tf.test.TestCase):
+
+  def _key(self, engine, seed=0, **kwargs):
+    training = nmt_task.TrainingConfig(
+        steps_per_round=kwargs.pop('steps_per_round', 0))
+    return nmt.engine_key(nmt.EngineSpec.parse(engine), data=_DATA,
+                          model=_MODEL, training=training, seed=seed,
+                          **kwargs)
+
+  def test_steps_per_round_keys_the_centralised_engines(self):
+    for engine in ('generic', 'single:php_docs', 'combined', 'chained'):
+      self.assertNotIn('steps_per_round', self._key(engine))
+      self.assertEqual(self._key(engine, steps_per_round=500)[
+          'steps_per_round'], 500)
+    # A federated engine changes through its generic engine only.
+    cut = self._key('federated:dp_l', steps_per_round=500)
+    self.assertNotIn('steps_per_round', cut)
+    self.assertEqual(cut['generic'], self._key('generic',
+                                               steps_per_round=500))
+
+  def test_corpus_keys_every_engine_unless_the_default(self):
+    self.assertEqual(self._key('federated:dp_l', corpus='nmt_de_en'),
+                     self._key('federated:dp_l'))
+    large = self._key('federated:dp_l', corpus='nmt_de_en_large')
+    self.assertEqual(large['corpus'], 'nmt_de_en_large')
+    self.assertEqual(large['generic']['corpus'], 'nmt_de_en_large')
+
+  def test_later_seeds_start_from_the_first_seeds_generic_engine(self):
+    later = self._key('federated:dp_l', seed=2, generic_seed=0)
+    self.assertEqual(later['seed'], 2)
+    self.assertEqual(later['generic'], self._key('generic', seed=0))
+    # Without generic_seed (one seed), the seed is the generic's.
+    self.assertEqual(self._key('combined', seed=2)['generic'],
+                     self._key('generic', seed=2))
+
+
+def _run(output_dir, engines, seeds=(0,)):
   return nmt.run_nmt(
       engines=[nmt.EngineSpec.parse(e, default_rounds=1) for e in engines],
       data_dir=None, output_dir=str(output_dir), data=_DATA, model=_MODEL,
-      training=_TRAINING, loop=_LOOP, command='cmd')
+      training=_TRAINING, loop=_LOOP, seeds=seeds, command='cmd')
 
 
 class RunNmtExecutionTest(tf.test.TestCase):
@@ -144,7 +180,7 @@ class RunNmtExecutionTest(tf.test.TestCase):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     engines = ['single:ubuntu_l10n', 'chained', 'federated:dp_l',
                'federated:controllers']
-    results = _run(tmp_path, engines)
+    results = _run(tmp_path, engines)[0]
     # The generic engine is trained first: the others start from it.
     self.assertEqual(list(results), [
         'generic', 'single-ubuntu_l10n', 'chained', 'federated-dp_l-r1',
@@ -179,6 +215,10 @@ class RunNmtExecutionTest(tf.test.TestCase):
     evaluated = [r for r in federated['records']['federated'] if 'eval' in r]
     self.assertTrue(evaluated)
     report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
+    self.assertEqual(report['client_weights'], {
+        'wmt_news': {'examples': 32, 'share': 0.5},
+        'ubuntu_l10n': {'examples': 32, 'share': 0.5}})
+    self.assertEqual(federated['client_weights'], report['client_weights'])
     self.assertEqual(report['dev_bleu_by_round']['federated-dp_l-r1'], {
         'rounds': [r['round'] for r in evaluated],
         'values': [r['eval']['dev_bleu/avg'] for r in evaluated]})
@@ -192,9 +232,66 @@ class RunNmtExecutionTest(tf.test.TestCase):
 
     # Finished engines are read back, not trained again.
     mtime = os.path.getmtime(run_dir / nmt.RESULTS_FILE)
-    again = _run(tmp_path, engines)
+    again = _run(tmp_path, engines)[0]
     self.assertEqual(os.path.getmtime(run_dir / nmt.RESULTS_FILE), mtime)
     self.assertEqual(again['federated-dp_l-r1']['bleu'], federated['bleu'])
+
+  def test_seeds_share_one_generic_engine_and_are_summarized(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    runs = _run(tmp_path, ['combined', 'federated:default', 'federated:dp_l'],
+                seeds=(3, 4))
+    self.assertEqual(list(runs), [3, 4])
+    # The generic engine is trained once, with the first seed, and both
+    # seeds' engines start from it.
+    self.assertEqual(list(runs[3]), ['generic', 'combined',
+                                     'federated-default-r1',
+                                     'federated-dp_l-r1'])
+    self.assertEqual(list(runs[4]), ['combined', 'federated-default-r1',
+                                     'federated-dp_l-r1'])
+    self.assertLen(os.listdir(tmp_path / 'engines'), 7)
+    report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
+    self.assertEqual(report['seeds'], [3, 4])
+    self.assertEqual(list(report['engines']), [
+        'generic', 'data_combination', 'fedavg_default_r1', 'dp_l_r1'])
+    dp_l = report['engines']['dp_l_r1']
+    self.assertEqual(list(dp_l['seeds']), ['3', '4'])
+    averages = []
+    for seed in (3, 4):
+      scores = runs[seed]['federated-dp_l-r1']['bleu']['server']
+      entry = dp_l['seeds'][str(seed)]
+      self.assertEqual(entry['bleu'], scores)
+      averages.append((scores['wmt_news'] + scores['ubuntu_l10n']) / 2)
+      self.assertEqual(entry['bleu_avg'], pytest.approx(averages[-1]))
+    # Two seeds: mean ± t(1, 0.975) · s / sqrt(2), t = 12.7062, and
+    # s / sqrt(2) = |a - b| / 2.
+    mean, half = sum(averages) / 2, 12.7062 * abs(averages[0]
+                                                  - averages[1]) / 2
+    self.assertEqual(dp_l['bleu_avg'], pytest.approx(mean))
+    self.assertEqual(dp_l['bleu_avg_ci95'], pytest.approx(
+        [mean - half, mean + half], abs=1e-3))
+    self.assertIsNone(report['engines']['generic']['bleu_avg_ci95'])
+    # DP_l pulls less than the default mode, which pulls itself (1.0).
+    self.assertEqual(
+        report['engines']['fedavg_default_r1']['pulled_fraction'], 1.0)
+    self.assertTrue(0 < dp_l['pulled_fraction'] < 1)
+    # The paper's comparisons at the rounds run, with both intervals.
+    self.assertEqual(
+        [(c['a'], c['b']) for c in report['comparisons']],
+        [('fedavg_default_r1', 'data_combination'),
+         ('fedavg_default_r1', 'dp_l_r1')])
+    comparison = report['comparisons'][1]
+    self.assertEqual(comparison['difference'], pytest.approx(
+        report['engines']['fedavg_default_r1']['bleu_avg'] - mean))
+    self.assertEqual(comparison['paired_seeds'], [3, 4])
+    low, high = comparison['bootstrap_ci95']
+    self.assertLessEqual(low, high)
+    table = (tmp_path / 'results.md').read_text()
+    self.assertIn('| dp_l_r1 | 2 |', table)
+    self.assertIn('| fedavg_default_r1 − dp_l_r1 |', table)
+
+  def test_repeated_seed_is_refused(self):
+    with self.assertRaisesRegex(errors.InputError, '--seeds'):
+      _run(self.create_tempdir().full_path, ['generic'], seeds=(1, 1))
 
   def test_unknown_single_domain_is_refused(self):
     with self.assertRaisesRegex(errors.InputError, 'single:php_docs'):

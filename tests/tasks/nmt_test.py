@@ -8,6 +8,8 @@ pulls.
 """
 
 import collections
+import pathlib
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -59,7 +61,7 @@ class FederatedProcessExecutionTest(tf.test.TestCase):
     # domain sends every tensor, so the new server model is
     # 0.5·w_0 + 0.25·w_1 + 0.25·w_2 of the domains' trained models.
     task = nmt_task.NmtTask(
-        domains=('a', 'b', 'c'), tokenizer=None,
+        domains=('a', 'b', 'c'), tokenizer=None, generic_domain='a',
         splits={d: {'train': _corpus(n, seed)}
                 for seed, (d, n) in enumerate((('a', 6), ('b', 1),
                                                ('c', 1)))})
@@ -88,7 +90,7 @@ class FederatedProcessExecutionTest(tf.test.TestCase):
     # starts from); by parameters that is at most half of each group's
     # parameters, by tensor count another set (the small tensors).
     task = nmt_task.NmtTask(
-        domains=('a', 'b'), tokenizer=None,
+        domains=('a', 'b'), tokenizer=None, generic_domain='a',
         splits={d: {'train': _corpus(4, seed)}
                 for seed, d in enumerate(('a', 'b'))})
     layout = seq2seq_layout.tensor_layout(_MODEL)
@@ -134,3 +136,134 @@ class FederatedProcessExecutionTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+def _batches(client_data):
+  return [x[seq2seq.ENCODER_TOKEN_IDS].numpy().tolist()
+          for x, _ in client_data['examples']]
+
+
+class CentralizedRoundsTest(tf.test.TestCase):
+
+  def test_steps_per_round_cuts_the_same_stream_of_epochs(self):
+    # 10 pairs in batches of 3: 4 batches an epoch (3+3+3+1), 8 in 2
+    # epochs. Rounds of 3 batches: ceil(8/3) = 3 rounds of 3, 3 and 2, and
+    # together they are epoch 1 then epoch 2 batch for batch.
+    data = _corpus(10, seed=0)
+    whole = nmt_task.TrainingConfig(batch_size=3)
+    cut = nmt_task.TrainingConfig(batch_size=3, steps_per_round=3)
+    self.assertEqual(nmt_task.centralized_rounds(data, whole, epochs=2), 2)
+    self.assertEqual(nmt_task.centralized_rounds(data, cut, epochs=2), 3)
+    epochs = nmt_task.centralized_client_data_fn(data, whole, seed=7)
+    rounds = nmt_task.centralized_client_data_fn(data, cut, seed=7, epochs=2)
+    stream = [b for r in (1, 2) for b in _batches(epochs(r, [0])[0])]
+    self.assertLen(stream, 8)
+    cut_rounds = [_batches(rounds(r, [0])[0]) for r in (1, 2, 3)]
+    self.assertEqual([len(r) for r in cut_rounds], [3, 3, 2])
+    self.assertEqual([b for r in cut_rounds for b in r], stream)
+    with self.assertRaisesRegex(ValueError, 'past the 2 epochs'):
+      rounds(4, [0])
+
+  def test_negative_steps_per_round_is_refused(self):
+    with self.assertRaisesRegex(ValueError, 'steps_per_round'):
+      nmt_task.TrainingConfig(steps_per_round=-1)
+
+
+class ClientWeightsTest(tf.test.TestCase):
+
+  def test_shares_are_training_set_sizes(self):
+    # 6, 1 and 1 pairs: shares 6/8, 1/8, 1/8; the generic corpus 'g' (no
+    # client) does not count.
+    task = nmt_task.NmtTask(
+        domains=('a', 'b', 'c'), tokenizer=None, generic_domain='g',
+        splits={d: {'train': _corpus(n, 0)}
+                for d, n in (('a', 6), ('b', 1), ('c', 1), ('g', 5))})
+    self.assertEqual(task.client_weights(), collections.OrderedDict(
+        a={'examples': 6, 'share': 0.75}, b={'examples': 1, 'share': 0.125},
+        c={'examples': 1, 'share': 0.125}))
+
+
+def _write_domain(folder, name, pairs=3):
+  path = folder / name
+  path.mkdir()
+  for split in nmt.SPLITS:
+    (path / f'{split}.de').write_text(
+        ''.join(f'{name} satz {split} {i}\n' for i in range(pairs)))
+    (path / f'{split}.en').write_text(
+        ''.join(f'{name} sentence {split} {i}\n' for i in range(pairs)))
+
+
+class GenericCorpusTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.folder = pathlib.Path(self.create_tempdir().full_path)
+    for name in ('wmt_news', 'generic', 'mine'):
+      _write_domain(self.folder, name)
+
+  def test_a_generic_folder_outside_the_papers_five_is_no_client(self):
+    self.assertEqual(
+        nmt_task.select_domains(str(self.folder), generic_domain='generic'),
+        ('wmt_news', 'mine'))
+    # News is the paper's generic domain and one of its clients.
+    self.assertEqual(
+        nmt_task.select_domains(str(self.folder), generic_domain='wmt_news'),
+        ('wmt_news', 'generic', 'mine'))
+
+  def test_prepare_task_loads_the_generic_corpus_beside_the_clients(self):
+    data = nmt_task.DataConfig(domains=('wmt_news', 'mine'),
+                               generic_domain='generic', vocabulary_size=300,
+                               max_length=8)
+    task = nmt_task.prepare_task(
+        data, data_dir=str(self.folder), seed=0,
+        tokenizer_dir=self.create_tempdir().full_path)
+    self.assertEqual(task.domains, ('wmt_news', 'mine'))
+    self.assertEqual(task.generic_domain, 'generic')
+    self.assertCountEqual(task.splits, ['wmt_news', 'mine', 'generic'])
+    self.assertEqual(list(task.client_weights()), ['wmt_news', 'mine'])
+    self.assertEqual(task.folder, str(self.folder))
+    # The tokenizer is trained on the clients' and the generic corpus's
+    # training text, both sides: 3 domains x 3 pairs x 2 sides.
+    seen = []
+    real = nmt_task.subword_tokenizer.load_or_train
+
+    def spy(directory, texts_fn, vocabulary_size, **kwargs):
+      seen.extend(texts_fn())
+      return real(directory, texts_fn, vocabulary_size, **kwargs)
+
+    with mock.patch.object(nmt_task.subword_tokenizer, 'load_or_train', spy):
+      nmt_task.prepare_task(data, data_dir=str(self.folder), seed=0,
+                            tokenizer_dir=self.create_tempdir().full_path)
+    self.assertLen(seen, 18)
+    self.assertIn('generic satz train 0', seen)
+    self.assertIn('generic sentence train 2', seen)
+    self.assertNotIn('generic satz test 0', seen)
+
+
+class TrainDatasetSliceTest(tf.test.TestCase):
+
+  def test_a_slice_is_the_repeated_epoch_batch_for_batch(self):
+    # 10 pairs in batches of 3: an epoch is 4 batches (the partial one
+    # last). Batches 2..8 of the repeated epoch are b2 b3 b0 b1 b2 b3 b0.
+    data = _corpus(10, seed=1)
+    whole = _batches({'examples': seq2seq_examples.train_dataset(
+        data, batch_size=3, shuffle_seed=(5,))})
+    self.assertEqual([len(b) for b in whole], [3, 3, 3, 1])
+    part = _batches({'examples': seq2seq_examples.train_dataset(
+        data, batch_size=3, shuffle_seed=(5,), first_batch=2,
+        num_batches=7)})
+    self.assertEqual(part, [whole[i % 4] for i in range(2, 9)])
+    repeated = _batches({'examples': seq2seq_examples.train_dataset(
+        data, batch_size=3, shuffle_seed=(5,)).repeat().take(7)})
+    self.assertEqual(_batches({'examples': seq2seq_examples.train_dataset(
+        data, batch_size=3, shuffle_seed=(5,), num_batches=7)}), repeated)
+
+  def test_a_corpus_too_large_for_one_round_names_steps_per_round(self):
+    data = _corpus(10, seed=1)
+    with mock.patch.object(nmt_task, 'MAX_ROUND_BYTES', 100):
+      with self.assertRaisesRegex(ValueError, '--steps_per_round'):
+        nmt_task.centralized_client_data_fn(
+            data, nmt_task.TrainingConfig(batch_size=3), seed=0)
+      nmt_task.centralized_client_data_fn(
+          data, nmt_task.TrainingConfig(batch_size=3, steps_per_round=2),
+          seed=0, epochs=1)

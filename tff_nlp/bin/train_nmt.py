@@ -44,12 +44,16 @@ flags.set_default(common.EVAL_EVERY, 1)
 _DATA = config_flags.define_config(
     nmt_task.DataConfig, defaults={'domains': []}, specs={
         'domains': config_flags.Spec(
-            'Domains (clients), the generic one included. Unset: every '
-            'domain folder of --data_dir (sub-folders with '
-            '{train,dev,test}.{de,en}): the paper\'s '
-            f'{",".join(nmt_data.DOMAINS)} first, then any other by name.'),
+            'Domains (clients). Unset: every domain folder of --data_dir '
+            '(sub-folders with {train,dev,test}.{de,en}): the paper\'s '
+            f'{",".join(nmt_data.DOMAINS)} first, then any other by name; '
+            'the --generic_domain folder only if it is one of the paper\'s '
+            'five.'),
         'generic_domain': config_flags.Spec(
-            'The domain of the generic engine that initialises the others.'),
+            'The domain folder of the generic engine that initialises the '
+            'others: a client (wmt_news, the paper\'s news, on nmt_de_en) or '
+            f'no client ({nmt_data.GENERIC_CORPUS}, on '
+            f'{nmt_data.LARGE_SUBDIR}).'),
         'vocabulary_size': config_flags.Spec(
             'Joint subword vocabulary (upper bound).', lower_bound=300),
         'max_length': config_flags.Spec(
@@ -80,6 +84,13 @@ _TRAINING = config_flags.define_config(
             'What dynamic pulling\'s median counts per group: tensors (the '
             'paper\'s text) or parameters (half the parameters, as its '
             'Table 6).', enum_values=list(tensor_selection.SPLIT_BY)),
+        'steps_per_round': config_flags.Spec(
+            'Centralised engines: batches per round (a checkpoint, and a '
+            'fresh optimizer state); 0: one epoch per round.',
+            lower_bound=0),
+        'score_client_models': config_flags.Spec(
+            'Score a federated engine\'s client models beside its server '
+            'model (each on every test set).'),
         'max_weight_share': config_flags.Spec(
             'If set, no domain\'s share of a federated round\'s weight (its '
             'training-set size) exceeds this (in (0, 1]; the excess goes to '
@@ -94,6 +105,10 @@ _ENGINES = flags.DEFINE_list(
     'Engines: generic, single:<domain>, combined, chained, '
     'federated:<mode>[:<rounds>][:<change_norm>] (rounds default: --rounds; '
     'change_norm l2, the paper, or rms).')
+_SEEDS = flags.DEFINE_list(
+    'seeds', [],
+    'Training seeds, each running every engine (the generic engine, the '
+    'tokenizer and the data subsets once, with the first). Empty: --seed.')
 
 
 def main(argv):
@@ -106,8 +121,14 @@ def main(argv):
   engines = [nmt.EngineSpec.parse(spec, default_rounds=common.ROUNDS.value)
              for spec in _ENGINES.value]
   try:
+    seeds = [int(s) for s in _SEEDS.value]
+  except ValueError:
+    raise app.UsageError(f'--seeds: {_SEEDS.value}: expected integers.'
+                         ) from None
+  try:
     data = _DATA.build(domains=nmt_task.select_domains(
-        common.DATA_DIR.value, _DATA['domains'].value))
+        common.DATA_DIR.value, _DATA['domains'].value,
+        generic_domain=_DATA['generic_domain'].value))
     training = _TRAINING.build()
   except ValueError as e:
     raise app.UsageError(str(e)) from None
@@ -120,6 +141,7 @@ def main(argv):
         model=seq2seq_flags.model_config(),
         training=training,
         loop=common.loop_config_from_flags(),
+        seeds=seeds,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.train_nmt']
                            + sys.argv[1:]),
     )

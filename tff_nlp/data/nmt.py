@@ -7,8 +7,11 @@ UTF-8 with one sentence per line (see `shared/data/SOURCES.md`, section
 nmt_de_en, for the sources and the line counts).
 
 *   `find_nmt_dir(data_dir)` locates the folder of domains: the `shared/data`
-    folder's `nmt_de_en/`, or a folder of domains given directly, so an
-    experiment can be pointed at a user's own domains.
+    folder's `nmt_de_en/`, a folder of domains given directly (so an
+    experiment can be pointed at a user's own domains), or the name of one
+    inside the `shared/data` folder, e.g. `nmt_de_en_large` (`LARGE_SUBDIR`:
+    the same five domains with more training text, and a `generic/` corpus
+    for the generic engine, `GENERIC_CORPUS`).
 *   `list_domains(folder)`: every sub-folder holding all six files is a
     domain; the known `DOMAINS` come first in their order, others sorted
     after them.
@@ -35,6 +38,10 @@ from tff_nlp.data import files
 
 # The sub-folder of `shared/data` holding the domains.
 NMT_SUBDIR = 'nmt_de_en'
+# The larger version of NMT_SUBDIR (`shared/data/SOURCES.md`).
+LARGE_SUBDIR = 'nmt_de_en_large'
+# The folder of LARGE_SUBDIR that is the generic engine's corpus, no client.
+GENERIC_CORPUS = 'generic'
 DOMAINS = ('wmt_news', 'ted_iwslt14', 'php_docs', 'ubuntu_l10n',
            'multi30k_captions')
 SPLITS = ('train', 'dev', 'test')
@@ -250,8 +257,10 @@ def find_nmt_dir(
   """Returns the folder of domains (by default `shared/data/nmt_de_en`).
 
   Args:
-    data_dir: The `shared/data` folder (the one holding `nmt_de_en/`), or a
-      folder of domains itself (`nmt_de_en/` or a user's own). If None, the
+    data_dir: The `shared/data` folder (the one holding `nmt_de_en/`), a
+      folder of domains itself (`nmt_de_en/` or a user's own), or, if no
+      folder of that name exists, the name of a folder of domains inside
+      the `shared/data` folder (e.g. `nmt_de_en_large`). If None, the
       `shared/data` folder is looked up as `data_root.find_data_dir` does:
       `TFF_NLP_DATA_DIR`, else `../shared/data` next to the repository;
       that folder may also be a folder of domains.
@@ -268,6 +277,16 @@ def find_nmt_dir(
       nor any domain; also for an incomplete domain folder (see
       `list_domains`).
   """
+  if (data_dir and not os.path.exists(data_dir) and os.sep not in data_dir
+      and data_dir not in (os.curdir, os.pardir)):
+    root = data_root.find_data_dir(None)
+    if not os.path.isdir(os.path.join(root, data_dir)):
+      raise errors.InputError(
+          f'data_dir {data_dir!r}: no such folder here, nor in the '
+          f'`shared/data` folder {root!r}; pass a folder of domains, the '
+          f'`shared/data` folder, or the name of a folder of domains in it '
+          f'(e.g. {LARGE_SUBDIR!r}).')
+    data_dir = os.path.join(root, data_dir)
   folder = data_root.find_data_dir(data_dir)
   nmt_dir = os.path.join(folder, NMT_SUBDIR)
   if os.path.isdir(nmt_dir):

@@ -10,9 +10,11 @@ and every engine is scored with SacreBLEU on every domain's test set.
 An *engine* is one trained model (or, federated, a server model and one
 model per client). `run_engine` trains one; its kinds:
 
-*   `generic`: trained from scratch on the generic domain (news) alone; it
-    initialises every other engine except the single-domain ones (the paper's
-    generic engine);
+*   `generic`: trained from scratch on the generic domain alone (news on
+    `nmt_de_en`, as in the paper; `generic/`, Tatoeba + Europarl and no
+    client, on `nmt_de_en_large`); it initialises every other engine except
+    the single-domain ones (the paper's generic engine). With several seeds
+    it is trained once, with the first;
 *   `single`: trained from scratch on one domain (the paper's Table 2); the
     single-domain engine of the generic domain is the generic engine;
 *   `combined`: the generic engine fine-tuned on the union of all domains'
@@ -29,7 +31,8 @@ model per client). `run_engine` trains one; its kinds:
     fine-tuning) are scored.
 
 The task (data, model configuration, processes and client data) is
-`tff_nlp.tasks.nmt`. Centralised training runs through the same resumable
+`tff_nlp.tasks.nmt`; the report (means over seeds, intervals, paired
+differences) is `tff_nlp.experiments.nmt_results`. Centralised training runs through the same resumable
 loop as the federated one (`tff_nlp.training.run_training`): a one-client
 FedAvg whose round is one epoch, as in `experiments.text2sql`.
 """
@@ -46,12 +49,13 @@ from absl import logging
 import numpy as np
 
 from tff_nlp import errors
-from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import dynamic_pulling
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.data import nmt as nmt_data
 from tff_nlp.metrics import bleu
-from tff_nlp.metrics import nmt_report
+from tff_nlp.experiments import nmt_results
+from tff_nlp.metrics import nmt_seeds
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
 from tff_nlp.tasks import nmt as nmt_task
@@ -61,14 +65,9 @@ from tff_nlp.training import run_cache
 ENGINE_KINDS = ('generic', 'single', 'combined', 'chained', 'federated')
 TOKENIZER_DIR = 'tokenizer'
 MODEL_FILE = 'model.npz'
-RESULTS_FILE = 'results.json'
-TABLE_FILE = 'results.md'
-DEV_PLOT_FILE = 'dev_bleu.png'
-# What DEV_PLOT_FILE plots (and results.json's `dev_bleu_by_round` holds):
-# the flat key 'dev_bleu/avg' of each round's 'eval' record.
-DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
-PREDICTIONS_DIR = 'predictions'
-SERVER = 'server'
+RESULTS_FILE = nmt_results.RESULTS_FILE
+PREDICTIONS_DIR = nmt_results.PREDICTIONS_DIR
+SERVER = nmt_seeds.SERVER
 _MODES = tuple(m.value for m in tensor_selection.Mode)
 # The modes whose median or quantile `split_by` decides.
 _SPLIT_MODES = ('dp_g', 'dp_l', 'random', 'dp_l_33')
@@ -229,15 +228,17 @@ def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
                                                          list[dict]]:
   """`epochs` epochs on `data` (a one-client FedAvg round per epoch)."""
   process = nmt_task.build_centralized_process(model, training)
+  rounds = nmt_task.centralized_rounds(data, training, epochs)
   initial_weights = None
   if initial is not None:
     template = process.get_model_weights(process.initialize())
     initial_weights = template._replace(trainable=list(initial))
   run = training_lib.run_training(
       process,
-      client_data_fn=nmt_task.centralized_client_data_fn(data, training, seed),
+      client_data_fn=nmt_task.centralized_client_data_fn(
+          data, training, seed, epochs=epochs),
       num_clients=1,
-      config=dataclasses.replace(loop, rounds=epochs, clients_per_round=0,
+      config=dataclasses.replace(loop, rounds=rounds, clients_per_round=0,
                                  eval_every=0),
       output_dir=run_dir, description=os.path.basename(run_dir),
       initial_model_weights=initial_weights)
@@ -280,7 +281,6 @@ def run_engine(
     loop: training_lib.LoopConfig,
     run_dir: str,
     generic_dir: Optional[str] = None,
-    generic_domain: str = 'wmt_news',
 ) -> dict[str, Any]:
   """Trains one engine (resuming), scores it on every domain's test set.
 
@@ -296,7 +296,6 @@ def run_engine(
       client models), `predictions/`, `results.json`.
     generic_dir: The generic engine's directory (needed by every kind but
       `generic` and `single`).
-    generic_domain: The domain the generic engine trains on.
 
   Returns:
     The content of `results.json`: BLEU per scored model and domain, the
@@ -315,7 +314,7 @@ def run_engine(
   records = {}
   clients = {}
   if spec.kind in ('generic', 'single'):
-    domain = task.splits[spec.domain or generic_domain]
+    domain = task.splits[spec.domain or task.generic_domain]
     weights, records['train'] = _train_centralized(
         domain['train'], epochs=training.pretrain_epochs, initial=None,
         model=model, training=training, loop=loop, run_dir=run_dir,
@@ -327,7 +326,7 @@ def run_engine(
         training=training, loop=loop, run_dir=run_dir, seed=seed)
   elif spec.kind == 'chained':
     weights = initial
-    for domain in [d for d in task.domains if d != generic_domain]:
+    for domain in [d for d in task.domains if d != task.generic_domain]:
       weights, records[domain] = _train_centralized(
           task.splits[domain]['train'], epochs=training.finetune_epochs,
           initial=weights, model=model, training=training, loop=loop,
@@ -349,7 +348,8 @@ def run_engine(
     os.makedirs(os.path.join(run_dir, 'clients'), exist_ok=True)
     _save_weights(os.path.join(run_dir, 'clients', f'{domain}.npz'),
                   client_weights)
-    scored[f'client {domain}'] = client_weights
+    if training.score_client_models:
+      scored[f'client {domain}'] = client_weights
   scores, signature = {}, None
   os.makedirs(os.path.join(run_dir, PREDICTIONS_DIR), exist_ok=True)
   for name, model_weights in scored.items():
@@ -369,6 +369,8 @@ def run_engine(
   results = collections.OrderedDict(
       engine=spec.name, spec=spec, bleu=scores, sacrebleu=signature,
       test_sentences={d: len(task.splits[d]['test']) for d in task.domains},
+      client_weights=task.client_weights() if spec.kind == 'federated'
+      else None,
       records=records, seconds=time.perf_counter() - start)
   training_lib.write_json(os.path.join(run_dir, RESULTS_FILE), results)
   logging.info('%s: BLEU %s', spec.name, scores)
@@ -377,27 +379,37 @@ def run_engine(
 
 def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
                model: seq2seq.Seq2SeqConfig, training: nmt_task.TrainingConfig,
-               seed: int) -> collections.OrderedDict:
+               seed: int, generic_seed: Optional[int] = None,
+               corpus: str = nmt_data.NMT_SUBDIR) -> collections.OrderedDict:
   """What defines an engine's result, and nothing else.
 
-  The data, model, seed, optimizer, batch size and decoding; the epochs of
-  what it trains; and for an engine that starts from the generic engine, the
-  generic engine's key. So changing, say, `local_steps` starts new
-  federated engines but keeps the generic and single-domain ones. A
-  federated engine's `max_weight_share` is in its key only when set, and
-  `split_by` only when it is not 'tensors' and the mode splits, so the
-  engines trained before those options existed keep their keys.
+  The data (and the folder of domains, `corpus`, when it is not
+  `nmt_de_en`), model, seed, optimizer, batch size and decoding; the epochs
+  of what it trains (and `steps_per_round`, when set, as it sets how often
+  the optimizer restarts); and for an engine that starts from the generic
+  engine, the generic engine's key (trained with `generic_seed`, default
+  `seed`). So changing, say, `local_steps` starts new federated engines but
+  keeps the generic and single-domain ones. A federated engine's
+  `max_weight_share` is in its key only when set, and `split_by` only when
+  it is not 'tensors' and the mode splits, so the engines trained before
+  those options existed keep their keys.
   """
   key = collections.OrderedDict(
       spec=spec, data=data, model=model, seed=seed,
       client_optimizer=training.client_optimizer,
       learning_rate=training.learning_rate, batch_size=training.batch_size,
       beam_size=training.beam_size)
+  if corpus != nmt_data.NMT_SUBDIR:
+    key['corpus'] = corpus
+  if spec.kind in ('generic', 'single', 'combined', 'chained') and (
+      training.steps_per_round):
+    key['steps_per_round'] = training.steps_per_round
   if spec.kind in ('generic', 'single'):
     key['pretrain_epochs'] = training.pretrain_epochs
     return key
-  key['generic'] = engine_key(EngineSpec('generic'), data=data, model=model,
-                              training=training, seed=seed)
+  key['generic'] = engine_key(
+      EngineSpec('generic'), data=data, model=model, training=training,
+      seed=seed if generic_seed is None else generic_seed, corpus=corpus)
   if spec.kind in ('combined', 'chained'):
     key['finetune_epochs'] = training.finetune_epochs
   else:
@@ -411,14 +423,10 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   return key
 
 
-def engine_dir(output_dir: str, spec: EngineSpec, *,
-               data: nmt_task.DataConfig,
-               model: seq2seq.Seq2SeqConfig, training: nmt_task.TrainingConfig,
-               seed: int) -> str:
-  """`output_dir/engines/<name>-<hash of engine_key>`."""
-  return run_cache.run_dir(
-      os.path.join(output_dir, 'engines'), spec.name,
-      engine_key(spec, data=data, model=model, training=training, seed=seed))
+def engine_dir(output_dir: str, spec: EngineSpec, **key_args) -> str:
+  """`output_dir/engines/<name>-<hash of engine_key(spec, **key_args)>`."""
+  return run_cache.run_dir(os.path.join(output_dir, 'engines'), spec.name,
+                           engine_key(spec, **key_args))
 
 
 def run_nmt(
@@ -430,24 +438,50 @@ def run_nmt(
     model: seq2seq.Seq2SeqConfig,
     training: nmt_task.TrainingConfig,
     loop: training_lib.LoopConfig,
+    seeds: Sequence[int] = (),
     command: str = '',
-) -> dict[str, dict[str, Any]]:
-  """Runs (or reads back) each engine and the generic engine they need.
+) -> dict[int, dict[str, dict[str, Any]]]:
+  """Runs (or reads back) each engine per seed, and the generic engine once.
 
   Every engine runs in `output_dir/engines/<name>-<hash>` (`engine_dir`), so
   an interrupted experiment continues where it stopped and a changed
-  configuration starts new engines. The tokenizer is trained once, in
-  `output_dir/tokenizer` (all engines of one data configuration share it).
+  configuration starts new engines. The first seed also seeds the data
+  subsets, the tokenizer (trained once, in `output_dir/tokenizer`) and the
+  one generic engine every other engine of every seed starts from, as in
+  the paper; the other seeds vary what the engines do from there (batch
+  order, dropout, dynamic pulling's random draws).
+
+  Args:
+    engines: The engines to train.
+    data_dir: `--data_dir` (`nmt.find_nmt_dir`).
+    output_dir: The experiment's directory.
+    data: Domains, vocabulary and subsets.
+    model: The model (its vocabulary and lengths are the task's).
+    training: Training and decoding.
+    loop: Checkpoint cadence and progress; its seed is the only seed when
+      `seeds` is empty.
+    seeds: Training seeds; empty for `[loop.seed]`.
+    command: The command line, for the report.
 
   Returns:
-    `{engine name: its results}`, the generic engine first when needed.
+    `{seed: {engine name: its results}}`, the generic engine (under the
+    first seed only) first when needed.
   """
   if not engines:
     raise errors.InputError('--engines: no engine given.')
+  seeds = list(seeds) or [loop.seed]
+  if len(set(seeds)) != len(seeds):
+    raise errors.InputError(f'--seeds: {seeds} repeats a seed.')
+  first = seeds[0]
+  folder = nmt_data.find_nmt_dir(data_dir)
+  corpus = os.path.basename(folder)
+  experiment = collections.OrderedDict(data=data, seed=first)
+  if corpus != nmt_data.NMT_SUBDIR:
+    experiment['corpus'] = corpus
   training_lib.prepare_run_dir(output_dir, collections.OrderedDict(
-      experiment=collections.OrderedDict(data=data, seed=loop.seed)))
+      experiment=experiment))
   task = nmt_task.prepare_task(
-      data, data_dir=data_dir, seed=loop.seed,
+      data, data_dir=folder, seed=first,
       tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
   model = nmt_task.model_config(model, task, data)
   generic = EngineSpec('generic')
@@ -467,80 +501,29 @@ def run_nmt(
     needed.insert(0, generic)
   needed = [generic] * (generic in needed) + [e for e in needed
                                               if e != generic]
-  results = collections.OrderedDict()
-  dirs = {}
-  for spec in needed:
-    run_dir = engine_dir(output_dir, spec, data=data, model=model,
-                         training=training, seed=loop.seed)
-    dirs[spec] = run_dir
-    done = run_cache.finished_results(run_dir, results_file=RESULTS_FILE)
-    if done is None:
-      logging.info('%s: training in %s', spec.name, run_dir)
-      done = run_engine(spec, task=task, model=model, training=training,
-                        loop=loop, run_dir=run_dir,
-                        generic_dir=dirs.get(generic),
-                        generic_domain=data.generic_domain)
-    else:
-      logging.info('%s: done before, read from %s', spec.name, run_dir)
-    done['run_dir'] = os.path.relpath(run_dir, output_dir)
-    results[spec.name] = done
-  write_report(results, output_dir, data=data, command=command,
-               truncated=task.truncated())
-  return results
-
-
-def write_report(results: Mapping[str, Mapping[str, Any]], output_dir: str, *,
-                 data: nmt_task.DataConfig, command: str = '',
-                 truncated: Optional[Mapping[str, Any]] = None) -> str:
-  """Writes `results.md` (the paper's tables), `results.json` and the
-  federated engines' merged-dev BLEU by round (`dev_bleu.png`; its points
-  are `results.json`'s `dev_bleu_by_round`).
-
-  Returns:
-    The Markdown tables.
-  """
-  tables = nmt_report.nmt_tables_markdown(
-      results, domains=data.domains, generic_domain=data.generic_domain)
-  signatures = sorted({r['sacrebleu'] for r in results.values()
-                       if r.get('sacrebleu')})
-  federated = {name: r['records']['federated'] for name, r in results.items()
-               if r['spec']['kind'] == 'federated'}
-  figures = []
-  dev_bleu = collections.OrderedDict(
-      (name, plots.metric_series(records, DEV_PLOT_METRIC))
-      for name, records in federated.items())
-  if any(rounds for rounds, _ in dev_bleu.values()):
-    plots.plot_metric_by_round(
-        dev_bleu, os.path.join(output_dir, DEV_PLOT_FILE),
-        y_label='dev BLEU, mean over domains', title='Federated server model')
-    figures.append(DEV_PLOT_FILE)
-  elif federated:
-    logging.warning('No federated engine recorded %s (--eval_every?): %s is '
-                    'not written.', DEV_PLOT_METRIC, DEV_PLOT_FILE)
-  training_lib.write_json(os.path.join(output_dir, RESULTS_FILE),
-                          collections.OrderedDict(
-                              command=command, data=data,
-                              sacrebleu=signatures, truncated=truncated,
-                              engines={n: {k: v for k, v in r.items()
-                                           if k != 'records'}
-                                       for n, r in results.items()},
-                              figures=figures,
-                              dev_bleu_by_round=collections.OrderedDict(
-                                  (name, collections.OrderedDict(
-                                      rounds=rounds, values=values))
-                                  for name, (rounds, values)
-                                  in dev_bleu.items())))
-  with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
-    f.write('# Federated mixed-domain NMT: BLEU (SacreBLEU, detokenized)\n\n')
-    if command:
-      f.write(f'Command:\n\n```sh\n{command}\n```\n\n')
-    f.write(f'SacreBLEU signature: {", ".join(signatures) or "–"}. Test '
-            'sentences per domain: ' + ', '.join(
-                f'{d} {n}' for d, n in next(iter(results.values()))[
-                    'test_sentences'].items()) + '.\n\n' + tables + '\n')
-    if figures:
-      f.write('\nFigures: ' + ', '.join(f'`{p}`' for p in figures) + '.\n')
-  print(tables)
-  print(f'\nSacreBLEU signature: {", ".join(signatures) or "–"}')
-  print(f'Written to {os.path.join(output_dir, TABLE_FILE)}.')
-  return tables
+  runs = collections.OrderedDict()
+  generic_dir = None
+  for seed in seeds:
+    results = runs[seed] = collections.OrderedDict()
+    for spec in needed:
+      if spec == generic and seed != first:
+        continue
+      run_dir = engine_dir(output_dir, spec, data=data, model=model,
+                           training=training, seed=seed, generic_seed=first,
+                           corpus=corpus)
+      done = run_cache.finished_results(run_dir, results_file=RESULTS_FILE)
+      if done is None:
+        logging.info('%s, seed %d: training in %s', spec.name, seed, run_dir)
+        done = run_engine(spec, task=task, model=model, training=training,
+                          loop=dataclasses.replace(loop, seed=seed),
+                          run_dir=run_dir, generic_dir=generic_dir)
+      else:
+        logging.info('%s, seed %d: done before, read from %s', spec.name,
+                     seed, run_dir)
+      if spec == generic:
+        generic_dir = run_dir
+      done['run_dir'] = os.path.relpath(run_dir, output_dir)
+      results[spec.name] = done
+  nmt_results.write_report(runs, output_dir, task=task, data=data,
+                           command=command)
+  return runs

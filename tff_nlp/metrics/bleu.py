@@ -19,6 +19,7 @@ import math
 import numbers
 from typing import Any, Optional
 
+import numpy as np
 from sacrebleu.metrics import bleu as sacrebleu_bleu
 
 # A cell without a number.
@@ -115,6 +116,41 @@ def corpus_bleu(hypotheses: Sequence[str],
       hypothesis_length=int(result.sys_len),
       reference_length=int(result.ref_len),
   )
+
+
+# Columns of `sentence_statistics`: hypothesis and reference length, then
+# matched and total n-grams for n = 1..4 (SacreBLEU's order).
+NUM_STATISTICS = 10
+
+
+def sentence_statistics(hypotheses: Sequence[str],
+                        references: Sequence[str]) -> np.ndarray:
+  """int64[n, 10]: SacreBLEU's sufficient statistics of each sentence.
+
+  Summed over any multiset of sentences, they give that corpus's BLEU
+  (`score_from_statistics`): what SacreBLEU's own paired bootstrap resamples.
+  Same settings as `corpus_bleu`.
+  """
+  _check_texts(hypotheses, 'hypotheses')
+  _check_texts(references, 'references')
+  if len(hypotheses) != len(references) or not hypotheses:
+    raise ValueError(
+        f'sentence_statistics needs one reference per hypothesis and at '
+        f'least one of each; got {len(hypotheses)} hypotheses and '
+        f'{len(references)} references.')
+  stats = sacrebleu_bleu.BLEU()._extract_corpus_statistics(  # pylint: disable=protected-access
+      list(hypotheses), [list(references)])
+  return np.asarray(stats, dtype=np.int64).reshape(-1, NUM_STATISTICS)
+
+
+def score_from_statistics(statistics: np.ndarray) -> float:
+  """Corpus BLEU (percent) of summed `sentence_statistics` (int[10])."""
+  statistics = np.asarray(statistics)
+  if statistics.shape != (NUM_STATISTICS,):
+    raise ValueError(f'Expected {NUM_STATISTICS} summed statistics, got '
+                     f'shape {statistics.shape}.')
+  return float(sacrebleu_bleu.BLEU()._compute_score_from_stats(  # pylint: disable=protected-access
+      [int(v) for v in statistics]).score)
 
 
 def _cell(value: float) -> str:

@@ -189,3 +189,45 @@ def nmt_tables_markdown(results: Mapping[str, Mapping[str, Any]], *,
                  '\n\nA client model is the client\'s weights after its last '
                  'local fine-tuning.\n\n' + federated_table(r, domains))
   return '\n\n'.join(parts)
+
+
+def _interval(value: float, ci95) -> str:
+  if ci95 is None:
+    return f'{value:.2f} (n=1)'
+  return f'{value:.2f} [{ci95[0]:.2f}, {ci95[1]:.2f}]'
+
+
+def seeds_table(summaries: Mapping[str, Mapping[str, Any]],
+                domains: Sequence[str]) -> str:
+  """Every engine's mean BLEU over seeds with its 95 % seed interval, per
+  test set and on average, with the parameters a client pulls relative to
+  the default mode and the time per seed (`nmt_seeds.summarize_engine`)."""
+  header = ['Engine', 'seeds', *domains, 'avg [95% CI]', 'pulled vs default',
+            'minutes per seed']
+  lines = ['| ' + ' | '.join(header) + ' |',
+           '|---|---:|' + '---:|' * (len(header) - 2)]
+  for key, s in summaries.items():
+    fraction = s.get('pulled_fraction')
+    minutes = s.get('seconds_mean')
+    lines.append('| ' + ' | '.join([
+        key, str(len(s['seeds'])), *(f'{s["bleu"][d]:.2f}' for d in domains),
+        _interval(s['bleu_avg'], s['bleu_avg_ci95']),
+        f'{fraction:.3f}×' if fraction is not None else '–',
+        f'{minutes / 60:.1f}' if minutes is not None else '–']) + ' |')
+  return '\n'.join(lines)
+
+
+def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
+  """A - B of average BLEU with the seed and paired-bootstrap intervals
+  and the verdict (`nmt_seeds.compare`)."""
+  lines = ['| A − B | difference | 95% CI, seeds (paired) | 95% CI, paired '
+           'bootstrap over test sentences | verdict |',
+           '|---|---:|---:|---:|---|']
+  for c in comparisons:
+    seeds = c['seed_ci95']
+    boot = c['bootstrap_ci95']
+    lines.append(
+        f'| {c["a"]} − {c["b"]} | {c["difference"]:+.2f} | '
+        + (f'[{seeds[0]:+.2f}, {seeds[1]:+.2f}]' if seeds else '–')
+        + f' | [{boot[0]:+.2f}, {boot[1]:+.2f}] | {c["verdict"]} |')
+  return '\n'.join(lines)

@@ -46,9 +46,11 @@ class DataConfig:
   """Which sentence pairs, and how they become token ids.
 
   Attributes:
-    domains: Domain (client) names of the folder of domains, the generic
-      one included.
-    generic_domain: The domain the generic engine is trained on.
+    domains: Domain (client) names of the folder of domains.
+    generic_domain: The domain folder the generic engine is trained on:
+      one of `domains` (the paper's setting on `nmt_de_en`: news is both
+      the generic corpus and a client) or a folder that is no client
+      (`nmt_de_en_large`'s `generic/`).
     vocabulary_size: Upper bound of the joint subword vocabulary.
     max_length: Source and target tokens; longer sentences are truncated
       (counted in the results).
@@ -64,9 +66,11 @@ class DataConfig:
   max_eval_examples: int = 0
 
   def __post_init__(self):
-    if self.generic_domain not in self.domains:
-      raise ValueError(f'generic_domain {self.generic_domain!r} is not one '
-                       f'of the domains {list(self.domains)}.')
+    if not self.domains:
+      raise ValueError('domains: no domain (client) given.')
+    if not self.generic_domain:
+      raise ValueError('generic_domain: empty; name the domain folder of '
+                       'the generic engine.')
     if len(set(self.domains)) != len(self.domains):
       raise ValueError(f'domains repeat: {list(self.domains)}.')
     for name in ('vocabulary_size', 'max_length'):
@@ -102,6 +106,15 @@ class TrainingConfig:
       'tensors' (the paper's text: half the tensors) or 'parameters' (half
       the parameters, as the paper's Table 6 reports;
       `tensor_selection`). Centralised engines ignore it.
+    steps_per_round: Centralised engines: 0 makes a round (a checkpoint)
+      of each epoch; S > 0 cuts the same stream of epochs into rounds of S
+      batches, so a long epoch is checkpointed (and resumable) every S
+      steps. Each round starts a fresh optimizer state (a round is a
+      one-client FedAvg round), so S also sets how often Adam's moments
+      restart. Federated engines ignore it.
+    score_client_models: Whether a federated engine's client models are
+      scored on every test set beside its server model (six models' worth
+      of decoding with five clients); False scores the server only.
   """
 
   client_optimizer: str = 'adam'
@@ -115,6 +128,8 @@ class TrainingConfig:
   controller_layers: tuple[int, ...] = (0, 3)
   max_weight_share: Optional[float] = None
   split_by: str = 'tensors'
+  steps_per_round: int = 0
+  score_client_models: bool = True
 
   def __post_init__(self):
     if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
@@ -126,6 +141,9 @@ class TrainingConfig:
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got '
                          f'{getattr(self, name)}.')
+    if self.steps_per_round < 0:
+      raise ValueError(f'steps_per_round must be >= 0, got '
+                       f'{self.steps_per_round}.')
     if self.max_weight_share is not None:
       weight_cap.check_max_share(self.max_weight_share)
     tensor_selection.check_split_by(self.split_by)
@@ -152,11 +170,30 @@ class EncodedCorpus:
 
 @dataclasses.dataclass
 class NmtTask:
-  """The domains' data, tokenized, and the joint tokenizer."""
+  """The domains' data, tokenized, and the joint tokenizer.
+
+  Attributes:
+    domains: The clients, in order (client `i` is `domains[i]`).
+    tokenizer: The joint subword tokenizer.
+    splits: domain -> split -> data, for every client and the generic
+      domain.
+    generic_domain: The generic engine's corpus (a client or not).
+    folder: The folder of domains the data was read from.
+  """
 
   domains: tuple[str, ...]
   tokenizer: subword_tokenizer.SubwordTokenizer
-  splits: dict[str, dict[str, EncodedCorpus]]  # domain -> split -> data
+  splits: dict[str, dict[str, EncodedCorpus]]
+  generic_domain: str
+  folder: str = ''
+
+  def client_weights(self) -> collections.OrderedDict:
+    """Each client's training pairs and share of them (a federated round's
+    weight before any cap): `{domain: {'examples': n_k, 'share': n_k/n}}`."""
+    sizes = [len(self.splits[d]['train']) for d in self.domains]
+    return collections.OrderedDict(
+        (d, collections.OrderedDict(examples=n, share=n / sum(sizes)))
+        for d, n in zip(self.domains, sizes))
 
   def truncated(self) -> dict[str, dict[str, dict[str, int]]]:
     return {d: {s: {'sources': v.encoded.truncated_sources,
@@ -166,7 +203,8 @@ class NmtTask:
 
 
 def select_domains(data_dir: Optional[str],
-                   requested: Sequence[str] = ()) -> tuple[str, ...]:
+                   requested: Sequence[str] = (), *,
+                   generic_domain: Optional[str] = None) -> tuple[str, ...]:
   """The domains (clients) of a run: `requested`, or every domain found.
 
   Args:
@@ -174,7 +212,10 @@ def select_domains(data_dir: Optional[str],
       it (`nmt.find_nmt_dir`).
     requested: Domain names; empty for every domain folder of `data_dir`,
       in `nmt.list_domains` order (the paper's five first, then any other
-      sorted by name).
+      sorted by name), except `generic_domain` when it is none of the
+      paper's five (`nmt_de_en_large`'s `generic/` is the generic engine's
+      corpus, not a client).
+    generic_domain: The generic engine's domain folder.
 
   Returns:
     The domains. With `requested`, a domain folder found but not requested
@@ -187,9 +228,12 @@ def select_domains(data_dir: Optional[str],
   folder = nmt.find_nmt_dir(data_dir)
   found = nmt.list_domains(folder)
   if not requested:
-    logging.info('Domains of %s: %s', folder, ', '.join(found))
-    return found
-  unused = [d for d in found if d not in requested and d not in nmt.DOMAINS]
+    clients = tuple(d for d in found
+                    if d != generic_domain or d in nmt.DOMAINS)
+    logging.info('Domains (clients) of %s: %s', folder, ', '.join(clients))
+    return clients
+  unused = [d for d in found if d not in requested and d not in nmt.DOMAINS
+            and d != generic_domain]
   if unused:
     logging.warning(
         'Domain folders of %s not used, as --domains does not list them: '
@@ -200,10 +244,11 @@ def select_domains(data_dir: Optional[str],
 
 def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                  tokenizer_dir: str) -> NmtTask:
-  """Loads, subsets and tokenizes the domains.
+  """Loads, subsets and tokenizes the domains and the generic corpus.
 
   The tokenizer is read from `tokenizer_dir` when it holds one, else trained
-  on both sides of every domain's training pairs and written there.
+  on both sides of the training pairs of every domain and of the generic
+  corpus, and written there.
 
   Args:
     config: The data configuration.
@@ -216,13 +261,16 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
     The `NmtTask`.
   """
   folder = nmt.find_nmt_dir(data_dir)
+  loaded = tuple(config.domains) + (
+      () if config.generic_domain in config.domains
+      else (config.generic_domain,))
   corpora = nmt.load_domains(
-      folder, config.domains,
+      folder, loaded,
       max_train=config.max_train_examples or None,
       max_eval=config.max_eval_examples or None, seed=seed)
   tokenizer = subword_tokenizer.load_or_train(
       tokenizer_dir,
-      lambda: [t for d in config.domains
+      lambda: [t for d in loaded
                for side in (corpora[d]['train'].sources,
                             corpora[d]['train'].targets) for t in side],
       config.vocabulary_size)
@@ -231,8 +279,9 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
           tokenizer, c.sources, c.targets, source_length=config.max_length,
           target_length=config.max_length))
           for s, c in corpora[d].items()}
-      for d in config.domains}
-  return NmtTask(tuple(config.domains), tokenizer, splits)
+      for d in loaded}
+  return NmtTask(tuple(config.domains), tokenizer, splits,
+                 generic_domain=config.generic_domain, folder=folder)
 
 
 def model_config(base: seq2seq.Seq2SeqConfig, task: NmtTask,
@@ -271,28 +320,80 @@ def build_centralized_process(model: seq2seq.Seq2SeqConfig,
       with_client_config=True)
 
 
+# What TFF's runtime takes of a dataset argument (its limit is 100 MiB).
+MAX_ROUND_BYTES = 90 * 2**20
+
+
+def _batches_per_epoch(data: EncodedCorpus, training: TrainingConfig) -> int:
+  return -(-len(data) // training.batch_size)
+
+
+def centralized_rounds(data: EncodedCorpus, training: TrainingConfig,
+                       epochs: int) -> int:
+  """The rounds of `epochs` epochs on `data`: `epochs`, or, with
+  `steps_per_round` S, ceil(epochs · batches per epoch / S)."""
+  if not training.steps_per_round:
+    return epochs
+  total = epochs * _batches_per_epoch(data, training)
+  return -(-total // training.steps_per_round)
+
+
 def centralized_client_data_fn(
-    data: EncodedCorpus, training: TrainingConfig, seed: int
+    data: EncodedCorpus, training: TrainingConfig, seed: int, *,
+    epochs: int = 1,
 ) -> Callable[[int, Sequence[int]], list[tf.data.Dataset]]:
-  """The one client's data of a `build_centralized_process` round: an epoch.
+  """The one client's data of a `build_centralized_process` round.
+
+  Epoch e (1-based) is `data` in the order seeded by `(seed, e)`. Without
+  `steps_per_round`, round r is epoch r; with it (S), the epochs are one
+  stream of batches and round r is its batches (r-1)·S to r·S - 1, the last
+  round what is left (`centralized_rounds`).
 
   Args:
     data: The training pairs (e.g. `union` of several domains).
-    training: Batch size and learning rate.
-    seed: Seeds the shuffling, with the round.
+    training: Batch size, learning rate and `steps_per_round`.
+    seed: Seeds the shuffling, with the epoch.
+    epochs: The epochs of the stream (used with `steps_per_round`).
 
   Returns:
     `(round_num, client_ids) -> [dataset]`, as `training.run_training`
     takes it.
   """
+  steps = training.steps_per_round
+  per_epoch = _batches_per_epoch(data, training)
+  if not steps:
+    size = sum(v.nbytes for v in data.x.values()) + data.y.nbytes
+    if size > MAX_ROUND_BYTES:
+      raise ValueError(
+          f'{len(data)} training pairs ({size / 2**20:.0f} MiB of token ids) '
+          f'are too many for one round: TFF does not send a dataset over '
+          f'{MAX_ROUND_BYTES / 2**20:.0f} MiB to its runtime. Set '
+          f'steps_per_round (--steps_per_round), e.g. 500.')
 
   def client_data(round_num, client_ids):
     del client_ids
-    return [algorithms.with_client_config(
-        seq2seq_examples.train_dataset(
+    if not steps:
+      batches = seq2seq_examples.train_dataset(
+          data, batch_size=training.batch_size,
+          shuffle_seed=(seed, round_num))
+    else:
+      first = (round_num - 1) * steps
+      count = min(steps, epochs * per_epoch - first)
+      if count <= 0:
+        raise ValueError(f'Round {round_num} is past the {epochs} epochs of '
+                         f'{per_epoch} batches in rounds of {steps}.')
+      batches = None
+      while count:
+        number, offset = divmod(first, per_epoch)
+        taken = min(count, per_epoch - offset)
+        piece = seq2seq_examples.train_dataset(
             data, batch_size=training.batch_size,
-            shuffle_seed=(seed, round_num)),
-        learning_rate=training.learning_rate, num_epochs=1)]
+            shuffle_seed=(seed, number + 1), first_batch=offset,
+            num_batches=taken)
+        batches = piece if batches is None else batches.concatenate(piece)
+        first, count = first + taken, count - taken
+    return [algorithms.with_client_config(
+        batches, learning_rate=training.learning_rate, num_epochs=1)]
 
   return client_data
 
@@ -353,8 +454,8 @@ def federated_client_data_fn(
       train = task.splits[domains[i]]['train']
       batches = seq2seq_examples.train_dataset(
           train, batch_size=training.batch_size,
-          shuffle_seed=(seed, round_num, i)).repeat().take(
-              training.local_steps)
+          shuffle_seed=(seed, round_num, i),
+          num_batches=training.local_steps)
       data.append(dynamic_pulling.client_data(
           algorithms.with_client_config(
               batches, learning_rate=training.learning_rate, num_epochs=1),

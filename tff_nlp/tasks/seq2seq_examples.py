@@ -122,18 +122,45 @@ def length_grouped_order(source_lengths: np.ndarray,
 
 
 def train_dataset(data: Examples, *, batch_size: int,
-                  shuffle_seed: Sequence[int]) -> tf.data.Dataset:
-  """One epoch of `data` in a seeded, length-grouped order, batched.
+                  shuffle_seed: Sequence[int], first_batch: int = 0,
+                  num_batches: Optional[int] = None) -> tf.data.Dataset:
+  """Batches of one epoch of `data` in a seeded, length-grouped order.
 
   See `length_grouped_order`; each batch is cut to its longest example.
+  By default the whole epoch; with `first_batch` and `num_batches`, the
+  batches `first_batch` .. `first_batch + num_batches - 1` of it, going
+  round the epoch again past its end (as `.repeat()` would). The dataset
+  holds only the rows it serves, so that a round's data stays small when the
+  TFF runtime serializes it (it refuses datasets over 100 MB, and a large
+  corpus is over that).
   """
   order = length_grouped_order(
       np.sum(data.x[seq2seq.ENCODER_TOKEN_IDS] != seq2seq.PAD_ID, axis=1),
       np.sum(data.y != seq2seq.PAD_ID, axis=1), batch_size=batch_size,
       rng=np.random.default_rng(list(shuffle_seed)))
-  x = collections.OrderedDict((k, v[order]) for k, v in data.x.items())
-  return tf.data.Dataset.from_tensor_slices((x, data.y[order])).batch(
-      batch_size).map(seq2seq_inputs.trim_padding)
+  per_epoch = -(-len(order) // batch_size)
+  if num_batches is None:
+    num_batches = per_epoch - first_batch
+  if first_batch < 0 or num_batches < 1:
+    raise ValueError(f'Batches {first_batch} .. {first_batch + num_batches - 1}'
+                     f' of an epoch of {per_epoch}: expected first_batch >= 0 '
+                     'and at least one batch.')
+  # Runs of consecutive batches, each ending at the epoch's end (where a
+  # partial batch may be) or at the last batch wanted.
+  pieces = []
+  batch, end = first_batch, first_batch + num_batches
+  while batch < end:
+    start = batch % per_epoch
+    stop = min(per_epoch, start + end - batch)
+    pieces.append(order[start * batch_size:stop * batch_size])
+    batch += stop - start
+  dataset = None
+  for rows in pieces:
+    x = collections.OrderedDict((k, v[rows]) for k, v in data.x.items())
+    piece = tf.data.Dataset.from_tensor_slices((x, data.y[rows])).batch(
+        batch_size)
+    dataset = piece if dataset is None else dataset.concatenate(piece)
+  return dataset.map(seq2seq_inputs.trim_padding)
 
 
 def decode(decode_fn, tokenizer, data: Examples, *,
