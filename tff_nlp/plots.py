@@ -8,6 +8,9 @@
 *   `plot_client_weight_shares`: each client's share of the round's weight
     (`client_weight_shares`, e.g. Lorar's |D_i|·ΔL_i normalised) against
     rounds, beside its `num_examples` share |D_i| / Σ|D_j|.
+*   `plot_intervals`: one row per method with its mean, 95 % interval and
+    per-seed values (e.g. BLEU of each NMT engine), optionally beside a
+    reference value (the paper's).
 
 The figures are drawn on Agg canvases of their own, not with pyplot: no
 global backend is chosen or changed and no display is needed.
@@ -289,4 +292,55 @@ def plot_metric_by_round(
     ax.set_title(title)
   ax.grid(alpha=0.3)
   ax.legend(fontsize='small')
+  fig.savefig(path, dpi=110)
+
+
+def plot_intervals(
+    rows: Mapping[str, tuple[float, Optional[Sequence[float]],
+                             Sequence[float]]],
+    path: str,
+    *,
+    x_label: str,
+    title: Optional[str] = None,
+    reference: Optional[Mapping[str, float]] = None,
+    reference_label: str = 'paper',
+) -> None:
+  """Saves one row per method: its mean, 95 % interval and per-seed values.
+
+  Args:
+    rows: `{label: (mean, [low, high] or None, per-seed values)}`, drawn top
+      to bottom in order: the mean as a bar end, the interval as an error
+      bar, each seed as a dot.
+    path: The PNG file to write.
+    x_label: What the values are.
+    title: Figure title.
+    reference: `{label: value}` drawn as open diamonds (e.g. the paper's
+      numbers), for the labels that have one.
+    reference_label: The legend's name of `reference`.
+  """
+  if not rows:
+    raise ValueError('Nothing to plot: rows is empty.')
+  fig, axes = _new_figure(1, 1, width=7.0, height=0.45 * len(rows) + 1.2)
+  ax = axes[0, 0]
+  labels = list(rows)
+  ys = np.arange(len(labels))[::-1]
+  for y, label in zip(ys, labels):
+    mean, interval, seeds = rows[label]
+    ax.barh(y, mean, color='#9ecae1', height=0.6)
+    if interval is not None:
+      ax.errorbar(mean, y, xerr=[[mean - interval[0]], [interval[1] - mean]],
+                  color='black', capsize=4, linewidth=1.2)
+    ax.plot(list(seeds), [y] * len(seeds), 'o', color='#08519c',
+            markersize=4, label='seed' if y == ys[0] else None)
+    if reference and label in reference:
+      ax.plot(reference[label], y, 'D', markerfacecolor='none',
+              color='#d94801',
+              label=reference_label if not ax.get_legend_handles_labels()[
+                  1].count(reference_label) else None)
+  ax.set_yticks(ys, labels)
+  ax.set_xlabel(x_label)
+  if title:
+    ax.set_title(title)
+  ax.grid(axis='x', alpha=0.3)
+  ax.legend(fontsize='small', loc='lower right')
   fig.savefig(path, dpi=110)

@@ -288,6 +288,8 @@ class RunNmtExecutionTest(tf.test.TestCase):
     table = (tmp_path / 'results.md').read_text()
     self.assertIn('| dp_l_r1 | 2 |', table)
     self.assertIn('| fedavg_default_r1 − dp_l_r1 |', table)
+    self.assertIn('bleu_avg.png', report['figures'])
+    self.assertGreater((tmp_path / 'bleu_avg.png').stat().st_size, 0)
 
   def test_repeated_seed_is_refused(self):
     with self.assertRaisesRegex(errors.InputError, '--seeds'):

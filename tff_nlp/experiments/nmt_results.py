@@ -25,6 +25,7 @@ from tff_nlp.tasks import nmt as nmt_task
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
 DEV_PLOT_FILE = 'dev_bleu.png'
+BLEU_PLOT_FILE = 'bleu_avg.png'
 # What DEV_PLOT_FILE plots (and results.json's `dev_bleu_by_round` holds):
 # the flat key 'dev_bleu/avg' of each round's 'eval' record.
 DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
@@ -119,7 +120,16 @@ def write_report(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
   first = runs[seeds[0]]
   federated = {name: r['records']['federated'] for name, r in first.items()
                if r['spec']['kind'] == 'federated'}
-  figures = []
+  figures = [BLEU_PLOT_FILE]
+  plots.plot_intervals(
+      collections.OrderedDict(
+          (key, (summary['bleu_avg'], summary['bleu_avg_ci95'],
+                 [entry['bleu_avg'] for entry in summary['seeds'].values()]))
+          for key, summary in summaries.items()),
+      os.path.join(output_dir, BLEU_PLOT_FILE),
+      x_label='BLEU, average over the test sets (mean over seeds, 95% CI)',
+      title=f'{os.path.basename(task.folder)}: every engine',
+      reference=nmt_report.paper_averages(summaries))
   dev_bleu = collections.OrderedDict(
       (name, plots.metric_series(records, DEV_PLOT_METRIC))
       for name, records in federated.items())

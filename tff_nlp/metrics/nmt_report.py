@@ -191,6 +191,20 @@ def nmt_tables_markdown(results: Mapping[str, Mapping[str, Any]], *,
   return '\n\n'.join(parts)
 
 
+def paper_averages(summaries: Mapping[str, Mapping[str, Any]]
+                   ) -> dict[str, float]:
+  """The paper's five-test-set average for each summary (keyed by
+  `nmt_seeds.report_key`) it reports: its 5-round modes and Table 3."""
+  averages = {}
+  for key, summary in summaries.items():
+    spec = summary['spec']
+    if spec['kind'] == 'federated' and _paper_comparable(spec):
+      averages[key] = PAPER_SERVER[spec['mode']]['avg']
+    elif spec['kind'] in PAPER_CENTRALIZED:
+      averages[key] = PAPER_CENTRALIZED[spec['kind']]['avg']
+  return averages
+
+
 def _interval(value: float, ci95) -> str:
   if ci95 is None:
     return f'{value:.2f} (n=1)'
