@@ -40,6 +40,7 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
       ('generic', nmt.EngineSpec('generic')),
       (' chained ', nmt.EngineSpec('chained')),
       ('single:php_docs', nmt.EngineSpec('single', domain='php_docs')),
+      ('finetuned:php_docs', nmt.EngineSpec('finetuned', domain='php_docs')),
       ('federated:dp_l', nmt.EngineSpec('federated', mode='dp_l', rounds=7)),
       ('federated:random:10', nmt.EngineSpec('federated', mode='random',
                                              rounds=10)),
@@ -54,7 +55,8 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters('federated:dp_x', 'federated:dp_l:zero',
                             'federated:dp_l:0', 'single', 'local',
                             'generic:2', 'single:a:b',
-                            'federated:dp_l:rms:l2', 'federated:dp_l:2:3')
+                            'federated:dp_l:rms:l2', 'federated:dp_l:2:3',
+                            'finetuned', 'finetuned:a:b')
   def test_engine_spec_parse_rejects(self, spec):
     with self.assertRaisesRegex(errors.InputError, '--engines'):
       nmt.EngineSpec.parse(spec)
@@ -95,7 +97,8 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_option_keys_only_the_engines_it_changes(self, field, default,
                                                    value, changed):
-    engines = ('generic', 'single:php_docs', 'combined', 'chained',
+    engines = ('generic', 'single:php_docs', 'finetuned:php_docs',
+               'combined', 'chained',
                'federated:default', 'federated:dp_l', 'federated:random',
                'federated:controllers')
 
@@ -178,13 +181,20 @@ class RunNmtExecutionTest(tf.test.TestCase):
 
   def test_tiny_run_trains_every_kind_and_reports(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
-    engines = ['single:ubuntu_l10n', 'chained', 'federated:dp_l',
-               'federated:controllers']
+    engines = ['single:ubuntu_l10n', 'finetuned:ubuntu_l10n', 'chained',
+               'federated:dp_l', 'federated:controllers']
     results = _run(tmp_path, engines)[0]
     # The generic engine is trained first: the others start from it.
     self.assertEqual(list(results), [
-        'generic', 'single-ubuntu_l10n', 'chained', 'federated-dp_l-r1',
-        'federated-controllers-r1'])
+        'generic', 'single-ubuntu_l10n', 'finetuned-ubuntu_l10n', 'chained',
+        'federated-dp_l-r1', 'federated-controllers-r1'])
+    # Fine-tuned from the generic engine (its key holds the generic's).
+    finetuned = results['finetuned-ubuntu_l10n']
+    self.assertEqual(finetuned['records']['train'][-1]['round'], 1)
+    self.assertEqual(
+        nmt.engine_key(nmt.EngineSpec('finetuned', domain='ubuntu_l10n'),
+                       data=_DATA, model=_MODEL, training=_TRAINING,
+                       seed=0)['generic']['spec'], nmt.EngineSpec('generic'))
 
     federated = results['federated-dp_l-r1']
     self.assertEqual(list(federated['bleu']), ['server', 'client wmt_news',
@@ -226,6 +236,7 @@ class RunNmtExecutionTest(tf.test.TestCase):
 
     table = (tmp_path / 'results.md').read_text()
     self.assertIn('| ubuntu_l10n engine | ours |', table)
+    self.assertIn('| ubuntu_l10n engine, from the generic | ours |', table)
     self.assertIn('| chained | paper | – | – | 21.80 |', table)
     self.assertIn('| DP_l (less active half) | 1 | ours |', table)
     self.assertGreater((tmp_path / 'dev_bleu.png').stat().st_size, 0)

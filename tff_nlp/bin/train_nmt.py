@@ -8,7 +8,8 @@ on the German→English domains and writes the paper's BLEU tables (single-
 domain engines, centralised baselines, federated server and client models,
 pulled parameters per mode) to `<output_dir>/results.md`; see
 `tff_nlp.experiments.nmt`. Engines: `generic`, `single:<domain>`,
-`combined`, `chained`, `federated:<mode>[:<rounds>][:rms]` with a mode of
+`finetuned:<domain>`, `combined`, `chained`,
+`federated:<mode>[:<rounds>][:rms]` with a mode of
 `tff_nlp.algorithms.dynamic_pulling` (default, dp_g, dp_l, random, dp_l_33,
 controllers). `--max_weight_share` caps any domain's share of a federated
 round's weight (`tff_nlp.algorithms.weight_cap`). Each engine is cached
@@ -102,7 +103,8 @@ _ENGINES = flags.DEFINE_list(
     ['generic', 'combined', 'chained', 'federated:default',
      'federated:dp_l', 'federated:dp_g', 'federated:random',
      'federated:dp_l_33', 'federated:controllers'],
-    'Engines: generic, single:<domain>, combined, chained, '
+    'Engines: generic, single:<domain> (from scratch), finetuned:<domain> '
+    '(the generic engine fine-tuned on one domain), combined, chained, '
     'federated:<mode>[:<rounds>][:<change_norm>] (rounds default: --rounds; '
     'change_norm l2, the paper, or rms).')
 _SEEDS = flags.DEFINE_list(

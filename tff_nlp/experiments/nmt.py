@@ -17,6 +17,9 @@ model per client). `run_engine` trains one; its kinds:
     it is trained once, with the first;
 *   `single`: trained from scratch on one domain (the paper's Table 2); the
     single-domain engine of the generic domain is the generic engine;
+*   `finetuned`: the generic engine fine-tuned on one domain alone (a
+    single-domain engine that starts from the generic engine, as every
+    engine but `single` does; the first step of chained fine-tuning);
 *   `combined`: the generic engine fine-tuned on the union of all domains'
     training data (centralised data combination, Table 3);
 *   `chained`: the generic engine fine-tuned on each other domain in turn,
@@ -62,7 +65,12 @@ from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.tasks import seq2seq_examples
 from tff_nlp.training import run_cache
 
-ENGINE_KINDS = ('generic', 'single', 'combined', 'chained', 'federated')
+ENGINE_KINDS = ('generic', 'single', 'finetuned', 'combined', 'chained',
+                'federated')
+# The kinds that start from the generic engine.
+_FROM_GENERIC = ('finetuned', 'combined', 'chained', 'federated')
+# The kinds trained on one domain.
+_ONE_DOMAIN = ('single', 'finetuned')
 TOKENIZER_DIR = 'tokenizer'
 MODEL_FILE = 'model.npz'
 RESULTS_FILE = nmt_results.RESULTS_FILE
@@ -79,7 +87,7 @@ class EngineSpec:
 
   Attributes:
     kind: One of `ENGINE_KINDS`.
-    domain: The domain of a `single` engine.
+    domain: The domain of a `single` or `finetuned` engine.
     mode: The dynamic-pulling mode of a `federated` engine
       (`tensor_selection.Mode`).
     rounds: Federated rounds.
@@ -98,8 +106,9 @@ class EngineSpec:
     if self.kind not in ENGINE_KINDS:
       raise ValueError(f'Unknown engine kind {self.kind!r}; expected one of '
                        f'{ENGINE_KINDS}.')
-    if (self.kind == 'single') != (self.domain is not None):
-      raise ValueError('A single-domain engine, and only it, names a domain.')
+    if (self.kind in _ONE_DOMAIN) != (self.domain is not None):
+      raise ValueError('A single-domain engine (single, finetuned), and only '
+                       'it, names a domain.')
     if self.kind == 'federated':
       if self.mode not in _MODES:
         raise ValueError(f'Unknown mode {self.mode!r}; expected one of '
@@ -117,8 +126,8 @@ class EngineSpec:
   def name(self) -> str:
     """'generic', 'single-php_docs', 'federated-dp_l-r5',
     'federated-dp_l-rms-r5', ..."""
-    if self.kind == 'single':
-      return f'single-{self.domain}'
+    if self.kind in _ONE_DOMAIN:
+      return f'{self.kind}-{self.domain}'
     if self.kind == 'federated':
       norm = '' if self.change_norm == 'l2' else f'-{self.change_norm}'
       return f'federated-{self.mode}{norm}-r{self.rounds}'
@@ -126,7 +135,8 @@ class EngineSpec:
 
   @classmethod
   def parse(cls, spec: str, *, default_rounds: int = 5) -> 'EngineSpec':
-    """'generic', 'combined', 'chained', 'single:<domain>' or
+    """'generic', 'combined', 'chained', 'single:<domain>',
+    'finetuned:<domain>' or
     'federated:<mode>[:<rounds>][:<change_norm>]' (`default_rounds` and
     'l2' if not given), e.g. 'federated:dp_l:10:rms'.
 
@@ -135,8 +145,8 @@ class EngineSpec:
     """
     kind, *rest = spec.strip().split(':')
     try:
-      if kind == 'single' and len(rest) == 1:
-        return cls('single', domain=rest[0])
+      if kind in _ONE_DOMAIN and len(rest) == 1:
+        return cls(kind, domain=rest[0])
       if kind == 'federated' and 1 <= len(rest) <= 3:
         options = {}
         for item in rest[1:]:
@@ -154,7 +164,8 @@ class EngineSpec:
       raise errors.InputError(f'--engines: {spec!r}: {e}') from None
     raise errors.InputError(
         f'--engines: {spec!r} is not an engine; expected generic, combined, '
-        f'chained, single:<domain> or federated:<mode>[:<rounds>]'
+        f'chained, single:<domain>, finetuned:<domain> or '
+        f'federated:<mode>[:<rounds>]'
         f'[:<change_norm>] with a mode from {list(_MODES)} and a change '
         f'norm from {list(dynamic_pulling.CHANGE_NORMS)}.')
 
@@ -305,7 +316,7 @@ def run_engine(
   start = time.perf_counter()
   seed = loop.seed
   initial = None
-  if spec.kind in ('combined', 'chained', 'federated'):
+  if spec.kind in _FROM_GENERIC:
     if generic_dir is None:
       raise ValueError(f'{spec.name} starts from the generic engine: pass '
                        'generic_dir.')
@@ -319,6 +330,11 @@ def run_engine(
         domain['train'], epochs=training.pretrain_epochs, initial=None,
         model=model, training=training, loop=loop, run_dir=run_dir,
         seed=seed)
+  elif spec.kind == 'finetuned':
+    weights, records['train'] = _train_centralized(
+        task.splits[spec.domain]['train'], epochs=training.finetune_epochs,
+        initial=initial, model=model, training=training, loop=loop,
+        run_dir=run_dir, seed=seed)
   elif spec.kind == 'combined':
     weights, records['train'] = _train_centralized(
         nmt_task.union([task.splits[d]['train'] for d in task.domains]),
@@ -401,8 +417,7 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
       beam_size=training.beam_size)
   if corpus != nmt_data.NMT_SUBDIR:
     key['corpus'] = corpus
-  if spec.kind in ('generic', 'single', 'combined', 'chained') and (
-      training.steps_per_round):
+  if spec.kind != 'federated' and training.steps_per_round:
     key['steps_per_round'] = training.steps_per_round
   if spec.kind in ('generic', 'single'):
     key['pretrain_epochs'] = training.pretrain_epochs
@@ -410,7 +425,7 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   key['generic'] = engine_key(
       EngineSpec('generic'), data=data, model=model, training=training,
       seed=seed if generic_seed is None else generic_seed, corpus=corpus)
-  if spec.kind in ('combined', 'chained'):
+  if spec.kind in ('finetuned', 'combined', 'chained'):
     key['finetune_epochs'] = training.finetune_epochs
   else:
     key['local_steps'] = training.local_steps
@@ -487,16 +502,16 @@ def run_nmt(
   generic = EngineSpec('generic')
   needed = []
   for spec in engines:
-    if spec.kind == 'single' and spec.domain not in data.domains:
+    if spec.kind in _ONE_DOMAIN and spec.domain not in data.domains:
       raise errors.InputError(
-          f'--engines: single:{spec.domain}: not one of the domains '
+          f'--engines: {spec.kind}:{spec.domain}: not one of the domains '
           f'{list(data.domains)}.')
     # The generic domain's single-domain engine is the generic engine.
     if spec.kind == 'single' and spec.domain == data.generic_domain:
       spec = generic
     if spec not in needed:
       needed.append(spec)
-  if any(e.kind in ('combined', 'chained', 'federated') for e in needed) and (
+  if any(e.kind in _FROM_GENERIC for e in needed) and (
       generic not in needed):
     needed.insert(0, generic)
   needed = [generic] * (generic in needed) + [e for e in needed

@@ -79,7 +79,8 @@ def _federated(results: Mapping[str, Mapping[str, Any]]):
 def single_domain_table(results: Mapping[str, Mapping[str, Any]],
                         domains: Sequence[str], generic_domain: str) -> str:
   """Table 2: each domain's engine (the generic engine for the generic
-  domain) on every test set; '' if there is none."""
+  domain), from scratch or fine-tuned from the generic engine, on every
+  test set; '' if there is none."""
   rows = collections.OrderedDict()
   for name, r in results.items():
     spec = r['spec']
@@ -87,6 +88,8 @@ def single_domain_table(results: Mapping[str, Mapping[str, Any]],
       rows[f'{generic_domain} engine (generic)'] = r['bleu'][name]
     elif spec['kind'] == 'single':
       rows[f'{spec["domain"]} engine'] = r['bleu'][name]
+    elif spec['kind'] == 'finetuned':
+      rows[f'{spec["domain"]} engine, from the generic'] = r['bleu'][name]
   if not rows:
     return ''
   return bleu.bleu_table_markdown(rows, columns=domains)

@@ -53,13 +53,14 @@ SERVER = 'server'
 
 def report_key(spec: Mapping[str, Any]) -> str:
   """An engine's key in the report: 'generic', 'single_php_docs',
+  'finetuned_php_docs',
   'data_combination', 'chained', 'fedavg_default', 'dp_l', 'dp_g',
   'random', 'dp_l_33', 'controllers'; a federated engine's change norm
   other than l2 and rounds other than the paper's 5 are appended, e.g.
   'dp_l_rms', 'fedavg_default_r2'."""
   kind = spec['kind']
-  if kind == 'single':
-    return f'single_{spec["domain"]}'
+  if kind in ('single', 'finetuned'):
+    return f'{kind}_{spec["domain"]}'
   if kind == 'combined':
     return 'data_combination'
   if kind != 'federated':
