@@ -170,11 +170,12 @@ class KeyOptionsTest(tf.test.TestCase):
                      self._key('generic', seed=2))
 
 
-def _run(output_dir, engines, seeds=(0,)):
+def _run(output_dir, engines, seeds=(0,), report_only=False):
   return nmt.run_nmt(
       engines=[nmt.EngineSpec.parse(e, default_rounds=1) for e in engines],
       data_dir=None, output_dir=str(output_dir), data=_DATA, model=_MODEL,
-      training=_TRAINING, loop=_LOOP, seeds=seeds, command='cmd')
+      training=_TRAINING, loop=_LOOP, seeds=seeds, report_only=report_only,
+      command='cmd')
 
 
 class RunNmtExecutionTest(tf.test.TestCase):
@@ -300,7 +301,21 @@ class RunNmtExecutionTest(tf.test.TestCase):
     self.assertIn('| dp_l_r1 | 2 |', table)
     self.assertIn('| fedavg_default_r1 − dp_l_r1 |', table)
     self.assertIn('bleu_avg.png', report['figures'])
+    # --report_only trains nothing: an engine not run yet (and a seed with
+    # no finished engine) is left out of the report.
+    partial = _run(tmp_path, ['combined', 'federated:random'],
+                   seeds=(3, 4, 5), report_only=True)
+    self.assertLen(os.listdir(tmp_path / 'engines'), 7)
+    self.assertEqual(list(partial[4]), ['combined'])
+    self.assertEqual(partial[5], {})
+    report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
+    self.assertEqual(report['seeds'], [3, 4])
+    self.assertEqual(list(report['engines']), ['generic', 'data_combination'])
     self.assertGreater((tmp_path / 'bleu_avg.png').stat().st_size, 0)
+
+  def test_report_only_without_finished_engines_is_refused(self):
+    with self.assertRaisesRegex(errors.InputError, '--report_only'):
+      _run(self.create_tempdir().full_path, ['combined'], report_only=True)
 
   def test_repeated_seed_is_refused(self):
     with self.assertRaisesRegex(errors.InputError, '--seeds'):

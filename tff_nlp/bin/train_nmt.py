@@ -107,6 +107,10 @@ _ENGINES = flags.DEFINE_list(
     '(the generic engine fine-tuned on one domain), combined, chained, '
     'federated:<mode>[:<rounds>][:<change_norm>] (rounds default: --rounds; '
     'change_norm l2, the paper, or rms).')
+_REPORT_ONLY = flags.DEFINE_bool(
+    'report_only', False,
+    'Train nothing: write the report of the engines finished so far (e.g. '
+    'while the same command runs elsewhere) and leave out the others.')
 _SEEDS = flags.DEFINE_list(
     'seeds', [],
     'Training seeds, each running every engine (the generic engine, the '
@@ -144,6 +148,7 @@ def main(argv):
         training=training,
         loop=common.loop_config_from_flags(),
         seeds=seeds,
+        report_only=_REPORT_ONLY.value,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.train_nmt']
                            + sys.argv[1:]),
     )

@@ -454,6 +454,7 @@ def run_nmt(
     training: nmt_task.TrainingConfig,
     loop: training_lib.LoopConfig,
     seeds: Sequence[int] = (),
+    report_only: bool = False,
     command: str = '',
 ) -> dict[int, dict[str, dict[str, Any]]]:
   """Runs (or reads back) each engine per seed, and the generic engine once.
@@ -464,7 +465,8 @@ def run_nmt(
   subsets, the tokenizer (trained once, in `output_dir/tokenizer`) and the
   one generic engine every other engine of every seed starts from, as in
   the paper; the other seeds vary what the engines do from there (batch
-  order, dropout, dynamic pulling's random draws).
+  order, dropout, dynamic pulling's random draws). The report is rewritten
+  after every engine trained, so it always shows the engines finished.
 
   Args:
     engines: The engines to train.
@@ -476,6 +478,8 @@ def run_nmt(
     loop: Checkpoint cadence and progress; its seed is the only seed when
       `seeds` is empty.
     seeds: Training seeds; empty for `[loop.seed]`.
+    report_only: Train nothing: report the engines finished so far (e.g.
+      from another process while a long benchmark runs) and skip the rest.
     command: The command line, for the report.
 
   Returns:
@@ -527,7 +531,14 @@ def run_nmt(
                            training=training, seed=seed, generic_seed=first,
                            corpus=corpus)
       done = run_cache.finished_results(run_dir, results_file=RESULTS_FILE)
-      if done is None:
+      trained = done is None
+      if trained and report_only:
+        logging.info('%s, seed %d: not finished, left out of the report.',
+                     spec.name, seed)
+        if spec == generic:
+          generic_dir = run_dir
+        continue
+      if trained:
         logging.info('%s, seed %d: training in %s', spec.name, seed, run_dir)
         done = run_engine(spec, task=task, model=model, training=training,
                           loop=dataclasses.replace(loop, seed=seed),
@@ -539,6 +550,12 @@ def run_nmt(
         generic_dir = run_dir
       done['run_dir'] = os.path.relpath(run_dir, output_dir)
       results[spec.name] = done
+      if trained:
+        nmt_results.write_report(runs, output_dir, task=task, data=data,
+                                 command=command)
+  if not any(runs.values()):
+    raise errors.InputError(
+        f'--report_only: no engine of --engines has finished in {output_dir}.')
   nmt_results.write_report(runs, output_dir, task=task, data=data,
                            command=command)
   return runs

@@ -93,6 +93,7 @@ def write_report(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
   Returns:
     The Markdown tables.
   """
+  runs = collections.OrderedDict((s, r) for s, r in runs.items() if r)
   summaries, comparisons = summarize(runs, output_dir, data.domains)
   by_engine = collections.OrderedDict()
   for seed, results in runs.items():
