@@ -76,6 +76,17 @@ def _check_texts(texts: Sequence[str], name: str) -> None:
       raise TypeError(f'{name}[{i}] is a {type(text)}; expected a str.')
 
 
+def _check_pairs(hypotheses: Sequence[str], references: Sequence[str],
+                 caller: str) -> None:
+  _check_texts(hypotheses, 'hypotheses')
+  _check_texts(references, 'references')
+  if len(hypotheses) != len(references) or not hypotheses:
+    raise ValueError(
+        f'{caller} needs one reference per hypothesis and at least one of '
+        f'each; got {len(hypotheses)} hypotheses and {len(references)} '
+        f'references.')
+
+
 def corpus_bleu(hypotheses: Sequence[str],
                 references: Sequence[str]) -> BleuResult:
   """SacreBLEU corpus BLEU with its default settings and one reference.
@@ -98,13 +109,7 @@ def corpus_bleu(hypotheses: Sequence[str],
       (the message gives both lengths).
     TypeError: If either is a single string or holds a non-string.
   """
-  _check_texts(hypotheses, 'hypotheses')
-  _check_texts(references, 'references')
-  if len(hypotheses) != len(references) or not hypotheses:
-    raise ValueError(
-        f'corpus_bleu needs one reference per hypothesis and at least one '
-        f'of each; got {len(hypotheses)} hypotheses and {len(references)} '
-        f'references.')
+  _check_pairs(hypotheses, references, 'corpus_bleu')
   metric = sacrebleu_bleu.BLEU()
   result = metric.corpus_score(list(hypotheses), [list(references)])
   return BleuResult(
@@ -131,13 +136,7 @@ def sentence_statistics(hypotheses: Sequence[str],
   (`score_from_statistics`): what SacreBLEU's own paired bootstrap resamples.
   Same settings as `corpus_bleu`.
   """
-  _check_texts(hypotheses, 'hypotheses')
-  _check_texts(references, 'references')
-  if len(hypotheses) != len(references) or not hypotheses:
-    raise ValueError(
-        f'sentence_statistics needs one reference per hypothesis and at '
-        f'least one of each; got {len(hypotheses)} hypotheses and '
-        f'{len(references)} references.')
+  _check_pairs(hypotheses, references, 'sentence_statistics')
   stats = sacrebleu_bleu.BLEU()._extract_corpus_statistics(  # pylint: disable=protected-access
       list(hypotheses), [list(references)])
   return np.asarray(stats, dtype=np.int64).reshape(-1, NUM_STATISTICS)
