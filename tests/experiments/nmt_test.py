@@ -261,8 +261,16 @@ class RunNmtExecutionTest(tf.test.TestCase):
     self.assertEqual(list(runs[4]), ['combined', 'federated-default-r1',
                                      'federated-dp_l-r1'])
     self.assertLen(os.listdir(tmp_path / 'engines'), 7)
+    # An engine's time: its rounds' (kept across resumes) plus scoring.
+    combined = runs[3]['combined']
+    self.assertEqual(combined['train_seconds'], pytest.approx(sum(
+        r.get('round_seconds', 0) for r in combined['records']['train'])))
+    self.assertGreater(combined['score_seconds'], 0)
     report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
     self.assertEqual(report['seeds'], [3, 4])
+    self.assertEqual(
+        report['engines']['data_combination']['seeds']['3']['seconds'],
+        pytest.approx(combined['train_seconds'] + combined['score_seconds']))
     self.assertEqual(list(report['engines']), [
         'generic', 'data_combination', 'fedavg_default_r1', 'dp_l_r1'])
     dp_l = report['engines']['dp_l_r1']

@@ -152,6 +152,19 @@ class SummaryTest(tf.test.TestCase):
     self.assertIn('| dp_l | 3 | 12.00 | 22.00 | 17.00 [12.03, 21.97] | '
                   '0.467× | 1.0 |', table)
 
+  def test_engine_seconds(self):
+    self.assertEqual(nmt_seeds.engine_seconds(
+        {'seconds': 5.0, 'train_seconds': 100.0, 'score_seconds': 7.0}), 107)
+    # Older results: a resumed run's last invocation only scored (5 s);
+    # its rounds took 60 + 40 s. A run never resumed: all in `seconds`.
+    rounds = {'train': [{'round': 0}, {'round': 1, 'round_seconds': 60.0},
+                        {'round': 2, 'round_seconds': 40.0}]}
+    self.assertEqual(nmt_seeds.engine_seconds(
+        {'seconds': 5.0, 'records': rounds}), 100)
+    self.assertEqual(nmt_seeds.engine_seconds(
+        {'seconds': 130.0, 'records': rounds}), 130)
+    self.assertIsNone(nmt_seeds.engine_seconds({'records': {}}))
+
   def test_one_seed_has_no_interval(self):
     summary = nmt_seeds.summarize_engine(
         {0: _result('combined', 'combined', {'a': 3.0})}, ['a'])

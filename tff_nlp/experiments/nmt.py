@@ -367,6 +367,7 @@ def run_engine(
     if training.score_client_models:
       scored[f'client {domain}'] = client_weights
   scores, signature = {}, None
+  scoring_start = time.perf_counter()
   os.makedirs(os.path.join(run_dir, PREDICTIONS_DIR), exist_ok=True)
   for name, model_weights in scored.items():
     results, translations = evaluator.bleu(model_weights)
@@ -387,7 +388,12 @@ def run_engine(
       test_sentences={d: len(task.splits[d]['test']) for d in task.domains},
       client_weights=task.client_weights() if spec.kind == 'federated'
       else None,
-      records=records, seconds=time.perf_counter() - start)
+      records=records, seconds=time.perf_counter() - start,
+      # The whole engine's cost, over every invocation that trained it:
+      # its rounds' times (kept across resumes) and this scoring.
+      train_seconds=sum(r.get('round_seconds', 0.0)
+                        for rounds in records.values() for r in rounds),
+      score_seconds=time.perf_counter() - scoring_start)
   training_lib.write_json(os.path.join(run_dir, RESULTS_FILE), results)
   logging.info('%s: BLEU %s', spec.name, scores)
   return training_lib.to_json_value(results)

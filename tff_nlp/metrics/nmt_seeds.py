@@ -106,6 +106,22 @@ def mean_pulled(result: Mapping[str, Any]) -> Optional[float]:
                           for r in records)
 
 
+def engine_seconds(result: Mapping[str, Any]) -> Optional[float]:
+  """An engine's cost: its rounds' training time over every invocation plus
+  its scoring (`train_seconds` + `score_seconds`). For results written
+  before those were kept, a lower bound: the larger of the last
+  invocation's `seconds` (all of a run never interrupted) and the sum of
+  its rounds' `round_seconds` (the training of a resumed one)."""
+  if 'train_seconds' in result:
+    return result['train_seconds'] + result['score_seconds']
+  rounds = sum(r.get('round_seconds', 0.0)
+               for records in result.get('records', {}).values()
+               for r in records)
+  if result.get('seconds') is None and not rounds:
+    return None
+  return max(result.get('seconds') or 0.0, rounds)
+
+
 def _pair(interval: intervals.Interval) -> Optional[list[float]]:
   if math.isnan(interval.low):
     return None
@@ -127,7 +143,8 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
 
   Returns:
     `engine`, `spec`, `seeds` (seed -> `bleu` per domain, `bleu_avg`,
-    `seconds`, `run_dir`, and federated `parameters_pulled_per_client_round`),
+    `seconds` (`engine_seconds`), `run_dir`, and federated
+    `parameters_pulled_per_client_round`),
     `bleu` and `bleu_ci95` per domain, `bleu_avg`, `bleu_avg_ci95` (`None`
     with one seed), `seconds_mean`, and federated `pulled_fraction` (the mean
     over seeds of pulled / default's pulled, when known).
@@ -144,7 +161,7 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
     entry = collections.OrderedDict(
         bleu=collections.OrderedDict((d, scores[d]) for d in domains),
         bleu_avg=statistics.fmean(scores[d] for d in domains),
-        seconds=result.get('seconds'), run_dir=result.get('run_dir'))
+        seconds=engine_seconds(result), run_dir=result.get('run_dir'))
     pulled = mean_pulled(result)
     if pulled is not None:
       entry['parameters_pulled_per_client_round'] = pulled
