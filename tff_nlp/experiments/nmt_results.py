@@ -32,6 +32,16 @@ DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
 
 
+def _by_engine(runs: Mapping[int, Mapping[str, Mapping[str, Any]]]
+               ) -> dict[str, dict[int, Mapping[str, Any]]]:
+  """seed -> engine -> results, regrouped as engine -> seed -> results."""
+  by_engine = collections.OrderedDict()
+  for seed, results in runs.items():
+    for name, result in results.items():
+      by_engine.setdefault(name, collections.OrderedDict())[seed] = result
+  return by_engine
+
+
 def _seed_means(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
   """The first seed's results with every model's BLEU averaged over the
   seeds (the paper-layout tables print these means)."""
@@ -51,10 +61,7 @@ def summarize(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
   """Per-engine summaries over seeds (`nmt_seeds.summarize_engine`, keyed
   by `nmt_seeds.report_key`) and the paper's comparisons among them
   (`nmt_seeds.compare`, reading the engines' test predictions)."""
-  by_engine = collections.OrderedDict()
-  for seed, results in runs.items():
-    for name, result in results.items():
-      by_engine.setdefault(name, collections.OrderedDict())[seed] = result
+  by_engine = _by_engine(runs)
   default_pulled = {}
   for per_seed in by_engine.values():
     for seed, result in per_seed.items():
@@ -95,10 +102,7 @@ def write_report(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
   """
   runs = collections.OrderedDict((s, r) for s, r in runs.items() if r)
   summaries, comparisons = summarize(runs, output_dir, data.domains)
-  by_engine = collections.OrderedDict()
-  for seed, results in runs.items():
-    for name, result in results.items():
-      by_engine.setdefault(name, collections.OrderedDict())[seed] = result
+  by_engine = _by_engine(runs)
   means = collections.OrderedDict(
       (name, _seed_means(per_seed)) for name, per_seed in by_engine.items())
   tables = nmt_report.nmt_tables_markdown(
