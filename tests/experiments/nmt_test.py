@@ -138,7 +138,9 @@ class KeyOptionsTest(tf.test.TestCase):
 
   def _key(self, engine, seed=0, **kwargs):
     training = nmt_task.TrainingConfig(
-        steps_per_round=kwargs.pop('steps_per_round', 0))
+        steps_per_round=kwargs.pop('steps_per_round', 0),
+        learning_rate_schedule=kwargs.pop('learning_rate_schedule',
+                                          'constant'))
     return nmt.engine_key(nmt.EngineSpec.parse(engine), data=_DATA,
                           model=_MODEL, training=training, seed=seed,
                           **kwargs)
@@ -153,6 +155,16 @@ class KeyOptionsTest(tf.test.TestCase):
     self.assertNotIn('steps_per_round', cut)
     self.assertEqual(cut['generic'], self._key('generic',
                                                steps_per_round=500))
+
+  def test_a_decaying_schedule_keys_every_engine(self):
+    # 'constant' keeps the keys of the engines trained before the option.
+    for engine in ('generic', 'combined', 'federated:dp_l'):
+      self.assertNotIn('learning_rate_schedule', self._key(engine))
+      self.assertEqual(self._key(engine, learning_rate_schedule='linear')[
+          'learning_rate_schedule'], 'linear')
+    self.assertEqual(
+        self._key('federated:dp_l', learning_rate_schedule='linear')[
+            'generic'], self._key('generic', learning_rate_schedule='linear'))
 
   def test_corpus_keys_every_engine_unless_the_default(self):
     self.assertEqual(self._key('federated:dp_l', corpus='nmt_de_en'),

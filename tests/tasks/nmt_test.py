@@ -11,9 +11,11 @@ import collections
 import pathlib
 from unittest import mock
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tff_nlp.algorithms import dynamic_pulling
 from tff_nlp.algorithms import tensor_selection
 from tff_nlp.data import nmt
 from tff_nlp.models import seq2seq
@@ -69,8 +71,9 @@ class FederatedProcessExecutionTest(tf.test.TestCase):
                                        max_weight_share=0.5)
     process = nmt_task.build_federated_process(
         _MODEL, training, num_clients=3, mode='default', change_norm='l2')
-    client_data = nmt_task.federated_client_data_fn(task, training, seed=0)
-    output = process.next(process.initialize(), client_data(0, [0, 1, 2]))
+    client_data = nmt_task.federated_client_data_fn(task, training, seed=0,
+                                                   rounds=1)
+    output = process.next(process.initialize(), client_data(1, [0, 1, 2]))
     self.assertAllClose(output.metrics['weight_cap'], collections.OrderedDict(
         max_share_before=0.75, max_share_after=0.5, num_capped=1,
         cap_infeasible=0))
@@ -105,8 +108,8 @@ class FederatedProcessExecutionTest(tf.test.TestCase):
       state = process.initialize()
       initial = _trainable(process.get_model_weights(state))
       output = process.next(
-          state, nmt_task.federated_client_data_fn(task, training, 0)(0,
-                                                                      [0, 1]))
+          state, nmt_task.federated_client_data_fn(
+              task, training, 0, rounds=1)(1, [0, 1]))
       expected = 0
       for weights in process.client_model_weights(output.state):
         norms = [np.linalg.norm(w - p)
@@ -167,6 +170,63 @@ class CentralizedRoundsTest(tf.test.TestCase):
   def test_negative_steps_per_round_is_refused(self):
     with self.assertRaisesRegex(ValueError, 'steps_per_round'):
       nmt_task.TrainingConfig(steps_per_round=-1)
+
+
+def _learning_rate(client_data):
+  return float(next(iter(client_data['config']))['learning_rate'])
+
+
+class LearningRateScheduleTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      # (R - r + 1) / R of 0.01 for R = 4: 0.01, 0.0075, 0.005, 0.0025.
+      ('linear', 4, [0.01, 0.0075, 0.005, 0.0025]),
+      ('linear', 1, [0.01]),
+      ('constant', 3, [0.01, 0.01, 0.01]),
+  )
+  def test_round_learning_rate(self, schedule, rounds, expected):
+    training = nmt_task.TrainingConfig(learning_rate=0.01,
+                                       learning_rate_schedule=schedule)
+    np.testing.assert_allclose(
+        [nmt_task.round_learning_rate(training, r, rounds)
+         for r in range(1, rounds + 1)], expected)
+
+  def test_linear_refuses_a_round_outside_the_schedule(self):
+    training = nmt_task.TrainingConfig(learning_rate_schedule='linear')
+    for round_num in (0, 3):
+      with self.assertRaisesRegex(ValueError, 'rounds 1 .. 2'):
+        nmt_task.round_learning_rate(training, round_num, 2)
+
+  def test_unknown_schedule_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "'cosine'.*constant"):
+      nmt_task.TrainingConfig(learning_rate_schedule='cosine')
+
+  def test_centralized_rounds_carry_the_decayed_rate(self):
+    # 10 pairs in batches of 3, 2 epochs: 8 batches in rounds of 3, so 3
+    # rounds at 0.03 · (3, 2, 1) / 3.
+    training = nmt_task.TrainingConfig(
+        batch_size=3, steps_per_round=3, learning_rate=0.03,
+        learning_rate_schedule='linear')
+    rounds = nmt_task.centralized_client_data_fn(
+        _corpus(10, seed=0), training, seed=7, epochs=2)
+    np.testing.assert_allclose(
+        [_learning_rate(rounds(r, [0])[0]) for r in (1, 2, 3)],
+        [0.03, 0.02, 0.01], rtol=1e-6)
+
+  def test_federated_rounds_carry_the_decayed_rate(self):
+    # 2 rounds at 0.02 · (2, 1) / 2, the same for every client.
+    task = nmt_task.NmtTask(
+        domains=('a', 'b'), tokenizer=None, generic_domain='a',
+        splits={'a': {'train': _corpus(4, 0)}, 'b': {'train': _corpus(3, 1)}})
+    training = nmt_task.TrainingConfig(batch_size=2, local_steps=1,
+                                       learning_rate=0.02,
+                                       learning_rate_schedule='linear')
+    client_data = nmt_task.federated_client_data_fn(task, training, seed=0,
+                                                    rounds=2)
+    for round_num, rate in ((1, 0.02), (2, 0.01)):
+      for data in client_data(round_num, [0, 1]):
+        self.assertAlmostEqual(
+            _learning_rate(data[dynamic_pulling.TRAINING_DATA]), rate, places=6)
 
 
 class ClientWeightsTest(tf.test.TestCase):

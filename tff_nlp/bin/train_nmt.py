@@ -68,7 +68,13 @@ _TRAINING = config_flags.define_config(
         'client_optimizer': config_flags.Spec(
             'Optimizer of every training step.',
             enum_values=sorted(algorithms.CLIENT_OPTIMIZERS)),
-        'learning_rate': config_flags.Spec('Learning rate.', lower_bound=0.0),
+        'learning_rate': config_flags.Spec(
+            'Learning rate (of the first round with a decaying schedule).',
+            lower_bound=0.0),
+        'learning_rate_schedule': config_flags.Spec(
+            'constant, or linear: round r of an engine\'s R rounds at '
+            'learning_rate·(R-r+1)/R.',
+            enum_values=list(nmt_task.LEARNING_RATE_SCHEDULES)),
         'pretrain_epochs': config_flags.Spec(
             'Epochs of the generic and single-domain engines.',
             lower_bound=1),

@@ -269,7 +269,8 @@ def _train_federated(task: nmt_task.NmtTask, spec: EngineSpec, *,
   template = process.get_model_weights(process.initialize())
   run = training_lib.run_training(
       process,
-      client_data_fn=nmt_task.federated_client_data_fn(task, training, seed),
+      client_data_fn=nmt_task.federated_client_data_fn(
+          task, training, seed, rounds=spec.rounds),
       num_clients=len(task.domains),
       config=dataclasses.replace(loop, rounds=spec.rounds,
                                  clients_per_round=0),
@@ -414,7 +415,8 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   keeps the generic and single-domain ones. A federated engine's
   `max_weight_share` is in its key only when set, and `split_by` only when
   it is not 'tensors' and the mode splits, so the engines trained before
-  those options existed keep their keys.
+  those options existed keep their keys; so is a `learning_rate_schedule`
+  other than 'constant'.
   """
   key = collections.OrderedDict(
       spec=spec, data=data, model=model, seed=seed,
@@ -423,6 +425,8 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
       beam_size=training.beam_size)
   if corpus != nmt_data.NMT_SUBDIR:
     key['corpus'] = corpus
+  if training.learning_rate_schedule != 'constant':
+    key['learning_rate_schedule'] = training.learning_rate_schedule
   if spec.kind != 'federated' and training.steps_per_round:
     key['steps_per_round'] = training.steps_per_round
   if spec.kind in ('generic', 'single'):

@@ -82,13 +82,23 @@ class DataConfig:
         raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
 
 
+LEARNING_RATE_SCHEDULES = ('constant', 'linear')
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
   """How engines are trained and decoded.
 
   Attributes:
     client_optimizer: A key of `algorithms.CLIENT_OPTIMIZERS`.
-    learning_rate: Learning rate of every training step.
+    learning_rate: Learning rate of the training steps (of the first round
+      with a decaying `learning_rate_schedule`).
+    learning_rate_schedule: 'constant', or 'linear': round r of an engine's
+      R rounds trains at learning_rate · (R − r + 1) / R, a linear decay
+      in steps of rounds down to learning_rate / R in the last round
+      (`round_learning_rate`). Rounds, not steps, because a round's client
+      optimizer starts afresh and takes one learning rate (its client
+      config).
     batch_size: Sentence pairs per batch.
     pretrain_epochs: Epochs of the generic and single-domain engines.
     finetune_epochs: Epochs of data combination, and of each domain in
@@ -119,6 +129,7 @@ class TrainingConfig:
 
   client_optimizer: str = 'adam'
   learning_rate: float = 1e-3
+  learning_rate_schedule: str = 'constant'
   batch_size: int = 32
   pretrain_epochs: int = 10
   finetune_epochs: int = 1
@@ -141,6 +152,10 @@ class TrainingConfig:
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got '
                          f'{getattr(self, name)}.')
+    if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
+      raise ValueError(
+          f'Unknown learning_rate_schedule {self.learning_rate_schedule!r}; '
+          f'expected one of {list(LEARNING_RATE_SCHEDULES)}.')
     if self.steps_per_round < 0:
       raise ValueError(f'steps_per_round must be >= 0, got '
                        f'{self.steps_per_round}.')
@@ -338,6 +353,22 @@ def centralized_rounds(data: EncodedCorpus, training: TrainingConfig,
   return -(-total // training.steps_per_round)
 
 
+def round_learning_rate(training: TrainingConfig, round_num: int,
+                        rounds: int) -> float:
+  """The learning rate of round `round_num` (1-based) of `rounds`.
+
+  'constant': `learning_rate`; 'linear': learning_rate · (R − r + 1) / R,
+  e.g. 1, 0.75, 0.5, 0.25 times it over 4 rounds (no round at 0: it would
+  train nothing).
+  """
+  if training.learning_rate_schedule == 'constant':
+    return training.learning_rate
+  if not 1 <= round_num <= rounds:
+    raise ValueError(f'Round {round_num} of {rounds}: the linear learning '
+                     f'rate schedule has rounds 1 .. {rounds}.')
+  return training.learning_rate * (rounds - round_num + 1) / rounds
+
+
 def centralized_client_data_fn(
     data: EncodedCorpus, training: TrainingConfig, seed: int, *,
     epochs: int = 1,
@@ -393,7 +424,8 @@ def centralized_client_data_fn(
         batches = piece if batches is None else batches.concatenate(piece)
         first, count = first + taken, count - taken
     return [algorithms.with_client_config(
-        batches, learning_rate=training.learning_rate, num_epochs=1)]
+        batches, num_epochs=1, learning_rate=round_learning_rate(
+            training, round_num, centralized_rounds(data, training, epochs)))]
 
   return client_data
 
@@ -432,15 +464,17 @@ def build_federated_process(
 
 
 def federated_client_data_fn(
-    task: NmtTask, training: TrainingConfig, seed: int
+    task: NmtTask, training: TrainingConfig, seed: int, *, rounds: int,
 ) -> Callable[[int, Sequence[int]], list[tf.data.Dataset]]:
   """Each client's `local_steps` batches of a round, seeded by round.
 
   Args:
     task: The domains; client `i` is `task.domains[i]`.
-    training: Batch size, learning rate and `local_steps`.
+    training: Batch size, learning rate (and its schedule) and
+      `local_steps`.
     seed: Seeds the shuffling and the client's dynamic-pulling draws, with
       the round and the client.
+    rounds: The engine's rounds (the learning rate schedule's length).
 
   Returns:
     `(round_num, client_ids) -> datasets` of `dynamic_pulling.client_data`,
@@ -458,7 +492,8 @@ def federated_client_data_fn(
           num_batches=training.local_steps)
       data.append(dynamic_pulling.client_data(
           algorithms.with_client_config(
-              batches, learning_rate=training.learning_rate, num_epochs=1),
+              batches, num_epochs=1, learning_rate=round_learning_rate(
+                  training, round_num, rounds)),
           seed=(seed, round_num * len(domains) + i),
           data_size=float(len(train))))
     return data
