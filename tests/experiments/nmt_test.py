@@ -6,6 +6,7 @@ written translations with SacreBLEU directly. The report's arithmetic is
 checked on hand-made results.
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -165,6 +166,38 @@ class KeyOptionsTest(tf.test.TestCase):
     self.assertEqual(
         self._key('federated:dp_l', learning_rate_schedule='linear')[
             'generic'], self._key('generic', learning_rate_schedule='linear'))
+
+  def test_pretrain_settings_key_the_from_scratch_engines_by_value(self):
+    pretrain = dict(pretrain_learning_rate=1e-3,
+                    pretrain_learning_rate_schedule='constant',
+                    pretrain_dropout=0.1)
+    fine_tuning = nmt_task.TrainingConfig(
+        learning_rate=2e-3, learning_rate_schedule='linear', **pretrain)
+    no_dropout = dataclasses.replace(_MODEL, dropout=0.0)
+    # The generic engine trained at 1e-3 with dropout 0.1 before the
+    # pretrain_* settings existed keeps its key (and its cached run).
+    before = nmt.engine_key(
+        nmt.EngineSpec('generic'), data=_DATA,
+        model=dataclasses.replace(_MODEL, dropout=0.1),
+        training=nmt_task.TrainingConfig(learning_rate=1e-3), seed=0)
+    for engine in ('generic', 'single:php_docs'):
+      spec = nmt.EngineSpec.parse(engine)
+      key = nmt.engine_key(spec, data=_DATA, model=no_dropout,
+                           training=fine_tuning, seed=0)
+      self.assertEqual(key['learning_rate'], 1e-3)
+      self.assertNotIn('learning_rate_schedule', key)
+      self.assertEqual(key['model'].dropout, 0.1)
+    self.assertEqual(nmt.engine_key(nmt.EngineSpec('generic'), data=_DATA,
+                                    model=no_dropout, training=fine_tuning,
+                                    seed=0), before)
+    # The fine-tuning engines keep their own rate and schedule, and see
+    # the settings through their generic engine.
+    combined = nmt.engine_key(nmt.EngineSpec('combined'), data=_DATA,
+                              model=no_dropout, training=fine_tuning, seed=0)
+    self.assertEqual(combined['learning_rate'], 2e-3)
+    self.assertEqual(combined['learning_rate_schedule'], 'linear')
+    self.assertEqual(combined['model'].dropout, 0.0)
+    self.assertEqual(combined['generic'], before)
 
   def test_corpus_keys_every_engine_unless_the_default(self):
     self.assertEqual(self._key('federated:dp_l', corpus='nmt_de_en'),
@@ -332,6 +365,27 @@ class RunNmtExecutionTest(tf.test.TestCase):
     self.assertEqual(report['seeds'], [3, 4])
     self.assertEqual(list(report['engines']), ['generic', 'data_combination'])
     self.assertGreater((tmp_path / 'bleu_avg.png').stat().st_size, 0)
+
+  def test_generic_engine_trains_with_the_pretrain_settings(self):
+    # Learning rate 0.05 and no dropout overridden by the pretrain_*
+    # settings train the same weights as 1e-3 and dropout 0.1 given
+    # directly: the generic engine never sees the fine-tuning recipe.
+    weights = []
+    for name, model, training_config in (
+        ('direct', dataclasses.replace(_MODEL, dropout=0.1),
+         dataclasses.replace(_TRAINING, learning_rate=1e-3)),
+        ('override', dataclasses.replace(_MODEL, dropout=0.0),
+         dataclasses.replace(_TRAINING, learning_rate=0.05,
+                             pretrain_learning_rate=1e-3,
+                             pretrain_dropout=0.1))):
+      tmp_path = pathlib.Path(self.create_tempdir(name).full_path)
+      nmt.run_nmt(engines=[nmt.EngineSpec('generic')], data_dir=None,
+                  output_dir=str(tmp_path), data=_DATA, model=model,
+                  training=training_config, loop=_LOOP, command='cmd')
+      run_dir, = (tmp_path / 'engines').iterdir()
+      weights.append(nmt.load_weights(str(run_dir / nmt.MODEL_FILE)))
+    for direct, override in zip(*weights):
+      self.assertAllClose(direct, override)
 
   def test_report_only_without_finished_engines_is_refused(self):
     with self.assertRaisesRegex(errors.InputError, '--report_only'):

@@ -8,6 +8,7 @@ pulls.
 """
 
 import collections
+import dataclasses
 import pathlib
 from unittest import mock
 
@@ -227,6 +228,41 @@ class LearningRateScheduleTest(parameterized.TestCase):
       for data in client_data(round_num, [0, 1]):
         self.assertAlmostEqual(
             _learning_rate(data[dynamic_pulling.TRAINING_DATA]), rate, places=6)
+
+
+class PretrainingConfigsTest(parameterized.TestCase):
+
+  def test_set_settings_replace_the_fine_tuning_ones(self):
+    model = seq2seq.Seq2SeqConfig.from_preset('small', dropout=0.0)
+    training = nmt_task.TrainingConfig(
+        learning_rate=2e-3, learning_rate_schedule='linear',
+        pretrain_learning_rate=1e-3,
+        pretrain_learning_rate_schedule='constant', pretrain_dropout=0.1)
+    pre_model, pre_training = nmt_task.pretraining_configs(model, training)
+    self.assertEqual(pre_model, dataclasses.replace(model, dropout=0.1))
+    self.assertEqual(pre_training, nmt_task.TrainingConfig(
+        learning_rate=1e-3, learning_rate_schedule='constant'))
+
+  def test_unset_settings_keep_the_fine_tuning_ones(self):
+    model = seq2seq.Seq2SeqConfig.from_preset('small', dropout=0.0)
+    training = nmt_task.TrainingConfig(learning_rate=2e-3,
+                                       learning_rate_schedule='linear',
+                                       pretrain_learning_rate=1e-3)
+    pre_model, pre_training = nmt_task.pretraining_configs(model, training)
+    self.assertEqual(pre_model, model)
+    self.assertEqual(pre_training.learning_rate, 1e-3)
+    self.assertEqual(pre_training.learning_rate_schedule, 'linear')
+
+  @parameterized.parameters(
+      ({'pretrain_learning_rate_schedule': 'cosine'},
+       "pretrain_learning_rate_schedule 'cosine'"),
+      ({'pretrain_learning_rate': 0.0}, 'pretrain_learning_rate must be'),
+      ({'pretrain_dropout': 1.0}, r'pretrain_dropout must be in \[0, 1\)'),
+      ({'learning_rate': -1.0}, 'learning_rate must be positive'),
+  )
+  def test_bad_settings_are_refused(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      nmt_task.TrainingConfig(**kwargs)
 
 
 class ClientWeightsTest(tf.test.TestCase):

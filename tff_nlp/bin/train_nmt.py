@@ -75,6 +75,16 @@ _TRAINING = config_flags.define_config(
             'constant, or linear: round r of an engine\'s R rounds at '
             'learning_rate·(R-r+1)/R.',
             enum_values=list(nmt_task.LEARNING_RATE_SCHEDULES)),
+        'pretrain_learning_rate': config_flags.Spec(
+            'If set, the learning rate of the engines trained from scratch '
+            '(generic, single-domain); unset: --learning_rate.',
+            lower_bound=0.0),
+        'pretrain_learning_rate_schedule': config_flags.Spec(
+            'If set, their schedule; unset: --learning_rate_schedule.',
+            enum_values=list(nmt_task.LEARNING_RATE_SCHEDULES)),
+        'pretrain_dropout': config_flags.Spec(
+            'If set, their dropout; unset: --dropout.', lower_bound=0.0,
+            upper_bound=1.0),
         'pretrain_epochs': config_flags.Spec(
             'Epochs of the generic and single-domain engines.',
             lower_bound=1),

@@ -69,6 +69,8 @@ ENGINE_KINDS = ('generic', 'single', 'finetuned', 'combined', 'chained',
                 'federated')
 # The kinds that start from the generic engine.
 _FROM_GENERIC = ('finetuned', 'combined', 'chained', 'federated')
+# The kinds trained from scratch (`nmt_task.pretraining_configs`).
+_FROM_SCRATCH = ('generic', 'single')
 # The kinds trained on one domain.
 _ONE_DOMAIN = ('single', 'finetuned')
 TOKENIZER_DIR = 'tokenizer'
@@ -316,6 +318,8 @@ def run_engine(
   os.makedirs(run_dir, exist_ok=True)
   start = time.perf_counter()
   seed = loop.seed
+  if spec.kind in _FROM_SCRATCH:
+    model, training = nmt_task.pretraining_configs(model, training)
   initial = None
   if spec.kind in _FROM_GENERIC:
     if generic_dir is None:
@@ -325,7 +329,7 @@ def run_engine(
   evaluator = BleuEvaluator(task, model, training)
   records = {}
   clients = {}
-  if spec.kind in ('generic', 'single'):
+  if spec.kind in _FROM_SCRATCH:
     domain = task.splits[spec.domain or task.generic_domain]
     weights, records['train'] = _train_centralized(
         domain['train'], epochs=training.pretrain_epochs, initial=None,
@@ -416,8 +420,13 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   `max_weight_share` is in its key only when set, and `split_by` only when
   it is not 'tensors' and the mode splits, so the engines trained before
   those options existed keep their keys; so is a `learning_rate_schedule`
-  other than 'constant'.
+  other than 'constant'. An engine trained from scratch (generic or
+  single-domain) is keyed by its `nmt_task.pretraining_configs`, so its
+  key does not see which `pretrain_*` setting gave its learning rate or
+  dropout.
   """
+  if spec.kind in _FROM_SCRATCH:
+    model, training = nmt_task.pretraining_configs(model, training)
   key = collections.OrderedDict(
       spec=spec, data=data, model=model, seed=seed,
       client_optimizer=training.client_optimizer,
@@ -429,7 +438,7 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
     key['learning_rate_schedule'] = training.learning_rate_schedule
   if spec.kind != 'federated' and training.steps_per_round:
     key['steps_per_round'] = training.steps_per_round
-  if spec.kind in ('generic', 'single'):
+  if spec.kind in _FROM_SCRATCH:
     key['pretrain_epochs'] = training.pretrain_epochs
     return key
   key['generic'] = engine_key(

@@ -125,6 +125,17 @@ class TrainingConfig:
     score_client_models: Whether a federated engine's client models are
       scored on every test set beside its server model (six models' worth
       of decoding with five clients); False scores the server only.
+    pretrain_learning_rate: If set, the learning rate of the engines
+      trained from scratch (generic and single-domain) in place of
+      `learning_rate`; None: `learning_rate`. From scratch and from the
+      generic engine are different problems: a rate that fine-tunes well
+      can be too high for a randomly initialised Transformer without
+      warm-up (`pretraining_configs`).
+    pretrain_learning_rate_schedule: If set, their schedule in place of
+      `learning_rate_schedule`.
+    pretrain_dropout: If set, their model's dropout in place of the
+      model's (fine-tuning sees each pair about once, where dropout only
+      slows learning; pre-training sees the generic corpus for epochs).
   """
 
   client_optimizer: str = 'adam'
@@ -141,6 +152,9 @@ class TrainingConfig:
   split_by: str = 'tensors'
   steps_per_round: int = 0
   score_client_models: bool = True
+  pretrain_learning_rate: Optional[float] = None
+  pretrain_learning_rate_schedule: Optional[str] = None
+  pretrain_dropout: Optional[float] = None
 
   def __post_init__(self):
     if self.client_optimizer not in algorithms.CLIENT_OPTIMIZERS:
@@ -152,16 +166,53 @@ class TrainingConfig:
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be positive, got '
                          f'{getattr(self, name)}.')
-    if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
-      raise ValueError(
-          f'Unknown learning_rate_schedule {self.learning_rate_schedule!r}; '
-          f'expected one of {list(LEARNING_RATE_SCHEDULES)}.')
+    for name in ('learning_rate_schedule', 'pretrain_learning_rate_schedule'):
+      value = getattr(self, name)
+      if value is not None and value not in LEARNING_RATE_SCHEDULES:
+        raise ValueError(f'Unknown {name} {value!r}; expected one of '
+                         f'{list(LEARNING_RATE_SCHEDULES)}.')
+    if self.learning_rate_schedule is None:
+      raise ValueError('learning_rate_schedule: None; expected one of '
+                       f'{list(LEARNING_RATE_SCHEDULES)}.')
+    for name in ('learning_rate', 'pretrain_learning_rate'):
+      value = getattr(self, name)
+      if value is not None and not value > 0:
+        raise ValueError(f'{name} must be positive, got {value}.')
+    if self.pretrain_dropout is not None and not (
+        0 <= self.pretrain_dropout < 1):
+      raise ValueError('pretrain_dropout must be in [0, 1), got '
+                       f'{self.pretrain_dropout}.')
     if self.steps_per_round < 0:
       raise ValueError(f'steps_per_round must be >= 0, got '
                        f'{self.steps_per_round}.')
     if self.max_weight_share is not None:
       weight_cap.check_max_share(self.max_weight_share)
     tensor_selection.check_split_by(self.split_by)
+
+
+def pretraining_configs(
+    model: seq2seq.Seq2SeqConfig, training: TrainingConfig
+) -> tuple[seq2seq.Seq2SeqConfig, TrainingConfig]:
+  """The model and training of the engines trained from scratch.
+
+  `training`'s `pretrain_*` settings, those set, in place of the ones they
+  override (and cleared, so the result is what a from-scratch engine's key
+  holds); e.g. `pretrain_learning_rate=1e-3` with `learning_rate=2e-3`
+  gives a training of `learning_rate=1e-3`.
+  """
+  if training.pretrain_dropout is not None:
+    model = dataclasses.replace(model, dropout=training.pretrain_dropout)
+  overrides = {}
+  if training.pretrain_learning_rate is not None:
+    overrides['learning_rate'] = training.pretrain_learning_rate
+  if training.pretrain_learning_rate_schedule is not None:
+    overrides['learning_rate_schedule'] = (
+        training.pretrain_learning_rate_schedule)
+  training = dataclasses.replace(
+      training, pretrain_learning_rate=None,
+      pretrain_learning_rate_schedule=None, pretrain_dropout=None,
+      **overrides)
+  return model, training
 
 
 @dataclasses.dataclass
