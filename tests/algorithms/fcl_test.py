@@ -437,6 +437,34 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(output.state.shared['embedding'], server_embedding)
     del state
 
+  @parameterized.named_parameters(
+      ('fedavg', 'fedavg'), ('fedseit_sit', 'fedseit_sit'), ('local', 'local'))
+  def test_pretrained_embedding_is_never_trained(self, method):
+    # Pre-trained vectors (vocab_size 30, D = 4), frozen from the start.
+    table = process_fixtures.fcl_pretrained_table(3)
+    process = _process(method, train_embedding=False, initial_embedding_seed=3)
+    self.assertIs(process.round_computation(0), process.next)
+    state, clients, _, first = _task0(process)
+    self.assertAllEqual(state.shared['embedding'], table)
+    for before, after in zip(clients, first.client_states):
+      self.assertAllEqual(before.weights['embedding'], table)
+      self.assertAllEqual(after.weights['embedding'], table)
+      # The other weights do train on task 0.
+      self.assertNotAllClose(after.weights['head/kernel'],
+                             before.weights['head/kernel'])
+    self.assertAllEqual(first.state.shared['embedding'], table)
+
+  def test_initial_embedding_of_another_shape_is_refused(self):
+    config = fcl.FclConfig(method='fedavg', num_clients=_C,
+                           tasks_per_client=_T, train_embedding=False)
+    spec = fcl.model_spec(config, vocab_size=30, max_length=8, num_classes=3,
+                          embedding_dim=4, filter_widths=_WIDTHS,
+                          num_filters=3)
+    with self.assertRaisesRegex(ValueError,
+                                r'initial_embedding has shape \(30, 5\)'):
+      fcl.build_fcl_process(config, spec,
+                            initial_embedding=np.zeros([30, 5], _F32))
+
   def _assert_started(self, before, output, task, kb_keys, kb_slots):
     """Checks start_task's client states against the ones it was given."""
     for c, (old, new) in enumerate(zip(before, output.client_states)):

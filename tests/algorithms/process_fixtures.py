@@ -102,8 +102,17 @@ FCL_SPARSITY = 0.02  # λ1: prunes a good part of A = B/5 (|B| ~ 0.35)
 FCL_DECOMPOSED = ('fedweit', 'fedseit', 'fedseit_sit')
 
 
+def fcl_pretrained_table(seed: int) -> np.ndarray:
+  """Stand-in pre-trained vectors of the tiny model: [30, 4]."""
+  return np.random.default_rng(seed).normal(size=(30, 4)).astype(np.float32)
+
+
 @functools.lru_cache(maxsize=None)
-def build_fcl(method, model_aggregator=None, **kwargs):
+def build_fcl(method, model_aggregator=None, initial_embedding_seed=None,
+              **kwargs):
+  """The tiny FCL process (cached by its arguments); with an
+  `initial_embedding_seed`, the embedding starts at
+  `fcl_pretrained_table(seed)`."""
   from tff_nlp.algorithms import fcl  # pylint: disable=g-import-not-at-top
   config_kwargs = dict(learning_rate=FCL_LEARNING_RATE,
                        sparsity=FCL_SPARSITY, sit_top_k=2, sit_max_vectors=4)
@@ -115,7 +124,11 @@ def build_fcl(method, model_aggregator=None, **kwargs):
                         embedding_dim=4, filter_widths=FCL_WIDTHS,
                         num_filters=3, dropout=0.0, seed=1)
   return fcl.build_fcl_process(config, spec,
-                               model_aggregator=model_aggregator)
+                               model_aggregator=model_aggregator,
+                               initial_embedding=(
+                                   None if initial_embedding_seed is None
+                                   else fcl_pretrained_table(
+                                       initial_embedding_seed)))
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ value reaches the configuration the binary builds. (Training itself is
 covered by tests/experiments/.)
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -90,6 +91,13 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
       ('train_nmt', ['--pretrain_learning_rate_schedule=cosine'],
        r'--pretrain_learning_rate_schedule'),
       ('train_fcl', ['--methods=fedavg,fedx'], r"Unknown FCL method.*'fedx'"),
+      ('train_fcl', ['--word_vectors=glove.6B.50d.top50k.txt'],
+       r'glove.6B.50d.top50k.txt has 50 values per word, but --embedding_dim '
+       r'is 8; set --embedding_dim=50'),
+      ('train_fcl', ['--word_vectors=nowhere.txt'], r'nowhere.txt: file not'),
+      ('train_fcl', ['--construction=relay'], r'--construction'),
+      ('train_fcl', ['--num_clients=15', '--construction=shared_labels'],
+       r'needs num_clients \+ tasks_per_client - 1 = 16'),
       ('train_fcl', ['--rounds=3'],
        r'--rounds does not apply.*rounds_per_task'),
       ('train_fcl', ['--datasets=trec6,nowhere'], r'nowhere'),
@@ -140,6 +148,38 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     for trained in (os.path.join('federated', 'checkpoints'), 'engines',
                     'runs'):
       self.assertFalse(os.path.exists(os.path.join(run_dir, trained)))
+
+  def test_a_users_dataset_and_word_vectors_named_on_the_command_line(self):
+    # A dataset made up here: 6 labels, each with its own 3 words and a
+    # word all share; 12 training and 4 test documents per label. Only
+    # 'common' and label a's words have vectors (4 of the 19 words).
+    root = self.create_tempdir().full_path
+    folder = os.path.join(root, 'text_classification', 'mine')
+    os.makedirs(folder)
+    for split, count in (('train', 12), ('test', 4)):
+      with open(os.path.join(folder, f'{split}.tsv'), 'w') as f:
+        for label in 'abcdef':
+          for i in range(count):
+            f.write(f'{label}\t{label}word{i % 3} common {label}word'
+                    f'{(i + 1) % 3}\n')
+    os.makedirs(os.path.join(root, 'word_vectors'))
+    with open(os.path.join(root, 'word_vectors', 'tiny.txt'), 'w') as f:
+      for i, word in enumerate(['common', 'aword0', 'aword1', 'aword2']):
+        f.write(word + ''.join(f' {0.1 * (i + j)}' for j in range(4)) + '\n')
+    run_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    result = subprocess.run(
+        [sys.executable, '-m', 'tff_nlp.bin.train_fcl',
+         f'--flagfile={_smoke_flags("train_fcl")}', f'--output_dir={run_dir}',
+         f'--data_dir={root}', '--datasets=mine', '--methods=fedavg',
+         '--word_vectors=tiny.txt', '--embedding_dim=4',
+         '--construction=shared_labels'],
+        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        capture_output=True, text=True, timeout=600, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    with open(os.path.join(run_dir, 'results.json')) as f:
+      results = json.load(f)['results']['mine']['fedavg']
+    self.assertAlmostEqual(results['word_vector_coverage'], 4 / 19)
+    self.assertLen(results['accuracy_matrix'], 2)  # 2 clients (smoke)
 
   @parameterized.parameters('train_nmt', 'train_fcl')
   def test_max_weight_share_reaches_the_training_config(self, binary):

@@ -8,6 +8,7 @@ sets follow from the documented rules alone. The real datasets of
 """
 
 import collections
+import itertools
 import json
 import os
 
@@ -409,6 +410,60 @@ class RealDataExecutionTest(tf.test.TestCase, parameterized.TestCase):
       drawn = np.random.default_rng(3 + i).choice(shuffled, 4, replace=False)
       self.assertEqual(task.label_names,
                        tuple(sorted(trec6.label_names[k] for k in drawn)))
+
+  @parameterized.parameters((5, 'trec6'), (10, 'trec6'), (5, 'r8'),
+                            (10, 'tmn'))
+  def test_shared_labels_relays_label_sets(self, num_clients, name):
+    dataset = _real(name)
+    seqs = continual_tasks.build_task_sequences(
+        dataset, num_clients=num_clients, tasks_per_client=5, seed=3,
+        construction='shared_labels', max_train_per_task=400)
+    self.assertEqual(seqs.config['construction'], 'shared_labels')
+    labels = [[t.label_names for t in tasks] for tasks in seqs.clients]
+    # The documented draw: C + T - 1 combinations of the sorted pool in
+    # default_rng(seed).permutation order; client c's task t has S_{c+t}.
+    pool = np.unique(dataset.test.labels)
+    combinations = list(itertools.combinations(pool.tolist(), 4))
+    order = np.random.default_rng(3).permutation(len(combinations))
+    relayed = [tuple(sorted(dataset.label_names[k]
+                            for k in combinations[j]))
+               for j in order[:num_clients + 4]]
+    self.assertLen(set(relayed), num_clients + 4)
+    for c in range(num_clients):
+      self.assertEqual(labels[c], relayed[c:c + 5])
+      self.assertEqual([t.name for t in seqs.clients[c]],
+                       [f'{name}-t{c * 5 + t:02d}' for t in range(5)])
+    # What makes transfer possible: for t >= 1, client c + 1 learned client
+    # c's labels at task t - 1.
+    for c in range(num_clients - 1):
+      for t in range(1, 5):
+        self.assertEqual(labels[c][t], labels[c + 1][t - 1])
+    # ... on other documents: no training document is in two tasks.
+    seen = collections.Counter()
+    for tasks in seqs.clients:
+      for task in tasks:
+        seen.update(task.train.texts + task.valid.texts)
+    train_counts = collections.Counter(dataset.train.texts)
+    self.assertEmpty([t for t, n in seen.items() if n > train_counts[t]])
+
+  def test_shared_labels_refusals_name_the_numbers(self):
+    trec6 = _real('trec6')  # 6 labels: C(6, 4) = 15 label sets.
+    with self.assertRaisesRegex(
+        errors.InputError, r'needs num_clients \+ tasks_per_client - 1 = 16 '
+        r'distinct label sets.*make 15'):
+      continual_tasks.build_task_sequences(
+          trec6, num_clients=12, construction='shared_labels')
+    with self.assertRaisesRegex(errors.InputError,
+                                r'num_tasks=20: construction=shared_labels'):
+      continual_tasks.build_task_sequences(
+          trec6, num_tasks=20, construction='shared_labels')
+    with self.assertRaisesRegex(errors.InputError,
+                                r"Unknown task construction 'relay'"):
+      continual_tasks.build_task_sequences(trec6, construction='relay')
+
+  def test_random_construction_keeps_its_config(self):
+    seqs = continual_tasks.build_task_sequences(_real('trec6'))
+    self.assertNotIn('construction', seqs.config)
 
   def test_tmn_caps_for_cpu_runs(self):
     seqs = continual_tasks.build_task_sequences(

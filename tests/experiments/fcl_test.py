@@ -53,7 +53,7 @@ class SummarizeExecutionTest(tf.test.TestCase):
     ]
     config = fcl_lib.FclConfig(method='fedweit', num_clients=2,
                                tasks_per_client=2)
-    results = fcl.summarize(progress, config, seconds=12.0)
+    results = fcl_report.summarize(progress, config, seconds=12.0)
     self.assertAllClose(results['accuracy'], 0.675)
     self.assertAllClose(results['forgetting'], 0.1)
     self.assertAllClose(results['backward_transfer'], -0.1)
@@ -130,12 +130,33 @@ class EncodeTruncationExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(encoded.truncated_documents, expected)
 
 
+class ConstructionTest(tf.test.TestCase):
+
+  def test_random_keeps_every_run_key_and_shared_labels_keys_the_runs(self):
+    before = {k: v for k, v in dataclasses.asdict(_DATA).items()
+              if k not in ('allow_repeated_label_sets', 'construction')}
+    relayed = dataclasses.replace(_DATA, construction='shared_labels')
+    for method in fcl.METHODS:
+      self.assertEqual(fcl.run_key('trec6', method, _DATA, _TRAINING)['data'],
+                       before)
+      self.assertEqual(fcl.run_key('trec6', method, relayed, _TRAINING)[
+          'data']['construction'], 'shared_labels')
+
+  def test_encoded_clients_follow_the_construction(self):
+    relayed = fcl.encode_dataset(
+        'trec6', dataclasses.replace(_DATA, construction='shared_labels'))
+    labels = [[t.label_names for t in tasks] for tasks in relayed.clients]
+    # 2 clients x 2 tasks: client 1's first task is client 0's second.
+    self.assertEqual(labels[0][1], labels[1][0])
+    self.assertNotEqual(labels[0][0], labels[0][1])
+
+
 class MaxWeightShareExecutionTest(tf.test.TestCase):
 
   def test_unset_cap_keeps_every_run_key(self):
     # The key of a config that never names the field, as before it existed.
     before = {k: v for k, v in dataclasses.asdict(_TRAINING).items()
-              if k != 'max_weight_share'}
+              if k not in ('max_weight_share', 'word_vectors')}
     for method in fcl.METHODS:
       key = fcl.run_key('trec6', method, _DATA, _TRAINING)
       self.assertNotIn('max_weight_share', key['training'])
@@ -246,6 +267,45 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(saved['command'], 'cmd')
     self.assertEqual(saved['results']['trec6']['local']['bytes_up_per_client'],
                      0.0)
+
+  def test_seeds_are_replicates_with_their_own_tasks_and_intervals(self):
+    output_dir = self.create_tempdir().full_path
+    methods = ['fedseit', 'fedseit_no_foreign']
+    results = fcl.run_fcl(datasets=['trec6'], methods=methods, data=_DATA,
+                          training=_TRAINING, output_dir=output_dir,
+                          seeds=(0, 1), command='cmd')
+    # Seed s: training seed s on the tasks of task_seed + s.
+    for seed in (0, 1):
+      seed_data, seed_training = fcl.replicate(_DATA, _TRAINING, seed)
+      self.assertEqual((seed_data.seed, seed_training.seed), (42 + seed, seed))
+      for method in methods:
+        self.assertEqual(
+            results['trec6'][method]['seeds'][str(seed)],
+            fcl.run_method(fcl.encode_dataset('trec6', seed_data), method,
+                           data=seed_data, training=seed_training,
+                           output_dir=output_dir))
+    tasks = [[t.label_names for c in fcl.encode_dataset(
+        'trec6', fcl.replicate(_DATA, _TRAINING, s)[0]).clients for t in c]
+             for s in (0, 1)]
+    self.assertNotEqual(*tasks)
+    fedseit = results['trec6']['fedseit']
+    per_seed = [fedseit['seeds'][s]['accuracy'] for s in ('0', '1')]
+    self.assertAlmostEqual(fedseit['acc'], np.mean(per_seed))
+    self.assertLen(fedseit['acc_ci95'], 2)
+    with open(os.path.join(output_dir, fcl.RESULTS_FILE)) as f:
+      saved = json.load(f)
+    self.assertEqual(saved['seeds'], [0, 1])
+    difference = saved['differences']['trec6'][
+        'fedseit - fedseit_no_foreign']
+    self.assertAllClose(difference['per_seed'], [
+        results['trec6']['fedseit']['seeds'][s]['accuracy']
+        - results['trec6']['fedseit_no_foreign']['seeds'][s]['accuracy']
+        for s in ('0', '1')])
+    with open(os.path.join(output_dir, 'results.md'), encoding='utf-8') as f:
+      report = f.read()
+    self.assertIn('| trec6 | FedSeIT − FedSeIT, no foreign branch (ablation) '
+                  f'| {100 * difference["difference"]:+.2f} |', report)
+    self.assertIn(f'| FedSeIT | {100 * fedseit["acc"]:.2f} [', report)
 
   def test_a_users_dataset_left_out_is_named(self):
     tmp_path = self.create_tempdir().full_path

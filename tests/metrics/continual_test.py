@@ -126,6 +126,48 @@ class AccuracyMatrixExecutionTest(tf.test.TestCase, parameterized.TestCase):
         fn(acc)
 
 
+class PairBootstrapExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_final_accuracies_are_the_last_rows(self):
+    nan = np.nan
+    acc = [[[0.5, nan], [0.4, 0.9]], [[0.7, nan], [0.6, 0.8]]]
+    self.assertAllClose(continual.final_accuracies(acc), [0.4, 0.9, 0.6, 0.8])
+
+  def test_two_pairs_by_hand(self):
+    # a - b = [0.1, 0.3]: a replicate's mean is 0.1, 0.2 or 0.3 with
+    # probabilities 1/4, 1/2, 1/4; the 95% percentile interval is [0.1, 0.3].
+    interval = continual.pair_bootstrap_difference([[0.6, 0.8]],
+                                                   [[0.5, 0.5]], seed=3)
+    self.assertAlmostEqual(interval.estimate, 0.2)
+    self.assertAlmostEqual(interval.low, 0.1)
+    self.assertAlmostEqual(interval.high, 0.3)
+
+  def test_matches_a_loop_reference(self):
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(size=(3, 10)), rng.uniform(size=(3, 10))
+    interval = continual.pair_bootstrap_difference(a, b, num_replicates=500,
+                                                   seed=7)
+    # The same draws, one replicate and one seed at a time.
+    draws = np.random.default_rng(7).integers(0, 10, size=(500, 3, 10))
+    replicates = [np.mean([np.mean((a - b)[s, draws[r, s]])
+                           for s in range(3)]) for r in range(500)]
+    self.assertAllClose(
+        list(interval),
+        [np.mean(a - b), *np.percentile(replicates, [2.5, 97.5])])
+    # Identical methods: exactly [0, 0].
+    self.assertAllClose(list(continual.pair_bootstrap_difference(a, a)),
+                        [0, 0, 0])
+
+  @parameterized.parameters(
+      (np.zeros([2, 3]), np.zeros([2, 4]), 'must both be'),
+      (np.zeros([3]), np.zeros([3]), 'must both be'),
+      (np.full([1, 2], np.nan), np.zeros([1, 2]), 'finite'),
+  )
+  def test_refusals(self, a, b, message):
+    with self.assertRaisesRegex(ValueError, message):
+      continual.pair_bootstrap_difference(a, b)
+
+
 class HeatmapExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_writes_an_annotated_png_with_blank_nan_cells(self):

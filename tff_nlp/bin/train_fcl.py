@@ -27,6 +27,8 @@ from absl import flags
 
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
+from tff_nlp.data import continual_tasks
+from tff_nlp.data import word_vectors
 from tff_nlp.experiments import fcl
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -36,6 +38,12 @@ flags.set_default(common.OUTPUT_DIR, 'runs/fcl')
 _DATASETS = flags.DEFINE_list(
     'datasets', ['r8', 'tmn', 'trec6'],
     'Datasets: folders of <data_dir>/text_classification/.')
+_SEEDS = flags.DEFINE_list(
+    'seeds', [],
+    'Replicates: seed s trains with seed s on the tasks drawn with '
+    '--task_seed + s (the methods of a seed share its tasks); the report '
+    'gives means over seeds with 95% intervals and paired differences. '
+    'Empty: one run with --seed and --task_seed.')
 _METHODS = flags.DEFINE_list(
     'methods', list(fcl.METHODS), f'Methods, of {list(fcl.METHODS)}.')
 
@@ -65,6 +73,12 @@ _DATA = config_flags.define_config(
             'Tokens per document (longer ones are cut, counted).',
             lower_bound=5),
         'task_seed': config_flags.Spec('Seed of the task generation.'),
+        'construction': config_flags.Spec(
+            'random: the authors\' task generator (label sets drawn per '
+            'task); shared_labels: client c+1 learns client c\'s next label '
+            'set one task earlier, on other documents, so foreign knowledge '
+            'can transfer.',
+            enum_values=list(continual_tasks.CONSTRUCTIONS)),
         'allow_repeated_label_sets': config_flags.Spec(
             'Accept a dataset whose labels cannot give a client distinct '
             'tasks (a 2-label dataset: every task is the same pair; the '
@@ -90,6 +104,12 @@ _TRAINING = config_flags.define_config(
         'sit_clusters': config_flags.Spec(
             'SIT: k-means clusters of a task representation.',
             lower_bound=1),
+        'word_vectors': config_flags.Spec(
+            'Pre-trained word vectors, frozen from the start as in the '
+            'papers: a file of <data_dir>/word_vectors/ (e.g. '
+            f'{word_vectors.GLOVE_50D}) or a path, GloVe text format, '
+            '--embedding_dim values per word. Empty: learn the embedding on '
+            'the first task.'),
         'kb_include_own': config_flags.Spec(
             'Put a client\'s own A\'s in its knowledge base (the authors\' '
             'code).'),
@@ -117,6 +137,13 @@ def main(argv):
     if flags.FLAGS[name].present:
       raise app.UsageError(f'--{name} does not apply to train_fcl; {instead}')
   fcl.check_methods(_METHODS.value)
+  try:
+    seeds = [int(s) for s in _SEEDS.value]
+  except ValueError:
+    raise app.UsageError(f'--seeds: {_SEEDS.value}: expected integers.'
+                         ) from None
+  if any(s < 0 for s in seeds):
+    raise app.UsageError(f'--seeds: {seeds}: expected seeds >= 0.')
   data = _DATA.build()
   try:
     training = _TRAINING.build(seed=common.SEED.value)
@@ -130,6 +157,7 @@ def main(argv):
         training=training,
         output_dir=common.OUTPUT_DIR.value,
         data_dir=common.DATA_DIR.value,
+        seeds=seeds,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.train_fcl']
                            + sys.argv[1:]),
     )

@@ -62,6 +62,31 @@ The rules, in order (spec §6; "[code]" marks a rule taken from the authors'
    and the tasks per client (5); we tie the allocation to `seed` so that one
    number defines the whole sequence.
 
+The `shared_labels` construction (`construction='shared_labels'`; the rules
+above are `'random'`, the authors' generator, kept as the control). With
+`random`, a client's knowledge base at the start of a task holds the other
+clients' task-adaptive weights of their previous task, trained on label sets
+drawn independently of its own: foreign knowledge can only help by chance.
+`shared_labels` builds sequences in which it can help, by relaying label
+sets from client to client:
+
+1'. Label sets. M = C + T - 1 distinct label sets S_0 .. S_{M-1}: the
+   combinations of `labels_per_task` labels of the pool (sorted), in the
+   order of `np.random.default_rng(seed).permutation`, the first M.
+2'. Client c's task t (task index c * T + t) has the labels S_{c+t}. So for
+   t >= 1, client c + 1 learned S_{c+t} one task earlier (its task t - 1),
+   on other documents: the knowledge base client c receives at the start of
+   task t (every other client's weights at the end of task t - 1) holds a
+   foreign task of exactly its labels. Client C - 1 and every first task
+   have no such partner; a client's T label sets are distinct.
+3'. Steps 4-8 as above (a label's training documents are cut into one chunk
+   per task that has it, so no two tasks share a training document); step
+   9 is 2': no task is shared between clients.
+
+It needs M distinct label sets (C(|pool|, labels_per_task) >= C + T - 1,
+refused by name otherwise) and makes exactly C * T tasks (another
+`num_tasks` is refused).
+
 Stratified samples (steps 5 and 7) of size k from N documents of P present
 classes: every present class first gets one document, and the other k - P
 are shared out in proportion to the classes' remaining counts (n_c - 1) by
@@ -89,6 +114,7 @@ task is the same {a, b} task) is refused unless `allow_repeated_label_sets`.
 """
 
 import dataclasses
+import itertools
 import math
 import numbers
 from typing import Any, Optional
@@ -98,6 +124,9 @@ import numpy as np
 from tff_nlp import errors
 from tff_nlp.data import text_classification
 
+# How label sets are drawn and assigned (module docstring): the authors'
+# generator, or label sets relayed from client to client.
+CONSTRUCTIONS = ('random', 'shared_labels')
 DEFAULT_LABELS_PER_TASK = 4
 BINARY_LABELS_PER_TASK = 2
 # Client c shuffles the sorted task list with seed
@@ -303,6 +332,25 @@ def _local_split(
                labels=to_local[split.labels[indices]].astype(np.int32))
 
 
+def _assign_exhausting(tasks: list[Task], num_clients: int,
+                       tasks_per_client: int, seed: int
+                       ) -> list[tuple[Task, ...]]:
+  """Step 9: each client's first `tasks_per_client` untaken tasks in its
+  seeded order of the tasks sorted by name."""
+  by_name = sorted(tasks, key=lambda task: task.name)
+  taken = set()
+  clients = []
+  for c in range(num_clients):
+    order = np.random.default_rng(
+        c * CLIENT_SEED_STRIDE + seed + CLIENT_SEED_OFFSET
+    ).permutation(len(by_name))
+    mine = [by_name[j] for j in order if by_name[j].name not in taken]
+    mine = mine[:tasks_per_client]
+    taken.update(task.name for task in mine)
+    clients.append(tuple(mine))
+  return clients
+
+
 def build_task_sequences(
     data: text_classification.TextClassificationData,
     *,
@@ -315,6 +363,7 @@ def build_task_sequences(
     max_train_per_task: Optional[int] = None,
     max_test_per_task: Optional[int] = None,
     allow_repeated_label_sets: bool = False,
+    construction: str = 'random',
 ) -> TaskSequences:
   """Cuts a dataset into per-client task sequences (see the module docstring).
 
@@ -339,6 +388,9 @@ def build_task_sequences(
       in their documents, and forgetting and backward transfer measure a
       repeated task): the paper's Subj setting, 2 labels and 2 per task.
       False refuses such a dataset.
+    construction: 'random' (the authors' generator) or 'shared_labels'
+      (label sets relayed from client c + 1 to client c one task later;
+      see the module docstring).
 
   Returns:
     A `TaskSequences` with C sequences of T distinct tasks.
@@ -393,7 +445,19 @@ def build_task_sequences(
           f'({labels_per_task}), so that every class keeps a document; got '
           f'{cap!r}.'
       )
+  if construction not in CONSTRUCTIONS:
+    raise errors.InputError(
+        f'Unknown task construction {construction!r}; expected one of '
+        f'{list(CONSTRUCTIONS)}.')
   distinct_sets = math.comb(len(pool), labels_per_task)
+  relayed_sets = num_clients + tasks_per_client - 1
+  if construction == 'shared_labels' and distinct_sets < relayed_sets:
+    raise errors.InputError(
+        f'construction=shared_labels needs num_clients + tasks_per_client - '
+        f'1 = {relayed_sets} distinct label sets, but dataset {data.name!r} '
+        f'has {len(pool)} labels with test documents, which make '
+        f'{distinct_sets} of labels_per_task={labels_per_task}. Use fewer '
+        'clients or tasks, or fewer labels per task.')
   if distinct_sets < tasks_per_client and not allow_repeated_label_sets:
     raise errors.InputError(
         f'Dataset {data.name!r} has {len(pool)} labels with test documents '
@@ -408,14 +472,29 @@ def build_task_sequences(
   seed, num_tasks = int(seed), int(num_tasks)
   valid_fraction = float(valid_fraction)
 
-  # Steps 1-3: the label sets.
-  shuffled = np.random.default_rng(seed).permutation(pool)
+  # Steps 1-3 (or 1'-2'): the label sets.
   task_labels = []
-  for i in range(num_tasks):
-    drawn = np.random.default_rng(seed + i).choice(
-        shuffled, size=labels_per_task, replace=False)
-    task_labels.append(sorted((int(k) for k in drawn),
-                              key=lambda k: data.label_names[k]))
+  if construction == 'shared_labels':
+    if num_tasks != minimum_tasks:
+      raise errors.InputError(
+          f'num_tasks={num_tasks}: construction=shared_labels makes exactly '
+          f'num_clients * tasks_per_client = {minimum_tasks} tasks; leave '
+          'num_tasks unset.')
+    combinations = list(itertools.combinations(pool.tolist(),
+                                               labels_per_task))
+    order = np.random.default_rng(seed).permutation(len(combinations))
+    relayed = [combinations[j] for j in order[:relayed_sets]]
+    for c in range(num_clients):
+      for t in range(tasks_per_client):
+        task_labels.append(sorted(relayed[c + t],
+                                  key=lambda k: data.label_names[k]))
+  else:
+    shuffled = np.random.default_rng(seed).permutation(pool)
+    for i in range(num_tasks):
+      drawn = np.random.default_rng(seed + i).choice(
+          shuffled, size=labels_per_task, replace=False)
+      task_labels.append(sorted((int(k) for k in drawn),
+                                key=lambda k: data.label_names[k]))
 
   # Step 4: each label's training documents, cut into one chunk per task.
   tasks_of_label: dict[int, list[int]] = {}
@@ -463,18 +542,12 @@ def build_task_sequences(
         test=_local_split(data.test, test, to_local),
     ))
 
-  # Step 9: assignment to clients.
-  by_name = sorted(tasks, key=lambda task: task.name)
-  taken = set()
-  clients = []
-  for c in range(num_clients):
-    order = np.random.default_rng(
-        c * CLIENT_SEED_STRIDE + seed + CLIENT_SEED_OFFSET
-    ).permutation(len(by_name))
-    mine = [by_name[j] for j in order if by_name[j].name not in taken]
-    mine = mine[:tasks_per_client]
-    taken.update(task.name for task in mine)
-    clients.append(tuple(mine))
+  # Step 9 (or 2'): assignment to clients.
+  if construction == 'shared_labels':
+    clients = [tuple(tasks[c * tasks_per_client:(c + 1) * tasks_per_client])
+               for c in range(num_clients)]
+  else:
+    clients = _assign_exhausting(tasks, num_clients, tasks_per_client, seed)
 
   config = {
       'dataset': data.name,
@@ -489,6 +562,8 @@ def build_task_sequences(
       'max_test_per_task': (None if max_test_per_task is None
                             else int(max_test_per_task)),
   }
+  if construction != 'random':  # The control keeps its configuration.
+    config['construction'] = construction
   return TaskSequences(dataset=data.name, clients=tuple(clients),
                        config=config)
 

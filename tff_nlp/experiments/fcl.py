@@ -38,8 +38,10 @@ from tff_nlp.data import continual_tasks
 from tff_nlp.data import data_root
 from tff_nlp.data import text_classification
 from tff_nlp.data import vocabulary as vocabulary_lib
+from tff_nlp.data import word_vectors as word_vectors_lib
 from tff_nlp.experiments import fcl_report
 from tff_nlp.metrics import continual as continual_metrics
+from tff_nlp.metrics import fcl_seeds
 from tff_nlp import training as training_lib
 from tff_nlp.training import run_cache
 
@@ -64,6 +66,11 @@ class DataConfig:
     allow_repeated_label_sets: Accept a dataset with too few labels for a
       client's tasks to differ (see `continual_tasks.build_task_sequences`;
       the paper's Subj). It changes no task, so no run's cache key.
+    construction: How label sets are drawn and assigned
+      (`continual_tasks.CONSTRUCTIONS`): 'random', the authors' generator
+      (the control), or 'shared_labels', label sets relayed from client
+      c + 1 to client c one task later, so that a client's knowledge base
+      holds a foreign task of its own labels.
   """
 
   num_clients: int = 3
@@ -74,6 +81,7 @@ class DataConfig:
   max_length: int = 64
   seed: int = 42
   allow_repeated_label_sets: bool = False
+  construction: str = 'random'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +109,11 @@ class TrainingConfig:
       round's weight (its training-set size), the excess going to the others
       in proportion to their sizes (`fcl.FclConfig.max_weight_share`);
       None: no cap. 'local' averages nothing and ignores it.
+    word_vectors: '' to learn the word embedding on the first task (then
+      frozen); else pre-trained vectors, frozen from the start as in the
+      papers: a file of `<data_dir>/word_vectors/` (e.g.
+      `word_vectors.GLOVE_50D`) or a path, in GloVe's text format, with
+      `embedding_dim` values per word (`tff_nlp.data.word_vectors`).
   """
 
   rounds_per_task: int = 3
@@ -120,6 +133,7 @@ class TrainingConfig:
   kb_include_own: bool = False
   seed: int = 1
   max_weight_share: Optional[float] = None
+  word_vectors: str = ''
 
   def __post_init__(self):
     if self.max_weight_share is not None:
@@ -153,6 +167,7 @@ class EncodedDataset:
   num_classes: int
   truncated_documents: int
   summary_markdown: str
+  vocabulary: Optional[vocabulary_lib.Vocabulary] = None
 
 
 def check_methods(methods: Sequence[str]) -> None:
@@ -184,7 +199,8 @@ def encode_dataset(name: str, data: DataConfig,
       tasks_per_client=data.tasks_per_client,
       max_train_per_task=data.max_train_per_task,
       max_test_per_task=data.max_test_per_task, seed=data.seed,
-      allow_repeated_label_sets=data.allow_repeated_label_sets)
+      allow_repeated_label_sets=data.allow_repeated_label_sets,
+      construction=data.construction)
   vocabulary = vocabulary_lib.Vocabulary.build(dataset.train.texts,
                                                data.vocabulary_size)
   truncated = 0
@@ -209,7 +225,8 @@ def encode_dataset(name: str, data: DataConfig,
       name=name, clients=clients, vocab_size=vocabulary.size,
       max_length=data.max_length, num_classes=num_classes,
       truncated_documents=truncated,
-      summary_markdown=continual_tasks.summary_markdown(sequences))
+      summary_markdown=continual_tasks.summary_markdown(sequences),
+      vocabulary=vocabulary)
 
 
 def fcl_config(method: str, data: DataConfig,
@@ -227,7 +244,8 @@ def fcl_config(method: str, data: DataConfig,
       kb_include_own=training.kb_include_own, sit_top_k=training.sit_top_k,
       sit_threshold=training.sit_threshold,
       sit_max_vectors=training.sit_clusters,
-      max_weight_share=training.max_weight_share)
+      max_weight_share=training.max_weight_share,
+      train_embedding=not training.word_vectors)
 
 
 def run_key(dataset: str, method: str, data: DataConfig,
@@ -235,11 +253,15 @@ def run_key(dataset: str, method: str, data: DataConfig,
   """What defines a run (its cache key)."""
   data_key = dataclasses.asdict(data)
   del data_key['allow_repeated_label_sets']  # Refuses or not; changes no task.
+  if data.construction == 'random':  # Runs cached before the option.
+    del data_key['construction']
   training_key = dataclasses.asdict(training)
   # Unset, the cap is left out, so runs cached before it existed keep their
   # keys; 'local' averages nothing, so a cap changes none of its runs.
   if training.max_weight_share is None or method == 'local':
     del training_key['max_weight_share']
+  if not training.word_vectors:  # Learned, as before the option.
+    del training_key['word_vectors']
   return {'dataset': dataset, 'method': method,
           'data': data_key,
           'training': training_key}
@@ -303,40 +325,26 @@ def _evaluate(predictor: fcl.Predictor, encoded: EncodedDataset, clients,
   return accuracy, f1
 
 
-def _matrix(rows_by_task: Sequence[Sequence[Sequence[float]]],
-            num_clients: int, num_tasks: int) -> np.ndarray:
-  """[C, T, T] with NaN above the diagonal from per-task client rows."""
-  matrix = np.full([num_clients, num_tasks, num_tasks], np.nan)
-  for i, rows in enumerate(rows_by_task):
-    for c, row in enumerate(rows):
-      matrix[c, i, :len(row)] = row
-  return matrix
-
-
-def _task_records(records: Sequence[Mapping[str, Any]], rounds_per_task: int
-                  ) -> list[dict[str, Any]]:
-  """Per task, from the training loop's round records: its `start` metrics,
-  its `rounds`' training metrics, the `accuracy` and `macro_f1` of its
-  `end` and its `seconds` (task start, rounds and evaluation)."""
-  tasks = []
-  for record in records:
-    if 'task' not in record:
-      continue  # No initial evaluation is recorded; never a round 0.
-    if (record['round'] - 1) % rounds_per_task == 0:
-      tasks.append({'task': record['task'], 'start': record['task_start'],
-                    'rounds': [],
-                    'seconds': record['task_start_seconds']})
-    task = tasks[-1]
-    task['rounds'].append(record['train'])
-    task['seconds'] += record['round_seconds']
-    if 'task_end' in record:
-      task.update(record['task_end'])
-      task['seconds'] += record['task_end_seconds']
-  return tasks
+def load_word_vectors(training: TrainingConfig,
+                      data_dir: Optional[str] = None
+                      ) -> Optional[word_vectors_lib.WordVectors]:
+  """`training.word_vectors`, read and checked against `embedding_dim`;
+  None when the embedding is learned."""
+  if not training.word_vectors:
+    return None
+  vectors = word_vectors_lib.read_word_vectors(
+      word_vectors_lib.find_word_vectors(training.word_vectors, data_dir))
+  if vectors.dim != training.embedding_dim:
+    raise errors.InputError(
+        f'--word_vectors={training.word_vectors}: {vectors.path} has '
+        f'{vectors.dim} values per word, but --embedding_dim is '
+        f'{training.embedding_dim}; set --embedding_dim={vectors.dim}.')
+  return vectors
 
 
 def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
                training: TrainingConfig, output_dir: str,
+               word_vectors: Optional[word_vectors_lib.WordVectors] = None,
                log: Callable[[str], None] = logging.info) -> dict[str, Any]:
   """Trains and evaluates one method on one dataset, resuming if cached.
 
@@ -350,6 +358,8 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
     data: The data settings `encoded` was built with (part of the cache key).
     training: The training settings.
     output_dir: The benchmark's folder; the run lives in `run_dir(...)`.
+    word_vectors: `training.word_vectors`, read (`load_word_vectors`);
+      needed when it is set.
     log: Progress messages.
 
   Returns:
@@ -371,8 +381,20 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
       num_classes=encoded.num_classes, embedding_dim=training.embedding_dim,
       num_filters=training.num_filters, dropout=training.dropout,
       seed=training.seed)
+  initial_embedding, coverage = None, None
+  if training.word_vectors:
+    if word_vectors is None or encoded.vocabulary is None:
+      raise ValueError(f'--word_vectors={training.word_vectors}: pass the '
+                       'vectors read and a dataset encoded with its '
+                       'vocabulary.')
+    initial_embedding, coverage = word_vectors_lib.embedding_table(
+        encoded.vocabulary, word_vectors, seed=training.seed)
+    log(f'{encoded.name} {method}: {100 * coverage:.1f}% of the vocabulary '
+        f'has a vector in {word_vectors.path}')
   process = stateful_clients.SimulationProcess(
-      fcl.build_fcl_process(config, spec), config.num_clients)
+      fcl.build_fcl_process(config, spec,
+                            initial_embedding=initial_embedding),
+      config.num_clients)
   predictor = fcl.Predictor(spec, adaptive_threshold=config.sparsity)
   rounds_per_task = training.rounds_per_task
 
@@ -409,81 +431,62 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
                                       end_task=end_task))
   if run.resumed_from:
     log(f'{encoded.name} {method}: resumed after round {run.resumed_from}')
-  tasks = _task_records(run.records, rounds_per_task)
-  results = summarize(tasks, config,
+  tasks = fcl_report.task_records(run.records, rounds_per_task)
+  results = fcl_report.summarize(tasks, config,
                       seconds=sum(t['seconds'] for t in tasks))
   results.update(dataset=encoded.name, method=method,
                  truncated_documents=encoded.truncated_documents)
+  if coverage is not None:
+    results['word_vector_coverage'] = coverage
   training_lib.write_json(os.path.join(directory, RESULTS_FILE), results)
   return results
 
 
-def _json_matrix(matrix: np.ndarray) -> list[Any]:
-  """Nested lists with None for NaN (tasks not learned yet)."""
-  return np.where(np.isnan(matrix), None, matrix).tolist()
+# The paired comparisons of the report: (A, B) for ACC(A) - ACC(B).
+COMPARISONS = (('fedseit', NO_FOREIGN), ('fedseit_sit', 'fedseit'))
 
 
-def summarize(progress: Sequence[Mapping[str, Any]], config: fcl.FclConfig,
-              *, seconds: float) -> dict[str, Any]:
-  """A run's results from its per-task records (`_task_records`)."""
-  c, t = config.num_clients, config.tasks_per_client
-  accuracy = _matrix([p['accuracy'] for p in progress], c, t)
-  f1 = _matrix([p['macro_f1'] for p in progress], c, t)
-  summary = continual_metrics.summary(accuracy)
-  rounds = [r for p in progress for r in p['rounds']]
-  starts = [p['start'] for p in progress]
-  down = (sum(r['bytes_down_per_client'] for r in rounds)
-          + sum(s['bytes_down_per_client'] for s in starts))
-  up = (sum(r['bytes_up_per_client'] for r in rounds)
-        + sum(s['bytes_up_per_client'] for s in starts))
-  # Bytes per client over the run by what is sent (runs recorded before the
-  # split was measured have only the totals).
-  by_part = collections.OrderedDict()
-  for record, direction in ([(s, 'down') for s in starts]
-                            + [(s, 'up') for s in starts]
-                            + [(r, 'up') for r in rounds]):
-    for part, value in record.get(f'bytes_{direction}_by_part_per_client',
-                                  {}).items():
-      key = f'{direction}/{part}'
-      by_part[key] = by_part.get(key, 0.0) + value
-  if by_part:
-    by_part['down/shared_weights'] = sum(r['bytes_down_per_client']
-                                         for r in rounds)
-  return collections.OrderedDict(
-      accuracy=float(summary['average_accuracy']),
-      bytes_per_client_by_part=by_part,
-      macro_f1=float(np.mean(f1[:, -1, :])),
-      forgetting=float(summary['forgetting']),
-      backward_transfer=float(summary['backward_transfer']),
-      accuracy_matrix=_json_matrix(accuracy),
-      macro_f1_matrix=_json_matrix(f1),
-      bytes_down_per_client=down, bytes_up_per_client=up,
-      bytes_down_per_client_round=down / max(len(rounds), 1),
-      bytes_up_per_client_round=up / max(len(rounds), 1),
-      bytes_up_round_last_task=(
-          progress[-1]['rounds'][-1]['bytes_up_per_client']
-          if rounds else 0.0),
-      adaptive_nonzero_per_client_round=float(np.mean(
-          [r['adaptive_nonzero_per_client'] for r in rounds]) if rounds
-          else 0.0),
-      kb_entries_per_client=[s['kb_entries_per_client'] for s in starts],
-      non_finite_clients=int(sum(r['non_finite_clients'] for r in rounds)),
-      seconds=seconds)
+def replicate(data: DataConfig, training: TrainingConfig,
+              seed: Optional[int]) -> tuple[DataConfig, TrainingConfig]:
+  """The configuration of replicate `seed`: training seed `seed` and tasks
+  drawn with `data.seed + seed`; None: `data` and `training` as given."""
+  if seed is None:
+    return data, training
+  return (dataclasses.replace(data, seed=data.seed + seed),
+          dataclasses.replace(training, seed=seed))
 
 
 def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
             data: DataConfig, training: TrainingConfig, output_dir: str,
-            data_dir: Optional[str] = None, command: str = '',
-            log: Callable[[str], None] = logging.info
+            data_dir: Optional[str] = None, seeds: Sequence[int] = (),
+            command: str = '', log: Callable[[str], None] = logging.info
             ) -> dict[str, dict[str, Any]]:
-  """Runs every method on every dataset (cached runs are read) and writes
-  the report (`fcl_report.write_report`).
+  """Runs every method on every dataset and seed (cached runs are read) and
+  writes the report (`fcl_report.write_report`).
+
+  Args:
+    datasets: Folders of `<data_dir>/text_classification/`.
+    methods: Of `METHODS`.
+    data: The task settings.
+    training: The training settings.
+    output_dir: The benchmark's folder.
+    data_dir: The `shared/data` folder.
+    seeds: Replicates (`replicate`): seed s trains with seed s on the tasks
+      of `data.seed + s`, so that seeds vary both the runs and the tasks,
+      and the methods of one seed share its tasks (paired). Empty: one run
+      of `data` and `training` as given.
+    command: The command line, for the report.
+    log: Progress messages.
 
   Returns:
-    results[dataset][method], each `run_method`'s results.
+    results[dataset][method]: `fcl_seeds.summarize_method` of its seeds
+    (per-seed results under `seeds`, keyed by seed; the seed of `training`
+    when `seeds` is empty).
   """
   check_methods(methods)
   training_lib.check_output_dir(output_dir)
+  if len(set(seeds)) != len(seeds):
+    raise errors.InputError(f'--seeds: {list(seeds)} repeats a seed.')
   # A dataset folder a user added is never silently left out.
   unused = [d for d in text_classification.list_datasets(data_dir)
             if d not in datasets
@@ -494,19 +497,43 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
         os.path.join(data_root.find_data_dir(data_dir),
                      text_classification.TEXT_CLASSIFICATION_SUBDIR),
         ', '.join(unused))
-  # Every dataset is read and checked before any training.
-  encoded = [encode_dataset(name, data, data_dir) for name in datasets]
-  results = collections.OrderedDict()
+  replicates = [(s, *replicate(data, training, s)) for s in seeds] or [
+      (training.seed, data, training)]
+  # Every dataset and seed is read and checked before any training.
+  encoded = collections.OrderedDict(
+      ((name, seed), encode_dataset(name, seed_data, data_dir))
+      for name in datasets for seed, seed_data, _ in replicates)
+  word_vectors = load_word_vectors(training, data_dir)
+  per_seed = collections.OrderedDict(
+      (name, collections.OrderedDict((m, collections.OrderedDict())
+                                     for m in methods))
+      for name in datasets)
   summaries = collections.OrderedDict()
-  for dataset in encoded:
-    summaries[dataset.name] = dataset.summary_markdown
-    log(f'{dataset.name}: vocabulary {dataset.vocab_size} ids, '
-        f'{dataset.truncated_documents} documents cut at '
-        f'{data.max_length} tokens')
-    results[dataset.name] = collections.OrderedDict(
-        (method, run_method(dataset, method, data=data, training=training,
-                            output_dir=output_dir, log=log))
-        for method in methods)
+  for name in datasets:
+    for seed, seed_data, seed_training in replicates:
+      dataset = encoded[name, seed]
+      summaries.setdefault(name, dataset.summary_markdown)
+      log(f'{name}, seed {seed}: vocabulary {dataset.vocab_size} ids, '
+          f'{dataset.truncated_documents} documents cut at '
+          f'{data.max_length} tokens')
+      for method in methods:
+        per_seed[name][method][seed] = run_method(
+            dataset, method, data=seed_data, training=seed_training,
+            output_dir=output_dir, word_vectors=word_vectors, log=log)
+  results = collections.OrderedDict(
+      (name, collections.OrderedDict(
+          (m, fcl_seeds.summarize_method(runs)) for m, runs in by_method.items()))
+      for name, by_method in per_seed.items())
+  differences = collections.OrderedDict(
+      (name, collections.OrderedDict(
+          (f'{a} - {b}', fcl_seeds.compare(
+              by_method[a], by_method[b],
+              names=(fcl_report.METHOD_LABELS[a],
+                     fcl_report.METHOD_LABELS[b])))
+          for a, b in COMPARISONS if a in by_method and b in by_method))
+      for name, by_method in per_seed.items())
   fcl_report.write_report(results, output_dir, data=data, training=training,
-               command=command, task_summaries=summaries)
+                          command=command, task_summaries=summaries,
+                          seeds=[s for s, _, _ in replicates],
+                          differences=differences)
   return results

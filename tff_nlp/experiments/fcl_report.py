@@ -1,5 +1,7 @@
-"""The report of the federated continual-learning experiment.
+"""The results and report of the federated continual-learning experiment.
 
+`task_records` and `summarize` turn a run's round records into its results
+(accuracy and macro-F1 matrices and their summaries, bytes, seconds);
 `write_report` turns `experiments.fcl.run_method`'s results (per dataset and
 method) into `results.md` in the paper's layout (ACC and macro-F1 tables, the
 ablation, forgetting and backward transfer, communication, accuracy-matrix
@@ -40,6 +42,92 @@ def results_matrix(values: Sequence[Any]) -> np.ndarray:
   return np.array(values, dtype=np.float64)
 
 
+def _matrix(rows_by_task: Sequence[Sequence[Sequence[float]]],
+            num_clients: int, num_tasks: int) -> np.ndarray:
+  """[C, T, T] with NaN above the diagonal from per-task client rows."""
+  matrix = np.full([num_clients, num_tasks, num_tasks], np.nan)
+  for i, rows in enumerate(rows_by_task):
+    for c, row in enumerate(rows):
+      matrix[c, i, :len(row)] = row
+  return matrix
+
+
+def task_records(records: Sequence[Mapping[str, Any]], rounds_per_task: int
+                  ) -> list[dict[str, Any]]:
+  """Per task, from the training loop's round records: its `start` metrics,
+  its `rounds`' training metrics, the `accuracy` and `macro_f1` of its
+  `end` and its `seconds` (task start, rounds and evaluation)."""
+  tasks = []
+  for record in records:
+    if 'task' not in record:
+      continue  # No initial evaluation is recorded; never a round 0.
+    if (record['round'] - 1) % rounds_per_task == 0:
+      tasks.append({'task': record['task'], 'start': record['task_start'],
+                    'rounds': [],
+                    'seconds': record['task_start_seconds']})
+    task = tasks[-1]
+    task['rounds'].append(record['train'])
+    task['seconds'] += record['round_seconds']
+    if 'task_end' in record:
+      task.update(record['task_end'])
+      task['seconds'] += record['task_end_seconds']
+  return tasks
+
+
+def _json_matrix(matrix: np.ndarray) -> list[Any]:
+  """Nested lists with None for NaN (tasks not learned yet)."""
+  return np.where(np.isnan(matrix), None, matrix).tolist()
+
+
+def summarize(progress: Sequence[Mapping[str, Any]], config: Any,
+              *, seconds: float) -> dict[str, Any]:
+  """A run's results from its per-task records (`task_records`); `config`
+  is the run's `tff_nlp.algorithms.fcl.FclConfig`."""
+  c, t = config.num_clients, config.tasks_per_client
+  accuracy = _matrix([p['accuracy'] for p in progress], c, t)
+  f1 = _matrix([p['macro_f1'] for p in progress], c, t)
+  summary = continual_metrics.summary(accuracy)
+  rounds = [r for p in progress for r in p['rounds']]
+  starts = [p['start'] for p in progress]
+  down = (sum(r['bytes_down_per_client'] for r in rounds)
+          + sum(s['bytes_down_per_client'] for s in starts))
+  up = (sum(r['bytes_up_per_client'] for r in rounds)
+        + sum(s['bytes_up_per_client'] for s in starts))
+  # Bytes per client over the run by what is sent (runs recorded before the
+  # split was measured have only the totals).
+  by_part = collections.OrderedDict()
+  for record, direction in ([(s, 'down') for s in starts]
+                            + [(s, 'up') for s in starts]
+                            + [(r, 'up') for r in rounds]):
+    for part, value in record.get(f'bytes_{direction}_by_part_per_client',
+                                  {}).items():
+      key = f'{direction}/{part}'
+      by_part[key] = by_part.get(key, 0.0) + value
+  if by_part:
+    by_part['down/shared_weights'] = sum(r['bytes_down_per_client']
+                                         for r in rounds)
+  return collections.OrderedDict(
+      accuracy=float(summary['average_accuracy']),
+      bytes_per_client_by_part=by_part,
+      macro_f1=float(np.mean(f1[:, -1, :])),
+      forgetting=float(summary['forgetting']),
+      backward_transfer=float(summary['backward_transfer']),
+      accuracy_matrix=_json_matrix(accuracy),
+      macro_f1_matrix=_json_matrix(f1),
+      bytes_down_per_client=down, bytes_up_per_client=up,
+      bytes_down_per_client_round=down / max(len(rounds), 1),
+      bytes_up_per_client_round=up / max(len(rounds), 1),
+      bytes_up_round_last_task=(
+          progress[-1]['rounds'][-1]['bytes_up_per_client']
+          if rounds else 0.0),
+      adaptive_nonzero_per_client_round=float(np.mean(
+          [r['adaptive_nonzero_per_client'] for r in rounds]) if rounds
+          else 0.0),
+      kb_entries_per_client=[s['kb_entries_per_client'] for s in starts],
+      non_finite_clients=int(sum(r['non_finite_clients'] for r in rounds)),
+      seconds=seconds)
+
+
 def _percent_table(results, key: str, methods) -> dict[str, dict[str, float]]:
   return collections.OrderedDict(
       (METHOD_LABELS[m], collections.OrderedDict(
@@ -51,17 +139,24 @@ def _percent_table(results, key: str, methods) -> dict[str, dict[str, float]]:
 def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
                  output_dir: str, *, data: Any, training: Any,
                  command: str = '',
-                 task_summaries: Optional[Mapping[str, str]] = None) -> str:
+                 task_summaries: Optional[Mapping[str, str]] = None,
+                 seeds: Sequence[int] = (),
+                 differences: Optional[Mapping[str, Mapping[str, Any]]] = None
+                 ) -> str:
   """Writes `results.md`, `results.json` and `heatmaps/*.png`.
 
   Args:
-    results: results[dataset][method] (`run_method`'s).
+    results: results[dataset][method], `fcl_seeds.summarize_method` of its
+      seeds' runs (seed means, `acc`, `acc_ci95`, per-seed `seeds`).
     output_dir: Where to write.
     data: The data settings (`experiments.fcl.DataConfig`; printed).
     training: The training settings (`experiments.fcl.TrainingConfig`;
       printed).
     command: The command that produced the results.
-    task_summaries: Per dataset, the task table (`summary_markdown`).
+    task_summaries: Per dataset, the task table (`summary_markdown`) of
+      the first seed.
+    seeds: The seeds the results are over.
+    differences: differences[dataset]['A - B'], `fcl_seeds.compare`'s.
 
   Returns:
     The path of `results.md`.
@@ -78,7 +173,10 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
       f'dataset, {training.rounds_per_task} rounds per task of '
       f'{training.local_epochs} local epoch(s); accuracy of every client on '
       'every task it has learned, each with its own head, at the end of the '
-      'sequence (ACC: the mean over all clients and tasks, spec §8).',
+      'sequence (ACC: the mean over all clients and tasks, spec §8). '
+      f'Every number is the mean over {len(seeds) or 1} seed(s) '
+      f'({", ".join(map(str, seeds))}); a seed draws its own tasks and '
+      'trains its own runs, and the methods of a seed share its tasks.',
       '',
   ]
   if command:
@@ -103,6 +201,47 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
                     if m in ('fedseit', 'fedseit_sit')]),
       '',
   ]
+  lines += ['## ACC with 95% intervals over seeds (%)', '',
+            'Student-t intervals of the per-seed ACC (n=1: one seed, no '
+            'interval).', '',
+            '| Model | ' + ' | '.join(datasets) + ' |',
+            '|---|' + '---:|' * len(datasets)]
+  for m in methods:
+    cells = []
+    for d in datasets:
+      r = results[d].get(m)
+      if not r:
+        cells.append(continual_metrics.MISSING)
+      elif r.get('acc_ci95'):
+        low, high = r['acc_ci95']
+        cells.append(f'{100 * r["acc"]:.2f} [{100 * low:.2f}, '
+                     f'{100 * high:.2f}]')
+      else:
+        cells.append(f'{100 * r["acc"]:.2f} (n=1)')
+    lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
+  lines.append('')
+  if differences and any(differences.values()):
+    lines += ['## Paired differences of ACC (points)', '',
+              'A - B on the same tasks in each seed: the mean over seeds, its '
+              'Student-t interval over the per-seed differences, and a paired '
+              'bootstrap over the (client, task) pairs of every seed (2,000 '
+              'replicates). An interval that holds 0 is "no difference".', '',
+              '| Dataset | A - B | difference | 95% over seeds | verdict | '
+              '95% over (client, task) pairs | verdict |',
+              '|---|---|---:|---:|---|---:|---|']
+    for d, comparisons in differences.items():
+      for name, c in comparisons.items():
+        a, b = name.split(' - ')
+        seed_ci = (f'[{100 * c["seed_ci95"][0]:.2f}, '
+                   f'{100 * c["seed_ci95"][1]:.2f}]' if c['seed_ci95']
+                   else 'n=1')
+        pair_ci = c['pair_bootstrap_ci95']
+        lines.append(
+            f'| {d} | {METHOD_LABELS[a]} − {METHOD_LABELS[b]} | '
+            f'{100 * c["difference"]:+.2f} | {seed_ci} | '
+            f'{c["seed_verdict"]} | [{100 * pair_ci[0]:.2f}, '
+            f'{100 * pair_ci[1]:.2f}] | {c["pair_bootstrap_verdict"]} |')
+    lines.append('')
   if NO_FOREIGN in methods:
     lines += ['## Ablation: FedSeIT without the foreign-knowledge branch', '',
               '| Model | ' + ' | '.join(datasets) + ' |',
@@ -134,7 +273,7 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
             'many of a client\'s uploaded A entries survive pruning at λ1.',
             '',
             '| Dataset | Model | KiB down / round | KiB up / round | A non-zeros '
-            '/ round | knowledge-base entries / task | seconds |',
+            '/ round | knowledge-base entries / task | seconds per seed |',
             '|---|---|---:|---:|---:|---:|---:|']
   for d in datasets:
     for m in methods:
@@ -164,8 +303,8 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
       lines.append(f'| {d} | {METHOD_LABELS[m]} | ' + ' | '.join(
           f'{split.get(p, 0.0) / 2**20:,.2f}' for p in parts) + ' |')
   lines += ['', '## Accuracy matrices', '',
-            'Mean over clients of acc[i, j], the accuracy on task j after '
-            'learning task i:', '']
+            'Mean over clients and seeds of acc[i, j], the accuracy on task j '
+            'after learning task i:', '']
   for d in datasets:
     for m in methods:
       r = results[d].get(m)
@@ -193,5 +332,6 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
     f.write('\n'.join(lines))
   training_lib.write_json(os.path.join(output_dir, run_cache.RESULTS_FILE), {
       'command': command, 'data': dataclasses.asdict(data),
-      'training': dataclasses.asdict(training), 'results': results})
+      'training': dataclasses.asdict(training), 'seeds': list(seeds),
+      'results': results, 'differences': differences or {}})
   return path

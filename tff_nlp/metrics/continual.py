@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tff_nlp.metrics import intervals
+
 if TYPE_CHECKING:
   from matplotlib import figure  # pylint: disable=g-import-not-at-top
 
@@ -161,6 +163,66 @@ def summary(acc) -> collections.OrderedDict:
   return collections.OrderedDict(
       (fn.__name__, float(np.mean([fn(m) for m in matrices])))
       for fn in (average_accuracy, forgetting, backward_transfer))
+
+
+def final_accuracies(acc) -> np.ndarray:
+  """The final accuracy of every (client, task) pair: acc[c, T-1, j] of a
+  [C, T, T] matrix, flattened client by client to [C·T]."""
+  acc = np.asarray(acc, np.float64)
+  if acc.ndim != 3:
+    raise ValueError(f'Expected [C, T, T], got shape {acc.shape}.')
+  return acc[:, -1, :].reshape(-1)
+
+
+def pair_bootstrap_difference(a, b, *, num_replicates: int = 2000,
+                              confidence: float = 0.95,
+                              seed: int = 0) -> intervals.Interval:
+  """Paired bootstrap over (client, task) pairs of mean(A) - mean(B).
+
+  `a[s, p]` and `b[s, p]` are the final accuracies of pair p in seed s of
+  methods A and B, which saw the same tasks in each seed (the pairs of
+  different seeds may be different tasks). The estimate is the mean over
+  seeds and pairs of a - b. Each replicate draws, for every seed
+  independently, P pairs with replacement from its P pairs, the same for A
+  and B (paired, so what the two methods share about a task cancels), and
+  takes the mean difference over the draws; the interval is the replicates'
+  percentile interval. It covers the sampling of tasks and clients, for
+  these trained runs; `intervals.seed_interval` of the per-seed differences
+  covers the seeds. E.g. a - b = [[0.1, 0.3]] (one seed, two pairs): the
+  replicates are 0.1, 0.2 or 0.3 with probabilities 1/4, 1/2, 1/4.
+
+  Args:
+    a: [S, P] final accuracies of method A.
+    b: [S, P] of method B, the same pairs.
+    num_replicates: Bootstrap replicates.
+    confidence: Coverage in (0, 1).
+    seed: Seed of `np.random.default_rng`.
+
+  Returns:
+    `intervals.Interval(estimate, low, high)`.
+
+  Raises:
+    ValueError: If the shapes differ or are not [S, P] with S, P >= 1, or
+      a value is not finite.
+  """
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if a.shape != b.shape or a.ndim != 2 or 0 in a.shape:
+    raise ValueError(f'a and b must both be [seeds, pairs] with at least one '
+                     f'of each, got {a.shape} and {b.shape}.')
+  if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+    raise ValueError('a and b must be finite.')
+  if not 0 < confidence < 1:
+    raise ValueError(f'confidence must be in (0, 1), got {confidence}.')
+  difference = a - b
+  num_seeds, num_pairs = difference.shape
+  draws = np.random.default_rng(seed).integers(
+      0, num_pairs, size=(num_replicates, num_seeds, num_pairs))
+  replicates = np.mean(
+      difference[np.arange(num_seeds)[None, :, None], draws], axis=(1, 2))
+  tail = 100 * (1 - confidence) / 2
+  low, high = np.percentile(replicates, [tail, 100 - tail])
+  return intervals.Interval(float(np.mean(difference)), float(low),
+                            float(high))
 
 
 def heatmap_png(matrix,

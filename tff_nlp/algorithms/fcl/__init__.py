@@ -36,9 +36,14 @@ Methods (`METHODS`) and the model each trains (`tff_nlp.models.fcl_cnn`):
     clients send once per task (`tff_nlp.algorithms.sit`); α starts at the
     normalised scores.
 
-The word embedding is trained (federated, except for 'local') on the first
-task and frozen afterwards: it stands in for the paper's frozen GloVe, and it
-gives SIT a fixed embedding space for its document vectors.
+By default the word embedding is trained (federated, except for 'local') on
+the first task and frozen afterwards, which gives SIT a fixed embedding space
+for its document vectors. As in the papers, it can instead be pre-trained
+vectors frozen from the start (`FclConfig.train_embedding=False` and
+`build_fcl_process(..., initial_embedding=...)`, e.g. GloVe through
+`tff_nlp.data.word_vectors`); every round is then `next`'s. The server still
+broadcasts the embedding at each task start (counted as `down/embedding`),
+although a client holding the public vectors would not need it.
 
 Computations of an `FclProcess` (C client states `{C}@CLIENTS`):
 

@@ -52,6 +52,11 @@ class FclConfig:
       (`weight_cap.cap_client_weights`) before the shared weights are
       averaged; None: no cap. 'local' averages nothing and ignores it;
       `build_fcl_process` checks the value.
+    train_embedding: Whether the word embedding is trained (federated, on
+      the first task; the rounds of task 0 are then `next_first_task`'s) or
+      never (pre-trained vectors kept frozen, as the papers' GloVe: pass
+      them as `build_fcl_process`'s `initial_embedding`; every round is
+      then `next`'s).
   """
 
   method: str
@@ -70,6 +75,7 @@ class FclConfig:
   sit_score: str = 'rectified_linear'
   sit_max_vectors: int = 200
   max_weight_share: Optional[float] = None
+  train_embedding: bool = True
 
   def __post_init__(self):
     if self.method not in METHODS:
@@ -219,8 +225,11 @@ class FclProcess:
   next: tff.Computation
 
   def round_computation(self, task: int) -> tff.Computation:
-    """The round computation for task `task` (the embedding trains on 0)."""
-    return self.next_first_task if task == 0 else self.next
+    """The round computation for task `task` (the embedding trains on 0,
+    unless `config.train_embedding` is False)."""
+    if task == 0 and self.config.train_embedding:
+      return self.next_first_task
+    return self.next
 
   # The `stateful_clients.StatefulClientsProcess` protocol (FCL has no global
   # model: no `get_model_weights` / `set_model_weights`).

@@ -20,6 +20,7 @@ def build_fcl_process(
     config: core.FclConfig, spec: fcl_cnn.FclCnnSpec, *,
     model_aggregator: Optional[
         tff.aggregators.WeightedAggregationFactory] = None,
+    initial_embedding: Optional[np.ndarray] = None,
 ) -> core.FclProcess:
   """Builds the computations of `config.method` for `spec`'s model.
 
@@ -49,6 +50,11 @@ def build_fcl_process(
       deltas of the shared weights (e.g.
       `tff.learning.robust_aggregator(weighted=True)`); None: the plain
       weighted average.
+    initial_embedding: If set, the word embedding's initial value,
+      float32 [spec.vocab_size, spec.embedding_dim] (e.g. pre-trained
+      vectors, `word_vectors.embedding_table`; with
+      `config.train_embedding=False` it stays so); None: the model's seeded
+      initialisation.
 
   Returns:
     An `FclProcess`; the round computations take each client's training
@@ -91,12 +97,23 @@ def build_fcl_process(
   adaptive_bytes = (sum(common.num_bytes(s) for s in bank_shapes) if adaptive
                     else 0)
   embedding_bytes = common.num_bytes(shapes['embedding'])
+  if initial_embedding is not None:
+    initial_embedding = np.asarray(initial_embedding, np.float32)
+    if initial_embedding.shape != shapes['embedding']:
+      raise ValueError(
+          f'initial_embedding has shape {initial_embedding.shape}; the '
+          f'model\'s embedding is {shapes["embedding"]} (vocab_size, '
+          'embedding_dim).')
+    if not np.all(np.isfinite(initial_embedding)):
+      raise ValueError('initial_embedding holds non-finite values.')
 
   # ---- initial values ----------------------------------------------------
 
   @tff.tensorflow.computation
   def initial_server_state():
-    weights = new_model().weight_dict()
+    weights = dict(new_model().weight_dict())
+    if initial_embedding is not None:
+      weights['embedding'] = tf.constant(initial_embedding)
     return core.ServerState(
         shared=collections.OrderedDict(
             (k, tf.identity(weights[k])) for k in shared),
@@ -115,7 +132,9 @@ def build_fcl_process(
     aggregators = collections.OrderedDict(
         (phase, delta_aggregation.DeltaAggregator(
             model_aggregator, rounds.sent_shared_type(
-                config, shared_type, train_embedding=phase == 'first_task')))
+                config, shared_type,
+                train_embedding=(phase == 'first_task'
+                                 and config.train_embedding))))
         for phase in core.AGGREGATOR_PHASES)
 
   @tff.federated_computation
@@ -165,6 +184,7 @@ def build_fcl_process(
       config=config, spec=spec, initialize=initialize,
       initial_client_state=initial_client_state,
       start_task=task_start.build_start_task(ctx),
-      next_first_task=rounds.build_round(ctx, train_embedding=True),
+      next_first_task=rounds.build_round(
+          ctx, train_embedding=config.train_embedding),
       next=rounds.build_round(ctx, train_embedding=False))
 
