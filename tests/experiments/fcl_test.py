@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import shutil
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -13,6 +14,7 @@ from tff_nlp import errors
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
 from tff_nlp.experiments import fcl_report
+from tff_nlp.models import skipgram
 from tff_nlp.training import loop
 
 # Two clients × two tasks of TREC-6 at the smallest size that trains.
@@ -149,6 +151,29 @@ class ConstructionTest(tf.test.TestCase):
     # 2 clients x 2 tasks: client 1's first task is client 0's second.
     self.assertEqual(labels[0][1], labels[1][0])
     self.assertNotEqual(labels[0][0], labels[0][1])
+
+
+class SkipGramVectorsTest(tf.test.TestCase):
+
+  def test_trained_once_cached_and_keyed(self):
+    texts = ['what is the capital of france', 'who wrote the book'] * 50
+    training = dataclasses.replace(_TRAINING, word_vectors=fcl.SKIPGRAM)
+    output_dir = self.create_tempdir().full_path
+    with mock.patch.object(skipgram, 'public_english_text',
+                           return_value=texts) as corpus:
+      vectors = fcl.load_word_vectors(training, output_dir=output_dir)
+      again = fcl.load_word_vectors(training, output_dir=output_dir)
+    corpus.assert_called_once()  # the second call read the cache
+    self.assertEqual(vectors.dim, _TRAINING.embedding_dim)
+    self.assertCountEqual(vectors.words, set(' '.join(texts).split()))
+    self.assertAllEqual(vectors.vectors, again.vectors)
+    self.assertStartsWith(
+        vectors.path, os.path.join(output_dir, fcl.WORD_VECTORS_DIR,
+                                   'skipgram-'))
+    # The run key holds the vectors' whole configuration.
+    key = fcl.run_key('trec6', 'fedseit', _DATA, training)
+    self.assertEqual(key['training']['word_vectors'], {
+        'skipgram': dataclasses.asdict(fcl.skipgram_config(training))})
 
 
 class MaxWeightShareExecutionTest(tf.test.TestCase):

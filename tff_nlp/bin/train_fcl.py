@@ -106,7 +106,10 @@ _TRAINING = config_flags.define_config(
             lower_bound=1),
         'word_vectors': config_flags.Spec(
             'Pre-trained word vectors, frozen from the start as in the '
-            'papers: a file of <data_dir>/word_vectors/ (e.g. '
+            'papers: skipgram (pre-trained by the library on the public text '
+            'of <data_dir>, --embedding_dim values, cached in '
+            '<output_dir>/word_vectors), or a file of <data_dir>/word_vectors/ '
+            '(e.g. '
             f'{word_vectors.GLOVE_50D}) or a path, GloVe text format, '
             '--embedding_dim values per word. Empty: learn the embedding on '
             'the first task.'),

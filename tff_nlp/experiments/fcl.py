@@ -42,12 +42,16 @@ from tff_nlp.data import word_vectors as word_vectors_lib
 from tff_nlp.experiments import fcl_report
 from tff_nlp.metrics import continual as continual_metrics
 from tff_nlp.metrics import fcl_seeds
+from tff_nlp.models import skipgram
 from tff_nlp import training as training_lib
 from tff_nlp.training import run_cache
 
 NO_FOREIGN = fcl_report.NO_FOREIGN
 METHODS = fcl.METHODS + (NO_FOREIGN,)
 RESULTS_FILE = run_cache.RESULTS_FILE
+# `TrainingConfig.word_vectors` for the library's own skip-gram vectors.
+SKIPGRAM = 'skipgram'
+WORD_VECTORS_DIR = 'word_vectors'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +115,10 @@ class TrainingConfig:
       None: no cap. 'local' averages nothing and ignores it.
     word_vectors: '' to learn the word embedding on the first task (then
       frozen); else pre-trained vectors, frozen from the start as in the
-      papers: a file of `<data_dir>/word_vectors/` (e.g.
+      papers: `SKIPGRAM` for skip-gram vectors of `embedding_dim` values
+      that the library pre-trains once on the public text of `shared/data`
+      (`tff_nlp.models.skipgram`, cached under `<output_dir>/word_vectors`),
+      or a file of `<data_dir>/word_vectors/` (e.g.
       `word_vectors.GLOVE_50D`) or a path, in GloVe's text format, with
       `embedding_dim` values per word (`tff_nlp.data.word_vectors`).
   """
@@ -262,6 +269,9 @@ def run_key(dataset: str, method: str, data: DataConfig,
     del training_key['max_weight_share']
   if not training.word_vectors:  # Learned, as before the option.
     del training_key['word_vectors']
+  elif training.word_vectors == SKIPGRAM:
+    training_key['word_vectors'] = {
+        SKIPGRAM: dataclasses.asdict(skipgram_config(training))}
   return {'dataset': dataset, 'method': method,
           'data': data_key,
           'training': training_key}
@@ -325,15 +335,54 @@ def _evaluate(predictor: fcl.Predictor, encoded: EncodedDataset, clients,
   return accuracy, f1
 
 
+def skipgram_config(training: TrainingConfig) -> skipgram.SkipGramConfig:
+  """The skip-gram vectors of `--word_vectors=skipgram`: `embedding_dim`
+  values, 2 epochs of the public text, seed 0 (one set of vectors for every
+  seed and method)."""
+  return skipgram.SkipGramConfig(dim=training.embedding_dim, epochs=2,
+                                 seed=0)
+
+
+def _skipgram_vectors(config: skipgram.SkipGramConfig, cache_dir: str,
+                      data_dir: Optional[str]) -> str:
+  """`<cache_dir>/skipgram-<digest>/vectors.txt`, trained on
+  `skipgram.public_english_text` the first time; `config.json` beside it
+  (written last, so its presence marks finished vectors) holds the
+  configuration and the training statistics."""
+  directory = run_cache.run_dir(cache_dir, SKIPGRAM, config)
+  path = os.path.join(directory, 'vectors.txt')
+  if os.path.exists(os.path.join(directory, 'config.json')):
+    return path
+  logging.info('Training skip-gram vectors (%s) in %s', config, directory)
+  vocabulary, vectors, stats = skipgram.train_skipgram(
+      skipgram.public_english_text(data_dir), config)
+  os.makedirs(directory, exist_ok=True)
+  skipgram.write_vectors(path, vocabulary.words, vectors)
+  training_lib.write_json(os.path.join(directory, 'config.json'),
+                          {'config': config, 'stats': stats})
+  logging.info('Skip-gram vectors: %s', stats)
+  return path
+
+
 def load_word_vectors(training: TrainingConfig,
-                      data_dir: Optional[str] = None
+                      data_dir: Optional[str] = None,
+                      output_dir: Optional[str] = None
                       ) -> Optional[word_vectors_lib.WordVectors]:
-  """`training.word_vectors`, read and checked against `embedding_dim`;
-  None when the embedding is learned."""
+  """`training.word_vectors`, read (`SKIPGRAM`: trained first if not
+  cached under `<output_dir>/word_vectors`) and checked against
+  `embedding_dim`; None when the embedding is learned."""
   if not training.word_vectors:
     return None
-  vectors = word_vectors_lib.read_word_vectors(
-      word_vectors_lib.find_word_vectors(training.word_vectors, data_dir))
+  if training.word_vectors == SKIPGRAM:
+    if output_dir is None:
+      raise ValueError('--word_vectors=skipgram: pass output_dir, where the '
+                       'vectors are cached.')
+    path = _skipgram_vectors(skipgram_config(training),
+                             os.path.join(output_dir, WORD_VECTORS_DIR),
+                             data_dir)
+  else:
+    path = word_vectors_lib.find_word_vectors(training.word_vectors, data_dir)
+  vectors = word_vectors_lib.read_word_vectors(path)
   if vectors.dim != training.embedding_dim:
     raise errors.InputError(
         f'--word_vectors={training.word_vectors}: {vectors.path} has '
@@ -503,7 +552,7 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
   encoded = collections.OrderedDict(
       ((name, seed), encode_dataset(name, seed_data, data_dir))
       for name in datasets for seed, seed_data, _ in replicates)
-  word_vectors = load_word_vectors(training, data_dir)
+  word_vectors = load_word_vectors(training, data_dir, output_dir)
   per_seed = collections.OrderedDict(
       (name, collections.OrderedDict((m, collections.OrderedDict())
                                      for m in methods))
