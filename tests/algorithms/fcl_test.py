@@ -444,6 +444,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
     table = process_fixtures.fcl_pretrained_table(3)
     process = _process(method, train_embedding=False, initial_embedding_seed=3)
     self.assertIs(process.round_computation(0), process.next)
+    self.assertIs(process.next_first_task, process.next)  # built once
     state, clients, _, first = _task0(process)
     self.assertAllEqual(state.shared['embedding'], table)
     for before, after in zip(clients, first.client_states):

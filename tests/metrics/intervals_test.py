@@ -202,6 +202,9 @@ class SeedIntervalExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(intervals.verdict(interval), intervals.UNDETERMINED)
     self.assertEqual(interval.to_json(),
                      {'estimate': 0.7, 'low': None, 'high': None})
+    self.assertIsNone(interval.bounds())
+    self.assertEqual(intervals.Interval(0.5, 0.25, 0.75).bounds(),
+                     [0.25, 0.75])
 
   @parameterized.named_parameters(
       ('empty', [], 0.95, 'non-empty'),

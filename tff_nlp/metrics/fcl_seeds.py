@@ -21,7 +21,7 @@ Accuracies are fractions in [0, 1], as in the runs' results.
 
 import collections
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -35,11 +35,6 @@ MEAN_KEYS = ('accuracy', 'macro_f1', 'forgetting', 'backward_transfer',
              'bytes_up_round_last_task', 'adaptive_nonzero_per_client_round',
              'non_finite_clients', 'seconds', 'word_vector_coverage')
 
-
-def _pair(interval: intervals.Interval) -> Optional[list[float]]:
-  if np.isnan(interval.low):
-    return None
-  return [interval.low, interval.high]
 
 
 def _matrix(values) -> np.ndarray:
@@ -65,7 +60,7 @@ def summarize_method(per_seed: Mapping[int, Mapping[str, Any]]
   acc = intervals.seed_interval([r['accuracy'] for r in runs])
   summary = collections.OrderedDict(
       seeds=collections.OrderedDict((str(s), r) for s, r in per_seed.items()),
-      acc=acc.estimate, acc_ci95=_pair(acc))
+      acc=acc.estimate, acc_ci95=acc.bounds())
   for key in MEAN_KEYS:
     if all(key in r for r in runs):
       summary[key] = float(np.mean([r[key] for r in runs]))
@@ -115,7 +110,7 @@ def compare(a: Mapping[int, Mapping[str, Any]],
        for s in common], num_replicates=num_replicates, seed=seed)
   return collections.OrderedDict(
       seeds=list(common), difference=by_seed.estimate,
-      seed_ci95=_pair(by_seed),
+      seed_ci95=by_seed.bounds(),
       seed_verdict=intervals.verdict(by_seed, *names),
       pair_bootstrap_ci95=[by_pair.low, by_pair.high],
       pair_bootstrap_verdict=intervals.verdict(by_pair, *names),

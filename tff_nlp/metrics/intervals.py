@@ -78,6 +78,12 @@ class Interval(NamedTuple):
   low: float
   high: float
 
+  def bounds(self) -> Optional[list[float]]:
+    """`[low, high]` for JSON, or None when the interval is undefined."""
+    if math.isnan(self.low):
+      return None
+    return [self.low, self.high]
+
   def to_json(self) -> dict[str, Optional[float]]:
     """A JSON-ready dict; NaN bounds become None."""
     return collections.OrderedDict(

@@ -122,11 +122,6 @@ def engine_seconds(result: Mapping[str, Any]) -> Optional[float]:
   return max(result.get('seconds') or 0.0, rounds)
 
 
-def _pair(interval: intervals.Interval) -> Optional[list[float]]:
-  if math.isnan(interval.low):
-    return None
-  return [interval.low, interval.high]
-
 
 def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
                      domains: Sequence[str],
@@ -174,10 +169,10 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
   summary['bleu'] = collections.OrderedDict(
       (d, i.estimate) for d, i in per_domain.items())
   summary['bleu_ci95'] = collections.OrderedDict(
-      (d, _pair(i)) for d, i in per_domain.items())
+      (d, i.bounds()) for d, i in per_domain.items())
   average = intervals.seed_interval([s['bleu_avg'] for s in seeds.values()])
   summary['bleu_avg'] = average.estimate
-  summary['bleu_avg_ci95'] = _pair(average)
+  summary['bleu_avg_ci95'] = average.bounds()
   summary['seconds_mean'] = statistics.fmean(
       s['seconds'] for s in seeds.values() if s['seconds'] is not None
   ) if any(s['seconds'] is not None for s in seeds.values()) else None
@@ -317,5 +312,5 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], *,
   return collections.OrderedDict(
       a=name_a, b=name_b, difference=a['bleu_avg'] - b['bleu_avg'],
       paired_seeds=[int(s) for s in shared],
-      seed_ci95=_pair(by_seed), bootstrap_ci95=[boot.low, boot.high],
+      seed_ci95=by_seed.bounds(), bootstrap_ci95=[boot.low, boot.high],
       bootstrap_replicates=BOOTSTRAP_REPLICATES, verdict=verdict)
