@@ -353,12 +353,36 @@ class ForeignConv1DExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(got.shape, (3, 3))
     self.assertAllClose(got, _reference_foreign(x, w, 2, task), atol=1e-5,
                         rtol=1e-5)
-    # The K kernels side by side: [w, D, K·N], entry k at columns kN..kN+N.
-    kernels = layer.kernels(task).numpy()
-    for k in range(2):
-      self.assertAllClose(kernels[..., 3 * k:3 * k + 3],
-                          w['foreign2/attention'][task, k]
-                          * w['foreign2/kb'][k], atol=1e-6, rtol=1e-6)
+
+  def test_gradients_match_the_scaled_kernel_formula(self):
+    # The layer scales after pooling; the formula scales the kernels
+    # (ẑ_k = maxpool(x ⊛ (α_k KB_k) + b_k)). Same values, so the same
+    # gradients for every weight and the input; α has both signs.
+    layer = self._layer()
+    rng = np.random.default_rng(7)
+    for variable in layer.weights:
+      variable.assign(rng.normal(size=variable.shape).astype(_F32))
+    x = tf.constant(rng.normal(size=[3, 8, 4]), tf.float32)
+    upstream = tf.constant(rng.normal(size=[3, 3]), tf.float32)
+    layer.attention.assign(np.array([[0.3, -0.2], [0.8, -1.1]], _F32))
+    task = 1
+
+    def formula(x):
+      pooled = [tf.reduce_max(
+          tf.nn.conv1d(x, layer.attention[task, k] * layer.kb[k], 1, 'VALID')
+          + layer.bias[task, k], axis=1) for k in range(2)]
+      return tf.nn.relu(tf.concat(pooled, -1) @ layer.projection[task]
+                        + layer.projection_bias[task])
+
+    sources = [x] + layer.trainable_weights
+    grads = []
+    for fn in (lambda x: layer(x, task), formula):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(fn(x) * upstream)
+      grads.append(tape.gradient(loss, sources))
+    for got, want in zip(*grads):
+      self.assertAllClose(got, want, atol=1e-5, rtol=1e-5)
 
   def test_by_hand(self):
     layer = self._layer()

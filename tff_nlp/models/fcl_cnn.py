@@ -236,8 +236,15 @@ class ForeignConv1D(tf.keras.layers.Layer):
     ẑ_k = maxpool_t(x ⊛ (α_{t,k} KB_k) + b_{t,k}),
     z_f = ReLU(W_f,t [ẑ_1 ⊕ … ⊕ ẑ_K] + c_t),   W_f,t: K·N -> N.
 
-  The K convolutions run as one convolution with the K kernels side by side.
   No ReLU on ẑ before W_f (the authors' "Project" variant, spec §9.9).
+
+  The K convolutions run as one convolution with the K unscaled kernels side
+  by side, and the scalar α_{t,k} is applied after pooling:
+  maxpool_t(α c_t) = α maxpool_t(c_t) for α >= 0 and α minpool_t(c_t) for
+  α < 0. The output is the same, but the gradient of α no longer needs a
+  convolution, and with the embedding frozen (from task 1 on, or pre-trained
+  vectors) the foreign branch needs no backward convolution at all: the KB
+  and the input are constants of the round.
 
   Args:
     filters: N.
@@ -277,16 +284,15 @@ class ForeignConv1D(tf.keras.layers.Layer):
     self.projection_bias = self.add_weight(
         name='projection_bias', shape=(tasks, n), initializer='zeros')
 
-  def kernels(self, task) -> tf.Tensor:
-    """The K foreign kernels of task t side by side: `[width, D, K·N]`."""
-    scaled = self.attention[task][:, None, None, None] * self.kb
-    return tf.concat(tf.unstack(scaled, axis=0), axis=-1)
-
   def call(self, inputs, task):
-    features = tf.nn.conv1d(inputs, self.kernels(task), stride=1,
-                            padding='VALID')
-    pooled = max_pool_over_time(
-        features + tf.reshape(self.bias[task], [-1]))
+    # [w, D, K·N]: entry k in columns kN..kN+N.
+    kernels = tf.concat(tf.unstack(self.kb, axis=0), axis=-1)
+    features = tf.nn.conv1d(inputs, kernels, stride=1, padding='VALID')
+    alpha = tf.repeat(self.attention[task], self.filters)  # [K·N]
+    pooled = tf.where(alpha >= 0,
+                      alpha * tf.reduce_max(features, axis=1),
+                      alpha * tf.reduce_min(features, axis=1))
+    pooled += tf.reshape(self.bias[task], [-1])
     return tf.nn.relu(tf.matmul(pooled, self.projection[task])
                       + self.projection_bias[task])
 

@@ -111,11 +111,15 @@ def build_round(ctx: common.BuildContext,
           loss += 0.5 * config.proximal_strength * tf.add_n([
               tf.reduce_sum(tf.square(variables[k] - start_shared[k]))
               for k in round_shared])
-      gradients = tape.gradient(loss, train_vars)
-      gradients = [
-          tf.zeros_like(v) if g is None or k in frozen
-          else tf.convert_to_tensor(g)
-          for k, v, g in zip(trainable, train_vars, gradients)]
+      # Only the trained variables are sources: a frozen embedding's
+      # gradient would cost a backward convolution per bank.
+      trained = [v for k, v in zip(trainable, train_vars) if k not in frozen]
+      trained_gradients = iter(tape.gradient(loss, trained))
+      gradients = []
+      for k, v in zip(trainable, train_vars):
+        g = None if k in frozen else next(trained_gradients)
+        gradients.append(tf.zeros_like(v) if g is None
+                         else tf.convert_to_tensor(g))
       new_state, new_values = optimizer.next(
           carried, tuple(tf.identity(v) for v in train_vars),
           tuple(gradients))
