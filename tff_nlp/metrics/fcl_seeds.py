@@ -36,7 +36,6 @@ MEAN_KEYS = ('accuracy', 'macro_f1', 'forgetting', 'backward_transfer',
              'non_finite_clients', 'seconds', 'word_vector_coverage')
 
 
-
 def _matrix(values) -> np.ndarray:
   return np.array(values, dtype=np.float64)  # None (not learned) -> NaN
 

@@ -122,7 +122,6 @@ def engine_seconds(result: Mapping[str, Any]) -> Optional[float]:
   return max(result.get('seconds') or 0.0, rounds)
 
 
-
 def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
                      domains: Sequence[str],
                      default_pulled: Optional[Mapping[int, float]] = None
