@@ -771,10 +771,10 @@ class DynamicPullingExecutionTest(tf.test.TestCase, parameterized.TestCase):
         shifted.trainable)
 
 
-class SimulationProcessExecutionTest(tf.test.TestCase):
+class SimulationProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
-  def _train(self, output_dir, rounds):
-    process = stateful_clients.SimulationProcess(_process('dp_l'), 3)
+  def _train(self, output_dir, rounds, **kwargs):
+    process = stateful_clients.SimulationProcess(_process('dp_l', **kwargs), 3)
     clients = linear_model.three_clients()
     run = training.run_training(
         process,
@@ -785,11 +785,19 @@ class SimulationProcessExecutionTest(tf.test.TestCase):
         output_dir=output_dir)
     return process, run
 
-  def test_resumed_run_equals_uninterrupted_with_client_states(self):
-    _, straight = self._train(self.create_tempdir().full_path, rounds=2)
+  # With server momentum round 2 steps with round 1's accumulator, so a
+  # resume that lost it would move the model elsewhere.
+  @parameterized.named_parameters(
+      ('plain', {}),
+      ('server_momentum', dict(server_optimizer_fn=(
+          tff.learning.optimizers.build_sgdm(learning_rate=1.0,
+                                             momentum=0.9)))))
+  def test_resumed_run_equals_uninterrupted_with_client_states(self, kwargs):
+    _, straight = self._train(self.create_tempdir().full_path, rounds=2,
+                              **kwargs)
     resumed_dir = self.create_tempdir().full_path
-    self._train(resumed_dir, rounds=1)
-    process, resumed = self._train(resumed_dir, rounds=2)
+    self._train(resumed_dir, rounds=1, **kwargs)
+    process, resumed = self._train(resumed_dir, rounds=2, **kwargs)
     self.assertEqual(resumed.resumed_from, 1)
     self.assertAllClose(
         _trainable(process.get_model_weights(resumed.state)),

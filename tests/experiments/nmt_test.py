@@ -49,6 +49,12 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                             rounds=7, change_norm='rms')),
       ('federated:dp_g:3:rms', nmt.EngineSpec('federated', mode='dp_g',
                                               rounds=3, change_norm='rms')),
+      ('federated:default:momentum', nmt.EngineSpec(
+          'federated', mode='default', rounds=7,
+          server_optimizer='momentum')),
+      ('federated:dp_l:momentum:2:rms', nmt.EngineSpec(
+          'federated', mode='dp_l', rounds=2, change_norm='rms',
+          server_optimizer='momentum')),
   )
   def test_engine_spec_parse(self, spec, expected):
     self.assertEqual(nmt.EngineSpec.parse(spec, default_rounds=7), expected)
@@ -57,6 +63,8 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
                             'federated:dp_l:0', 'single', 'local',
                             'generic:2', 'single:a:b',
                             'federated:dp_l:rms:l2', 'federated:dp_l:2:3',
+                            'federated:dp_l:momentum:momentum',
+                            'federated:default:adamw',
                             'finetuned', 'finetuned:a:b')
   def test_engine_spec_parse_rejects(self, spec):
     with self.assertRaisesRegex(errors.InputError, '--engines'):
@@ -65,6 +73,9 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_engine_names_and_keys(self):
     self.assertEqual(nmt.EngineSpec.parse('federated:dp_l:rms').name,
                      'federated-dp_l-rms-r5')
+    self.assertEqual(
+        nmt.EngineSpec.parse('federated:default:momentum').name,
+        'federated-default-momentum-r5')
     dirs = {}
     for steps in (2, 3):
       training_config = nmt_task.TrainingConfig(local_steps=steps)
@@ -85,6 +96,41 @@ class EngineSpecExecutionTest(tf.test.TestCase, parameterized.TestCase):
         nmt.engine_dir('out', nmt.EngineSpec('chained'), data=_DATA,
                        model=_MODEL, training=longer, seed=0),
         dirs[2]['chained'])
+
+  def test_server_optimizer_keys_only_its_engine(self):
+    def key(engine):
+      return nmt.engine_key(nmt.EngineSpec.parse(engine), data=_DATA,
+                            model=_MODEL, training=nmt_task.TrainingConfig(),
+                            seed=0)
+
+    plain, momentum = key('federated:default'), key(
+        'federated:default:momentum')
+    # Without one the spec is keyed by the fields it had before (so cached
+    # engines keep their directories); with one it is the only change.
+    self.assertNotIn('server_optimizer', plain['spec'])
+    self.assertEqual(momentum['spec']['server_optimizer'], 'momentum')
+    self.assertEqual(
+        {k: v for k, v in momentum['spec'].items() if k != 'server_optimizer'},
+        plain['spec'])
+    self.assertEqual({k: v for k, v in momentum.items() if k != 'spec'},
+                     {k: v for k, v in plain.items() if k != 'spec'})
+    # The directories of engines cached before the field existed, as the
+    # code of that time named them.
+    for engine, directory in (
+        ('federated:default', 'federated-default-r5-cc41681752'),
+        ('federated:dp_l', 'federated-dp_l-r5-ab03313d8a'),
+        ('combined', 'combined-d9ad3ab316'),
+        ('generic', 'generic-fc9861e41f')):
+      self.assertEqual(
+          nmt.engine_dir('out', nmt.EngineSpec.parse(engine), data=_DATA,
+                         model=_MODEL, seed=1,
+                         training=nmt_task.TrainingConfig(
+                             split_by='parameters')),
+          os.path.join('out', 'engines', directory))
+
+  def test_server_optimizer_needs_a_federated_engine(self):
+    with self.assertRaisesRegex(ValueError, 'server optimizer'):
+      nmt.EngineSpec('combined', server_optimizer='momentum')
 
   # An option a federated engine's key holds only when it is set away from
   # its default, and only for the engines it changes.

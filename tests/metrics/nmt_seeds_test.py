@@ -47,6 +47,10 @@ class ReportKeyTest(parameterized.TestCase):
       ({'kind': 'federated', 'mode': 'dp_l', 'rounds': 5,
         'change_norm': 'rms'}, 'dp_l_rms'),
       ({'kind': 'federated', 'mode': 'random', 'rounds': 2}, 'random_r2'),
+      ({'kind': 'federated', 'mode': 'default', 'rounds': 5,
+        'server_optimizer': 'momentum'}, 'fedavg_default_momentum'),
+      ({'kind': 'federated', 'mode': 'default', 'rounds': 5,
+        'server_optimizer': 'none'}, 'fedavg_default'),
   )
   def test_report_key(self, spec, key):
     self.assertEqual(nmt_seeds.report_key(spec), key)
@@ -58,6 +62,15 @@ class ReportKeyTest(parameterized.TestCase):
         ('fedavg_default', 'data_combination'), ('fedavg_default', 'dp_l'),
         ('dp_l', 'dp_g'), ('fedavg_default_r2', 'data_combination'),
         ('fedavg_default_r2', 'dp_l_r2'), ('dp_l_r2', 'random_r2')])
+
+  def test_a_variant_of_the_default_is_compared_with_both(self):
+    keys = ['data_combination', 'fedavg_default', 'fedavg_default_momentum',
+            'fedavg_default_r2']
+    self.assertEqual(nmt_seeds.comparison_pairs(keys), [
+        ('fedavg_default', 'data_combination'),
+        ('fedavg_default_r2', 'data_combination'),
+        ('fedavg_default_momentum', 'data_combination'),
+        ('fedavg_default_momentum', 'fedavg_default')])
 
 
 class StatisticsTest(tf.test.TestCase):

@@ -61,6 +61,17 @@ the same weights (`delta_aggregation` says how and why deltas). With
 round's weight (`weight_cap.cap_client_weights`), so no client holds more
 than that share of any tensor's sum of weights over all clients.
 
+With a `server_optimizer_fn` (FedOpt, Reddi et al. 2021) the average is not
+the new model but a step towards it: the server applies the optimizer to
+the pseudo-gradient g^t = w^t - avg^t of every tensor some client sent (0
+for the others), through `tff.learning.templates.
+build_apply_optimizer_finalizer` as `tff.learning`'s FedAvg does, so SGD at
+learning rate 1 gives the plain average, momentum gives FedAvgM and Adam
+FedAdam. A tensor no client sent still keeps its value, though the
+optimizer's state sees its zero gradient. A round whose pseudo-gradient is
+not finite leaves the model and the optimizer's state unchanged (the
+finalizer's `update_non_finite` measurement).
+
 `keep_private` is False for default and True for every other mode, so that
 dp_g, dp_l and random differ only in the rule; it can be overridden. Push:
 `'all'` (the server sends every tensor; the default) or `'shared'` (it sends
@@ -113,6 +124,7 @@ DATA_SIZE = dynamic_pulling_state.DATA_SIZE
 ClientState = dynamic_pulling_state.ClientState
 ServerState = dynamic_pulling_state.ServerState
 ServerStateWithAggregator = dynamic_pulling_state.ServerStateWithAggregator
+ServerStateWithOptimizer = dynamic_pulling_state.ServerStateWithOptimizer
 DynamicPullingProcess = dynamic_pulling_state.DynamicPullingProcess
 client_data = dynamic_pulling_state.client_data
 get_model_weights = dynamic_pulling_state.get_model_weights
@@ -160,6 +172,7 @@ def build_dynamic_pulling_process(
         tff.aggregators.WeightedAggregationFactory] = None,
     max_weight_share: Optional[float] = None,
     split_by: str = 'tensors',
+    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
 ) -> DynamicPullingProcess:
   """Builds dynamic pulling with stateful clients (see the module docstring).
 
@@ -170,7 +183,10 @@ def build_dynamic_pulling_process(
       client_work=H, round_num=int32>`, or with a `model_aggregator` whose
       process has state type A and measurements type Am,
       `ServerStateWithAggregator<global_model_weights=M, client_work=H,
-      aggregator=A, round_num=int32>`;
+      aggregator=A, round_num=int32>`, or with a `server_optimizer_fn`
+      whose state has type O, `ServerStateWithOptimizer<global_model_weights=
+      M, client_work=H, aggregator=A (<> without a model_aggregator),
+      finalizer=O, round_num=int32>`;
   *   `next`: `(<state=S@SERVER, client_data={D}@CLIENTS,
       client_states={C}@CLIENTS> -> RoundOutput<state=S@SERVER,
       client_states={C}@CLIENTS, metrics=X@SERVER>)` with
@@ -187,7 +203,9 @@ def build_dynamic_pulling_process(
       `weighting` as in `client_work.build_weighted_client_work`), followed
       by `aggregator=Am` with a `model_aggregator` and by
       `weight_cap=<max_share_before=float32, max_share_after=float32,
-      num_capped=int32, cap_infeasible=int32>` with `max_weight_share`;
+      num_capped=int32, cap_infeasible=int32>` with `max_weight_share`
+      and by `finalizer=<update_non_finite=int32>` with a
+      `server_optimizer_fn`;
   *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
 
   In simulation `next` returns `client_states` as a list in the order of the
@@ -232,6 +250,9 @@ def build_dynamic_pulling_process(
       group: 'tensors' (the paper's rule: half the tensors) or 'parameters'
       (half the parameters: tensors in order of change until the group's
       budget is filled; `tensor_selection`).
+    server_optimizer_fn: A `tff.learning.optimizers.Optimizer` the server
+      applies to the pseudo-gradient (the global model minus the average;
+      module docstring); None: the average is the new model (the paper).
 
   Returns:
     A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
@@ -243,8 +264,9 @@ def build_dynamic_pulling_process(
       `keep_private`.
       Also for a `max_weight_share` outside (0, 1] or an unknown
       `split_by`.
-    TypeError: If `client_optimizer_fn` is not a TFF optimizer or
-      `model_aggregator` not a weighted aggregation factory.
+    TypeError: If `client_optimizer_fn` or `server_optimizer_fn` is not a
+      TFF optimizer or `model_aggregator` not a weighted aggregation
+      factory.
   """
   mode = weighting_lib.parse_option(mode, tensor_selection.Mode, 'mode')
   keep_private, push = _defaults(mode, keep_private, push)
@@ -252,11 +274,12 @@ def build_dynamic_pulling_process(
     raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
                      f'{change_norm!r}.')
   tensor_selection.check_split_by(split_by)
-  if not isinstance(client_optimizer_fn, tff.learning.optimizers.Optimizer):
-    raise TypeError(
-        'client_optimizer_fn must be a tff.learning.optimizers.Optimizer, got '
-        f'{type(client_optimizer_fn)}.'
-    )
+  for name, optimizer in (('client_optimizer_fn', client_optimizer_fn),
+                          ('server_optimizer_fn', server_optimizer_fn)):
+    if not (isinstance(optimizer, tff.learning.optimizers.Optimizer) or
+            optimizer is None and name == 'server_optimizer_fn'):
+      raise TypeError(f'{name} must be a tff.learning.optimizers.Optimizer, '
+                      f'got {type(optimizer)}.')
   if model_aggregator is not None:
     delta_aggregation.check_factory(model_aggregator)
   tensor_groups = [str(g) for g in tensor_groups]
@@ -398,10 +421,34 @@ def build_dynamic_pulling_process(
                                         weights_type.trainable)
       if model_aggregator is not None else None)
 
+  finalizer = (
+      tff.learning.templates.build_apply_optimizer_finalizer(
+          server_optimizer_fn, weights_type)
+      if server_optimizer_fn is not None else None)
+
   def server_state(**fields):
+    if finalizer is not None:
+      return ServerStateWithOptimizer(**fields)
     if aggregator is None:
       return ServerState(**fields)
     return ServerStateWithAggregator(**fields)
+
+  @tff.tensorflow.computation(weights_type, weights_type,
+                              tff.TensorType(np.float32, [num_tensors]))
+  def pseudo_gradient(weights, averaged, tensor_weights):
+    return [tf.where(tensor_weights[t] > 0.0, w - a, tf.zeros_like(w))
+            for t, (w, a) in enumerate(zip(weights.trainable,
+                                           averaged.trainable))]
+
+  @tff.tensorflow.computation(weights_type, weights_type,
+                              tff.TensorType(np.float32, [num_tensors]))
+  def keep_unsent(weights, stepped, tensor_weights):
+    # Momentum would otherwise move a tensor that no client sent.
+    return tff.learning.models.ModelWeights(
+        trainable=[tf.where(tensor_weights[t] > 0.0, s, w)
+                   for t, (w, s) in enumerate(zip(weights.trainable,
+                                                  stepped.trainable))],
+        non_trainable=list(weights.non_trainable))
 
   @tff.tensorflow.computation(weights_type, aggregand_type)
   def server_update(weights, sums):
@@ -452,6 +499,9 @@ def build_dynamic_pulling_process(
     )
     if aggregator is not None:
       fields['aggregator'] = aggregator.initialize()
+    if finalizer is not None:
+      fields.setdefault('aggregator', tff.federated_value((), tff.SERVER))
+      fields['finalizer'] = finalizer.initialize()
     return tff.federated_zip(server_state(**fields))
 
   state_type = initialize_fn.type_signature.result
@@ -501,6 +551,19 @@ def build_dynamic_pulling_process(
       extra_metrics['aggregator'] = aggregated.measurements
     if max_weight_share is not None:
       extra_metrics['weight_cap'] = cap_metrics
+    if finalizer is not None:
+      if aggregator is None:
+        fields['aggregator'] = state.aggregator
+      averaged = fields['global_model_weights']
+      stepped = finalizer.next(
+          state.finalizer, state.global_model_weights,
+          tff.federated_map(pseudo_gradient, (
+              state.global_model_weights, averaged, tensor_weights)))
+      fields['global_model_weights'] = tff.federated_map(
+          keep_unsent, (state.global_model_weights, stepped.result,
+                        tensor_weights))
+      fields['finalizer'] = stepped.state
+      extra_metrics['finalizer'] = stepped.measurements
     new_state = tff.federated_zip(server_state(**fields))
     metrics = delta_aggregation.with_measurements(
         tff.federated_map(

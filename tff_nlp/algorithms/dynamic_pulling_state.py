@@ -60,6 +60,29 @@ class ServerStateWithAggregator(NamedTuple):
   round_num: Any
 
 
+class ServerStateWithOptimizer(NamedTuple):
+  """The server state of a process built with a `server_optimizer_fn`.
+
+  Attributes:
+    global_model_weights: `tff.learning.models.ModelWeights`.
+    client_work: The client optimizer's hparams.
+    aggregator: The model aggregator's state, or `()` without one.
+    finalizer: The server optimizer's state (`tff.learning.templates.
+      build_apply_optimizer_finalizer`, as in `tff.learning`'s FedAvg).
+    round_num: Rounds run so far (int32).
+  """
+
+  global_model_weights: Any
+  client_work: Any
+  aggregator: Any
+  finalizer: Any
+  round_num: Any
+
+
+SERVER_STATES = (ServerState, ServerStateWithAggregator,
+                 ServerStateWithOptimizer)
+
+
 class DynamicPullingProcess(tff.templates.IterativeProcess):
   """The process of `build_dynamic_pulling_process`.
 
@@ -122,7 +145,7 @@ def client_data(training_data: Any, seed=(0, 0),
 
 def get_model_weights(state) -> tff.learning.models.ModelWeights:
   """The global model weights of a server state (Python side)."""
-  if isinstance(state, (ServerState, ServerStateWithAggregator)):
+  if isinstance(state, SERVER_STATES):
     return state.global_model_weights
   return state['global_model_weights']
 

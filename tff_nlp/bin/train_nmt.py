@@ -121,8 +121,9 @@ _ENGINES = flags.DEFINE_list(
      'federated:dp_l_33', 'federated:controllers'],
     'Engines: generic, single:<domain> (from scratch), finetuned:<domain> '
     '(the generic engine fine-tuned on one domain), combined, chained, '
-    'federated:<mode>[:<rounds>][:<change_norm>] (rounds default: --rounds; '
-    'change_norm l2, the paper, or rms).')
+    'federated:<mode>[:<rounds>][:<change_norm>][:<server_optimizer>] '
+    '(rounds default: --rounds; change_norm l2, the paper, or rms; '
+    'server_optimizer none, the paper, or momentum: FedAvgM).')
 _REPORT_ONLY = flags.DEFINE_bool(
     'report_only', False,
     'Train nothing: write the report of the engines finished so far (e.g. '

@@ -29,7 +29,9 @@ model per client). `run_engine` trains one; its kinds:
     fine-tuning (`local_steps` steps per client) and aggregation weighted by
     data size (each domain's share at most `max_weight_share` if set), with
     the dynamic-pulling `mode` of `tff_nlp.algorithms.dynamic_pulling`
-    deciding which tensors each client sends (Tables 4 and 6); the server
+    deciding which tensors each client sends (Tables 4 and 6), and
+    optionally a server optimizer stepping towards the average
+    (`nmt_task.SERVER_OPTIMIZERS`; not the paper's); the server
     model and every client's model (its weights after its last local
     fine-tuning) are scored.
 
@@ -81,6 +83,7 @@ SERVER = nmt_seeds.SERVER
 _MODES = tuple(m.value for m in tensor_selection.Mode)
 # The modes whose median or quantile `split_by` decides.
 _SPLIT_MODES = ('dp_g', 'dp_l', 'random', 'dp_l_33')
+_SERVER_OPTIMIZERS = ('none',) + tuple(nmt_task.SERVER_OPTIMIZERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +99,9 @@ class EngineSpec:
     change_norm: How a federated engine's clients measure a tensor's
       change: 'l2' (the paper) or 'rms' (per parameter); see
       `dynamic_pulling`.
+    server_optimizer: A federated engine's server optimizer: 'none' (the
+      average is the new model, as in the paper) or a name in
+      `nmt_task.SERVER_OPTIMIZERS`.
   """
 
   kind: str
@@ -103,6 +109,7 @@ class EngineSpec:
   mode: str = 'default'
   rounds: int = 5
   change_norm: str = 'l2'
+  server_optimizer: str = 'none'
 
   def __post_init__(self):
     if self.kind not in ENGINE_KINDS:
@@ -123,24 +130,32 @@ class EngineSpec:
                        f'{self.change_norm!r}.')
     if self.change_norm != 'l2' and self.kind != 'federated':
       raise ValueError('Only a federated engine has a change_norm.')
+    if self.server_optimizer not in _SERVER_OPTIMIZERS:
+      raise ValueError(f'server_optimizer must be one of '
+                       f'{_SERVER_OPTIMIZERS}, got {self.server_optimizer!r}.')
+    if self.server_optimizer != 'none' and self.kind != 'federated':
+      raise ValueError('Only a federated engine has a server optimizer.')
 
   @property
   def name(self) -> str:
     """'generic', 'single-php_docs', 'federated-dp_l-r5',
-    'federated-dp_l-rms-r5', ..."""
+    'federated-dp_l-rms-r5', 'federated-default-momentum-r5', ..."""
     if self.kind in _ONE_DOMAIN:
       return f'{self.kind}-{self.domain}'
     if self.kind == 'federated':
       norm = '' if self.change_norm == 'l2' else f'-{self.change_norm}'
-      return f'federated-{self.mode}{norm}-r{self.rounds}'
+      server = ('' if self.server_optimizer == 'none'
+                else f'-{self.server_optimizer}')
+      return f'federated-{self.mode}{norm}{server}-r{self.rounds}'
     return self.kind
 
   @classmethod
   def parse(cls, spec: str, *, default_rounds: int = 5) -> 'EngineSpec':
     """'generic', 'combined', 'chained', 'single:<domain>',
     'finetuned:<domain>' or
-    'federated:<mode>[:<rounds>][:<change_norm>]' (`default_rounds` and
-    'l2' if not given), e.g. 'federated:dp_l:10:rms'.
+    'federated:<mode>[:<rounds>][:<change_norm>][:<server_optimizer>]'
+    (`default_rounds`, 'l2' and 'none' if not given), e.g.
+    'federated:dp_l:10:rms', 'federated:default:momentum'.
 
     Raises:
       InputError: naming `--engines` and what is expected.
@@ -149,17 +164,19 @@ class EngineSpec:
     try:
       if kind in _ONE_DOMAIN and len(rest) == 1:
         return cls(kind, domain=rest[0])
-      if kind == 'federated' and 1 <= len(rest) <= 3:
+      if kind == 'federated' and 1 <= len(rest) <= 4:
         options = {}
         for item in rest[1:]:
           key = ('change_norm' if item in dynamic_pulling.CHANGE_NORMS
+                 else 'server_optimizer' if item in _SERVER_OPTIMIZERS
                  else 'rounds')
           if key in options:
             raise ValueError(f'{key} given twice')
-          options[key] = item if key == 'change_norm' else int(item)
+          options[key] = int(item) if key == 'rounds' else item
         return cls('federated', mode=rest[0],
                    rounds=options.get('rounds', default_rounds),
-                   change_norm=options.get('change_norm', 'l2'))
+                   change_norm=options.get('change_norm', 'l2'),
+                   server_optimizer=options.get('server_optimizer', 'none'))
       if not rest and kind in ('generic', 'combined', 'chained'):
         return cls(kind)
     except ValueError as e:
@@ -168,8 +185,10 @@ class EngineSpec:
         f'--engines: {spec!r} is not an engine; expected generic, combined, '
         f'chained, single:<domain>, finetuned:<domain> or '
         f'federated:<mode>[:<rounds>]'
-        f'[:<change_norm>] with a mode from {list(_MODES)} and a change '
-        f'norm from {list(dynamic_pulling.CHANGE_NORMS)}.')
+        f'[:<change_norm>][:<server_optimizer>] with a mode from '
+        f'{list(_MODES)}, a change norm from '
+        f'{list(dynamic_pulling.CHANGE_NORMS)} and a server optimizer from '
+        f'{list(_SERVER_OPTIMIZERS)}.')
 
 
 class BleuEvaluator:
@@ -267,7 +286,7 @@ def _train_federated(task: nmt_task.NmtTask, spec: EngineSpec, *,
   """Rounds of `spec.mode` dynamic pulling from the generic engine."""
   process = nmt_task.build_federated_process(
       model, training, num_clients=len(task.domains), mode=spec.mode,
-      change_norm=spec.change_norm)
+      change_norm=spec.change_norm, server_optimizer=spec.server_optimizer)
   template = process.get_model_weights(process.initialize())
   run = training_lib.run_training(
       process,
@@ -427,8 +446,12 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
   """
   if spec.kind in _FROM_SCRATCH:
     model, training = nmt_task.pretraining_configs(model, training)
+  # A spec without a server optimizer is keyed as before that field existed.
+  spec_key = collections.OrderedDict(
+      (f.name, getattr(spec, f.name)) for f in dataclasses.fields(spec)
+      if f.name != 'server_optimizer' or spec.server_optimizer != 'none')
   key = collections.OrderedDict(
-      spec=spec, data=data, model=model, seed=seed,
+      spec=spec_key, data=data, model=model, seed=seed,
       client_optimizer=training.client_optimizer,
       learning_rate=training.learning_rate, batch_size=training.batch_size,
       beam_size=training.beam_size)

@@ -61,14 +61,19 @@ def _paper_row(paper: Mapping[str, float],
 def _paper_comparable(spec: Mapping[str, Any]) -> bool:
   """The paper's 5-round runs with its change norm."""
   return (spec['mode'] in PAPER_SERVER and spec['rounds'] == 5
-          and spec.get('change_norm', 'l2') == 'l2')
+          and spec.get('change_norm', 'l2') == 'l2'
+          and spec.get('server_optimizer', 'none') == 'none')
 
 
 def mode_label(spec: Mapping[str, Any]) -> str:
-  """E.g. 'DP_l (less active half)', 'DP_l (less active half), rms'."""
+  """E.g. 'DP_l (less active half)', 'DP_l (less active half), rms',
+  'FedAvg, all tensors (default), server momentum'."""
   label = MODE_LABELS.get(spec['mode'], spec['mode'])
   norm = spec.get('change_norm', 'l2')
-  return label if norm == 'l2' else f'{label}, {norm}'
+  if norm != 'l2':
+    label = f'{label}, {norm}'
+  server = spec.get('server_optimizer', 'none')
+  return label if server == 'none' else f'{label}, server {server}'
 
 
 def _federated(results: Mapping[str, Mapping[str, Any]]):

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 import json
 import math
 import os
+import re
 import statistics
 from typing import Any, Optional
 
@@ -56,8 +57,9 @@ def report_key(spec: Mapping[str, Any]) -> str:
   'finetuned_php_docs',
   'data_combination', 'chained', 'fedavg_default', 'dp_l', 'dp_g',
   'random', 'dp_l_33', 'controllers'; a federated engine's change norm
-  other than l2 and rounds other than the paper's 5 are appended, e.g.
-  'dp_l_rms', 'fedavg_default_r2'."""
+  other than l2, its server optimizer and rounds other than the paper's 5
+  are appended, e.g. 'dp_l_rms', 'fedavg_default_momentum',
+  'fedavg_default_r2'."""
   kind = spec['kind']
   if kind in ('single', 'finetuned'):
     return f'{kind}_{spec["domain"]}'
@@ -68,6 +70,8 @@ def report_key(spec: Mapping[str, Any]) -> str:
   key = 'fedavg_default' if spec['mode'] == 'default' else spec['mode']
   if spec.get('change_norm', 'l2') != 'l2':
     key += f'_{spec["change_norm"]}'
+  if spec.get('server_optimizer', 'none') != 'none':
+    key += f'_{spec["server_optimizer"]}'
   if spec['rounds'] != 5:
     key += f'_r{spec["rounds"]}'
   return key
@@ -77,7 +81,9 @@ def comparison_pairs(keys: Sequence[str]) -> list[tuple[str, str]]:
   """The `PAPER_COMPARISONS` among `keys` (`report_key`s): for the paper's
   5 rounds as named, and for any other rounds R present with each federated
   key's `_rR` suffix (e.g. 'fedavg_default_r2' - 'dp_l_r2'); data
-  combination is compared with the federated default at every R."""
+  combination is compared with the federated default at every R. A
+  variant of the 5-round default (e.g. 'fedavg_default_momentum') is
+  compared with data combination and with the default."""
   suffixes = [''] + sorted({k[k.rindex('_r'):] for k in keys
                             if k.startswith('fedavg_default_r')})
   federated = {'fedavg_default', 'dp_l', 'dp_g', 'random'}
@@ -87,6 +93,12 @@ def comparison_pairs(keys: Sequence[str]) -> list[tuple[str, str]]:
       pair = tuple(k + suffix if k in federated else k for k in (a, b))
       if all(k in keys for k in pair) and pair not in pairs:
         pairs.append(pair)
+  variants = [k for k in keys if k.startswith('fedavg_default_')
+              and not re.fullmatch(r'fedavg_default_r\d+', k)]
+  for variant in variants:
+    for other in ('data_combination', 'fedavg_default'):
+      if other in keys:
+        pairs.append((variant, other))
   return pairs
 
 

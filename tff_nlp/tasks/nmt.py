@@ -83,6 +83,16 @@ class DataConfig:
 
 
 LEARNING_RATE_SCHEDULES = ('constant', 'linear')
+# Server optimizers a federated engine may step with instead of taking the
+# average (`dynamic_pulling`'s `server_optimizer_fn`; the paper takes the
+# average). 'momentum' is FedAvgM (Hsu, Qi and Brown 2019) with its usual
+# server learning rate 1 and momentum 0.9: a round's step is the average's
+# pull plus 0.9 of the last step, so consistent progress compounds when a
+# budget allows only a few rounds.
+SERVER_OPTIMIZERS = {
+    'momentum': lambda: tff.learning.optimizers.build_sgdm(
+        learning_rate=1.0, momentum=0.9),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -484,6 +494,7 @@ def centralized_client_data_fn(
 def build_federated_process(
     model: seq2seq.Seq2SeqConfig, training: TrainingConfig, *,
     num_clients: int, mode: str, change_norm: str,
+    server_optimizer: str = 'none',
 ) -> stateful_clients.SimulationProcess:
   """Dynamic pulling (`dynamic_pulling.build_simulation_process`).
 
@@ -495,6 +506,8 @@ def build_federated_process(
     num_clients: The domains.
     mode: A `tensor_selection.Mode` value: which tensors a client sends.
     change_norm: One of `dynamic_pulling.CHANGE_NORMS`.
+    server_optimizer: 'none' (the average is the new model) or a name in
+      `SERVER_OPTIMIZERS`.
 
   Returns:
     The process; its `next` takes `federated_client_data_fn`'s data.
@@ -511,7 +524,9 @@ def build_federated_process(
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
       with_client_config=True, change_norm=change_norm,
       max_weight_share=training.max_weight_share,
-      split_by=training.split_by)
+      split_by=training.split_by,
+      server_optimizer_fn=(None if server_optimizer == 'none'
+                           else SERVER_OPTIMIZERS[server_optimizer]()))
 
 
 def federated_client_data_fn(
