@@ -197,13 +197,9 @@ bench-nmt: $(STAMP)
 #   skipgram  - the library's own skip-gram vectors instead of GloVe;
 #   random    - the authors' task generator (the control, every dataset).
 # Each report goes to docs/results/fcl/ (the main run) or a sub-folder.
-# Every seed (and, in the main run, every dataset) trains in a process of its
-# own, so that no TFF worker lives through more than a few runs: one worker
-# for all 63 main runs grew past 8 GB even with capped malloc arenas. The
-# last call of each setting finds every run cached and writes the report.
+# train_fcl starts a fresh TFF worker for every dataset and seed: one worker
+# for all 63 main runs grew past 8 GB even with capped malloc arenas.
 FCL_BENCH_DIR ?= runs/fcl_cpu5
-FCL_SEEDS = 0 1 2
-FCL_DATASETS = trec6 r8 tmn
 FCL_TRANSFER_METHODS = --methods=fedweit,fedseit,fedseit_sit,fedseit_no_foreign
 FCL_VARIANTS = \
   clients10:--num_clients=10,--datasets=trec6 \
@@ -211,22 +207,14 @@ FCL_VARIANTS = \
   skipgram:--word_vectors=skipgram,--embedding_dim=50,--datasets=trec6 \
   random:--construction=random
 bench-fcl: $(STAMP)
-	set -e; for dataset in $(FCL_DATASETS); do for seed in $(FCL_SEEDS); do \
-	  "$(PY)" -m tff_nlp.bin.train_fcl \
-	    --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
-	    --output_dir=$(FCL_BENCH_DIR) --datasets=$$dataset --seeds=$$seed; \
-	done; done
 	"$(PY)" -m tff_nlp.bin.train_fcl \
 	  --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
 	  --output_dir=$(FCL_BENCH_DIR)
 	set -e; for variant in $(FCL_VARIANTS); do \
 	  name=$${variant%%:*}; extra=$$(echo $${variant#*:} | tr ',' ' '); \
-	  for seeds in $(FCL_SEEDS) $$(echo $(FCL_SEEDS) | tr ' ' ','); do \
-	    "$(PY)" -m tff_nlp.bin.train_fcl \
-	      --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
-	      --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra \
-	      --seeds=$$seeds; \
-	  done; \
+	  "$(PY)" -m tff_nlp.bin.train_fcl \
+	    --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
+	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra; \
 	done
 	set -e; for dir in . $(foreach v,$(FCL_VARIANTS),$(firstword $(subst :, ,$(v)))); do \
 	  mkdir -p docs/results/fcl/$$dir/heatmaps; \

@@ -9,12 +9,14 @@ from unittest import mock
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_nlp import errors
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
 from tff_nlp.experiments import fcl_report
 from tff_nlp.models import skipgram
+from tff_nlp.runtime import contexts as runtime_contexts
 from tff_nlp.training import loop
 
 # Two clients × two tasks of TREC-6 at the smallest size that trains.
@@ -296,9 +298,30 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_seeds_are_replicates_with_their_own_tasks_and_intervals(self):
     output_dir = self.create_tempdir().full_path
     methods = ['fedseit', 'fedseit_no_foreign']
-    results = fcl.run_fcl(datasets=['trec6'], methods=methods, data=_DATA,
-                          training=_TRAINING, output_dir=output_dir,
-                          seeds=(0, 1), command='cmd')
+    contexts_made = []
+
+    def fresh_context():
+      contexts_made.append(runtime_contexts.local_cpp_context())
+      return contexts_made[-1]
+
+    real_run_method = fcl.run_method
+
+    def run_method(*args, **kwargs):
+      # Every run trains in the context of its dataset and seed.
+      self.assertIs(tff.framework.get_context_stack().current,
+                    contexts_made[-1].tff_context)
+      return real_run_method(*args, **kwargs)
+
+    with mock.patch.object(fcl, 'run_method', run_method):
+      results = fcl.run_fcl(datasets=['trec6'], methods=methods, data=_DATA,
+                            training=_TRAINING, output_dir=output_dir,
+                            seeds=(0, 1), command='cmd',
+                            context_fn=fresh_context)
+    # One worker per seed, each stopped after its seed's runs.
+    self.assertLen(contexts_made, 2)
+    self.assertNotEqual(*(c.worker.pid for c in contexts_made))
+    for context in contexts_made:
+      self.assertFalse(context.worker.is_running())
     # Seed s: training seed s on the tasks of task_seed + s.
     for seed in (0, 1):
       seed_data, seed_training = fcl.replicate(_DATA, _TRAINING, seed)

@@ -152,18 +152,19 @@ def main(argv):
     training = _TRAINING.build(seed=common.SEED.value)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  with runtime_flags.context_from_flags():
-    fcl.run_fcl(
-        datasets=_DATASETS.value,
-        methods=_METHODS.value,
-        data=data,
-        training=training,
-        output_dir=common.OUTPUT_DIR.value,
-        data_dir=common.DATA_DIR.value,
-        seeds=seeds,
-        command=shlex.join(['python', '-m', 'tff_nlp.bin.train_fcl']
-                           + sys.argv[1:]),
-    )
+  # A fresh worker per dataset and seed (`run_fcl`'s `context_fn`).
+  fcl.run_fcl(
+      datasets=_DATASETS.value,
+      methods=_METHODS.value,
+      data=data,
+      training=training,
+      output_dir=common.OUTPUT_DIR.value,
+      data_dir=common.DATA_DIR.value,
+      seeds=seeds,
+      command=shlex.join(['python', '-m', 'tff_nlp.bin.train_fcl']
+                         + sys.argv[1:]),
+      context_fn=runtime_flags.context_from_flags,
+  )
 
 
 if __name__ == '__main__':

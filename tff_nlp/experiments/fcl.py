@@ -21,6 +21,7 @@ much of FedSeIT's result is transfer).
 
 import collections
 from collections.abc import Callable, Mapping, Sequence
+import contextlib
 import dataclasses
 import os
 from typing import Any, Optional
@@ -508,7 +509,9 @@ def replicate(data: DataConfig, training: TrainingConfig,
 def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
             data: DataConfig, training: TrainingConfig, output_dir: str,
             data_dir: Optional[str] = None, seeds: Sequence[int] = (),
-            command: str = '', log: Callable[[str], None] = logging.info
+            command: str = '', log: Callable[[str], None] = logging.info,
+            context_fn: Optional[
+                Callable[[], contextlib.AbstractContextManager]] = None,
             ) -> dict[str, dict[str, Any]]:
   """Runs every method on every dataset and seed (cached runs are read) and
   writes the report (`fcl_report.write_report`).
@@ -526,6 +529,13 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
       of `data` and `training` as given.
     command: The command line, for the report.
     log: Progress messages.
+    context_fn: Makes a TFF execution context to run the methods of one
+      dataset and seed in, entered around them and closed after, e.g.
+      `tff_nlp.runtime.flags.context_from_flags`: a fresh TFF worker per
+      dataset and seed. One worker for every run grows by gigabytes over
+      tens of runs (glibc malloc fragmentation; docs/results/fcl.md) and
+      was OOM-killed at 8.4 GB; its memory is returned when it stops. None:
+      the runs use the current context.
 
   Returns:
     results[dataset][method]: `fcl_seeds.summarize_method` of its seeds
@@ -565,10 +575,11 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
       log(f'{name}, seed {seed}: vocabulary {dataset.vocab_size} ids, '
           f'{dataset.truncated_documents} documents cut at '
           f'{data.max_length} tokens')
-      for method in methods:
-        per_seed[name][method][seed] = run_method(
-            dataset, method, data=seed_data, training=seed_training,
-            output_dir=output_dir, word_vectors=word_vectors, log=log)
+      with (context_fn or contextlib.nullcontext)():
+        for method in methods:
+          per_seed[name][method][seed] = run_method(
+              dataset, method, data=seed_data, training=seed_training,
+              output_dir=output_dir, word_vectors=word_vectors, log=log)
   results = collections.OrderedDict(
       (name, collections.OrderedDict(
           (m, fcl_seeds.summarize_method(runs)) for m, runs in by_method.items()))
