@@ -471,6 +471,11 @@ class ModesTableExecutionTest(tf.test.TestCase):
         'federated', {'server': {'wmt_news': 9.0, 'php_docs': 15.0}},
         mode='dp_l', pulled=(100, 100), pushed=(1000, 1000))
     results['federated-dp_l-rms-r5']['spec']['change_norm'] = 'rms'
+    results['federated-default-momentum-r5'] = _result(
+        'federated', {'server': {'wmt_news': 24.0, 'php_docs': 31.0}},
+        pulled=(1000, 1000), pushed=(1000, 1000))
+    results['federated-default-momentum-r5']['spec'][
+        'server_optimizer'] = 'momentum'
     table = nmt_report.modes_table(results, domains)
     # default: avg (20 + 30) / 2 = 25; dp_l: (10 + 16) / 2 = 13, pulled
     # (300 + 500) / 2 = 400 of 1,000 = 0.400x. The paper: 22,863,104 of
@@ -484,6 +489,10 @@ class ModesTableExecutionTest(tf.test.TestCase):
     # The rms variant is ours alone: no second paper row.
     self.assertIn('| DP_l (less active half), rms | 5 | ours | 9.00 | 15.00 '
                   '| 12.00 | 100 | 1,000 | 0.100× |', table)
+    # So is the default with server momentum.
+    self.assertIn('| FedAvg, all tensors (default), server momentum | 5 | '
+                  'ours | 24.00 | 31.00 | 27.50 | 1,000 | 1,000 | 1.000× |',
+                  table)
     self.assertEqual(table.count('| paper |'), 2)
 
 
