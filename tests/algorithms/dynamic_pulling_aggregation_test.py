@@ -25,15 +25,8 @@ _process = process_fixtures.build_dynamic_pulling
 _NUM_EXAMPLES = (7, 4, 10)
 
 
-def _data(clients, round_num, data_sizes=None):
-  return [dynamic_pulling.client_data(
-      linear_model.to_dataset(client), seed=(round_num, k),
-      data_size=data_sizes[k] if data_sizes else 0.0)
-          for k, client in enumerate(clients)]
-
-
-def _trainable(weights):
-  return [np.asarray(w) for w in weights.trainable]
+_data = process_fixtures.dp_client_data
+_trainable = process_fixtures.trainable_arrays
 
 
 def _run(process, num_rounds, data_sizes=None):

@@ -1,4 +1,4 @@
-"""Dynamic pulling with a server optimizer (FedAvgM, FedAdam).
+"""Dynamic pulling with a server optimizer (SGD; with momentum, FedAvgM).
 
 The model and clients are those of dynamic_pulling_test.py (a linear chain
 of 8 tensors in two groups; `linear_model.three_clients()`). The reference
@@ -19,16 +19,8 @@ from tests.algorithms import process_fixtures
 from tff_nlp.algorithms import dynamic_pulling
 
 _process = process_fixtures.build_dynamic_pulling
-
-
-def _data(clients, round_num):
-  return [dynamic_pulling.client_data(linear_model.to_dataset(client),
-                                      seed=(round_num, k))
-          for k, client in enumerate(clients)]
-
-
-def _trainable(weights):
-  return [np.asarray(w) for w in weights.trainable]
+_data = process_fixtures.dp_client_data
+_trainable = process_fixtures.trainable_arrays
 
 
 def _sgdm(learning_rate, momentum=None):

@@ -194,8 +194,7 @@ def _faulty(client, fault):
   return client
 
 
-def _trainable(weights):
-  return [np.asarray(w) for w in weights.trainable]
+_trainable = process_fixtures.trainable_arrays
 
 
 def _client_state(trainable, shared):

@@ -85,6 +85,20 @@ def build_dynamic_pulling(mode, **kwargs):
           DP_LEARNING_RATE), **kwargs)
 
 
+def dp_client_data(clients, round_num, data_sizes=None):
+  """The dynamic-pulling client data of `linear_model` clients in a round:
+  seed (round, k) and, if given, client k's `data_sizes[k]`."""
+  return [dynamic_pulling.client_data(
+      linear_model.to_dataset(client), seed=(round_num, k),
+      data_size=data_sizes[k] if data_sizes else 0.0)
+          for k, client in enumerate(clients)]
+
+
+def trainable_arrays(weights):
+  """The trainable tensors of `ModelWeights` as numpy arrays."""
+  return [np.asarray(w) for w in weights.trainable]
+
+
 def dp_weights_type():
   return tff.to_type(tff.learning.models.ModelWeights(
       trainable=[tff.TensorType(np.float32, w.shape) for w in DP_INITIAL],

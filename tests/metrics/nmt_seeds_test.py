@@ -65,7 +65,7 @@ class ReportKeyTest(parameterized.TestCase):
 
   def test_a_variant_of_the_default_is_compared_with_both(self):
     keys = ['data_combination', 'fedavg_default', 'fedavg_default_momentum',
-            'fedavg_default_r2']
+            'fedavg_default_r2', 'fedavg_default_momentum_r2']
     self.assertEqual(nmt_seeds.comparison_pairs(keys), [
         ('fedavg_default', 'data_combination'),
         ('fedavg_default_r2', 'data_combination'),

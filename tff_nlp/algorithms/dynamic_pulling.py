@@ -274,10 +274,11 @@ def build_dynamic_pulling_process(
     raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
                      f'{change_norm!r}.')
   tensor_selection.check_split_by(split_by)
-  for name, optimizer in (('client_optimizer_fn', client_optimizer_fn),
-                          ('server_optimizer_fn', server_optimizer_fn)):
-    if not (isinstance(optimizer, tff.learning.optimizers.Optimizer) or
-            optimizer is None and name == 'server_optimizer_fn'):
+  optimizers = {'client_optimizer_fn': client_optimizer_fn}
+  if server_optimizer_fn is not None:
+    optimizers['server_optimizer_fn'] = server_optimizer_fn
+  for name, optimizer in optimizers.items():
+    if not isinstance(optimizer, tff.learning.optimizers.Optimizer):
       raise TypeError(f'{name} must be a tff.learning.optimizers.Optimizer, '
                       f'got {type(optimizer)}.')
   if model_aggregator is not None:

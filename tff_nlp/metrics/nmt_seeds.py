@@ -93,8 +93,10 @@ def comparison_pairs(keys: Sequence[str]) -> list[tuple[str, str]]:
       pair = tuple(k + suffix if k in federated else k for k in (a, b))
       if all(k in keys for k in pair) and pair not in pairs:
         pairs.append(pair)
+  # 5-round variants only: a variant at R rounds has no R-round default
+  # to stand beside here.
   variants = [k for k in keys if k.startswith('fedavg_default_')
-              and not re.fullmatch(r'fedavg_default_r\d+', k)]
+              and not re.search(r'_r\d+$', k)]
   for variant in variants:
     for other in ('data_combination', 'fedavg_default'):
       if other in keys:
