@@ -283,10 +283,12 @@ class RunNmtExecutionTest(tf.test.TestCase):
     # Fine-tuned from the generic engine (its key holds the generic's).
     finetuned = results['finetuned-ubuntu_l10n']
     self.assertEqual(finetuned['records']['train'][-1]['round'], 1)
+    key_args = dict(data=_DATA, model=_MODEL, training=_TRAINING, seed=0)
+    generic_key = nmt.engine_key(nmt.EngineSpec('generic'), **key_args)
+    self.assertEqual(generic_key['spec']['kind'], 'generic')
     self.assertEqual(
         nmt.engine_key(nmt.EngineSpec('finetuned', domain='ubuntu_l10n'),
-                       data=_DATA, model=_MODEL, training=_TRAINING,
-                       seed=0)['generic']['spec'], nmt.EngineSpec('generic'))
+                       **key_args)['generic'], generic_key)
 
     federated = results['federated-dp_l-r1']
     self.assertEqual(list(federated['bleu']), ['server', 'client wmt_news',
