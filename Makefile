@@ -196,10 +196,14 @@ bench-nmt: $(STAMP)
 #   paper_lr  - the paper's λ1 = 1e-3 and learning rate 1e-4 (TREC-6);
 #   skipgram  - the library's own skip-gram vectors instead of GloVe;
 #   random    - the authors' task generator (the control, every dataset).
-# Each report goes to docs/results/fcl/ (the main run) or a sub-folder.
+# Each report goes to docs/results/fcl/ (the main run) or a sub-folder, and
+# docs/results/fcl/variants.md puts the settings side by side (fcl_variants).
 # train_fcl starts a fresh TFF worker for every dataset and seed: one worker
 # for all 63 main runs grew past 8 GB even with capped malloc arenas.
 FCL_BENCH_DIR ?= runs/fcl_cpu5
+comma := ,
+empty :=
+space := $(empty) $(empty)
 FCL_TRANSFER_METHODS = --methods=fedweit,fedseit,fedseit_sit,fedseit_no_foreign
 FCL_VARIANTS = \
   clients10:--num_clients=10,--datasets=trec6 \
@@ -222,6 +226,9 @@ bench-fcl: $(STAMP)
 	    docs/results/fcl/$$dir/; \
 	  cp $(FCL_BENCH_DIR)/$$dir/heatmaps/*.png docs/results/fcl/$$dir/heatmaps/; \
 	done
+	"$(PY)" -m tff_nlp.bin.fcl_variants --bench_dir=$(FCL_BENCH_DIR) \
+	  --variants=$(subst $(space),$(comma),$(foreach v,$(FCL_VARIANTS),$(firstword $(subst :, ,$(v))))) \
+	  --report_dir=docs/results/fcl
 
 # Which settings change a run's numbers: reruns of the text-to-SQL smoke run
 # with other concurrency, thread pools, oneDNN and seed

@@ -1,0 +1,114 @@
+"""fcl_variants: the benchmark's settings side by side, from their reports."""
+
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from tff_nlp import errors
+from tff_nlp.experiments import fcl_variants
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def _method(acc, ci=None, seconds=100.0):
+  return {'acc': acc, 'acc_ci95': ci, 'seconds': seconds, 'seeds': {}}
+
+
+def _report(num_clients, construction, results, differences):
+  return {
+      'command': 'cmd',
+      'data': {'num_clients': num_clients, 'tasks_per_client': 5,
+               'construction': construction},
+      'training': {'word_vectors': 'glove.txt', 'learning_rate': 1e-3,
+                   'sparsity': 1e-4},
+      'seeds': [0, 1, 2], 'results': results, 'differences': differences}
+
+
+def _write(path, report):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w') as f:
+    json.dump(report, f)
+
+
+_DIFFERENCE = {
+    'seeds': [0, 1, 2], 'difference': -0.0111,
+    'seed_ci95': [-0.0245, 0.0024], 'seed_verdict': 'no difference',
+    'pair_bootstrap_ci95': [-0.02, -0.003],
+    'pair_bootstrap_verdict': 'FedSeIT, no foreign branch (ablation) higher',
+    'per_seed': [-0.0145, -0.0048, -0.0138]}
+
+
+class FclVariantsExecutionTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.bench = self.create_tempdir().full_path
+    main_results = {
+        'r8': {'fedweit': _method(0.8804), 'fedseit': _method(
+            0.8921, [0.8218, 0.9624], seconds=395.0),
+               'fedseit_no_foreign': _method(0.9031), 'local': _method(0.5)},
+        'tmn': {'fedseit': _method(0.8588)}}
+    _write(os.path.join(self.bench, 'results.json'), _report(
+        5, 'shared_labels', main_results,
+        {'r8': {'fedseit - fedseit_no_foreign': _DIFFERENCE}}))
+    _write(os.path.join(self.bench, 'clients10', 'results.json'), _report(
+        10, 'shared_labels', {'trec6': {'fedseit': _method(0.7)}}, {}))
+
+  def test_rows_in_percent_and_points_and_a_missing_variant_listed(self):
+    summary = fcl_variants.summarize(self.bench, ['clients10', 'random'])
+    self.assertEqual(list(summary['settings']),
+                     ['main', 'clients10', 'random'])
+    self.assertIsNone(summary['settings']['random'])
+    self.assertEqual(summary['settings']['clients10']['clients'], 10)
+    self.assertEqual([(r['setting'], r['dataset']) for r in summary['rows']],
+                     [('main', 'r8'), ('main', 'tmn'), ('clients10', 'trec6')])
+    r8 = summary['rows'][0]
+    # Only the methods that transfer, in the report's order; Local is not.
+    self.assertEqual(list(r8['acc']),
+                     ['fedweit', 'fedseit', 'fedseit_no_foreign'])
+    self.assertAllClose(r8['acc']['fedseit'], 89.21)
+    self.assertAllClose(r8['acc_ci95']['fedseit'], [82.18, 96.24])
+    self.assertIsNone(r8['acc_ci95']['fedweit'])
+    comparison = r8['comparisons']['fedseit - fedseit_no_foreign']
+    self.assertAllClose(comparison['difference'], -1.11)
+    self.assertAllClose(comparison['seed_ci95'], [-2.45, 0.24])
+    self.assertAllClose(comparison['per_seed'], [-1.45, -0.48, -1.38])
+    self.assertEqual(comparison['seed_verdict'], 'no difference')
+
+    table = fcl_variants.markdown(summary)
+    self.assertIn('| main | 5 × 5 | shared_labels | glove.txt | 0.001 | '
+                  '0.0001 | 0, 1, 2 |', table)
+    self.assertIn('| random | not run yet |', table)
+    self.assertIn('| main | r8 | 88.04 | 89.21 | – | 90.31 | 395 |', table)
+    self.assertIn('| main | r8 | FedSeIT − FedSeIT, no foreign branch '
+                  '(ablation) | -1.11 | [-2.45, +0.24] | no difference | '
+                  '[-2.00, -0.30] | FedSeIT, no foreign branch (ablation) '
+                  'higher |', table)
+
+  def test_a_report_that_is_not_train_fcls_names_its_file(self):
+    path = os.path.join(self.bench, 'random', 'results.json')
+    _write(path, {'results': {}})
+    with self.assertRaisesRegex(errors.InputError,
+                                f'{path}: not a results.json of train_fcl'):
+      fcl_variants.summarize(self.bench, ['random'])
+
+  def test_binary_writes_both_files(self):
+    output_dir = self.create_tempdir().full_path
+    subprocess.run(
+        [sys.executable, '-m', 'tff_nlp.bin.fcl_variants',
+         f'--bench_dir={self.bench}', '--variants=clients10',
+         f'--report_dir={output_dir}'], cwd=_REPO, check=True,
+        capture_output=True, timeout=600)
+    summary = fcl_variants.summarize(self.bench, ['clients10'])
+    with open(os.path.join(output_dir, fcl_variants.MARKDOWN_FILE)) as f:
+      self.assertEqual(f.read(), fcl_variants.markdown(summary))
+    with open(os.path.join(output_dir, fcl_variants.JSON_FILE)) as f:
+      self.assertEqual(json.load(f), json.loads(json.dumps(summary)))
+
+
+if __name__ == '__main__':
+  tf.test.main()
