@@ -8,6 +8,7 @@ import sys
 import tensorflow as tf
 
 from tff_nlp import errors
+from tff_nlp.experiments import fcl_report
 from tff_nlp.experiments import fcl_variants
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -85,9 +86,18 @@ class FclVariantsExecutionTest(tf.test.TestCase):
     self.assertIn('| random | not run yet |', table)
     self.assertIn('| main | r8 | 88.04 | 89.21 | – | 90.31 | 395 |', table)
     self.assertIn('| main | r8 | FedSeIT − FedSeIT, no foreign branch '
-                  '(ablation) | -1.11 | [-2.45, +0.24] | no difference | '
+                  '(ablation) | -1.11 | [-2.45, 0.24] | no difference | '
                   '[-2.00, -0.30] | FedSeIT, no foreign branch (ablation) '
                   'higher |', table)
+
+  def test_difference_cells_in_points_and_with_one_seed(self):
+    # _DIFFERENCE in fractions: -0.0111 -> -1.11 points, and so on.
+    self.assertEqual(fcl_report.difference_cells(_DIFFERENCE), [
+        '-1.11', '[-2.45, 0.24]', 'no difference', '[-2.00, -0.30]',
+        'FedSeIT, no foreign branch (ablation) higher'])
+    one_seed = dict(_DIFFERENCE, seed_ci95=None, difference=0.006)
+    self.assertEqual(fcl_report.difference_cells(one_seed)[:2],
+                     ['+0.60', 'n=1'])
 
   def test_a_report_that_is_not_train_fcls_names_its_file(self):
     path = os.path.join(self.bench, 'random', 'results.json')

@@ -5,7 +5,7 @@ in `--bench_dir/<variant>` and writes `variants.md` and `variants.json`
 (`tff_nlp.experiments.fcl_variants`) into `--report_dir`:
 
   .venv/bin/python -m tff_nlp.bin.fcl_variants --bench_dir=runs/fcl_cpu5 \
-      --variants=clients10,paper_lr,skipgram,random \
+      --variants=paper_lr,skipgram,random,clients10 \
       --report_dir=docs/results/fcl
 """
 

@@ -136,6 +136,31 @@ def _percent_table(results, key: str, methods) -> dict[str, dict[str, float]]:
       for m in methods)
 
 
+def difference_cells(comparison: Mapping[str, Any], *,
+                     scale: float = 100.0) -> list[str]:
+  """The table cells of one paired difference (`fcl_seeds.compare`'s).
+
+  Args:
+    comparison: Its `difference`, `seed_ci95` (None with one seed),
+      `seed_verdict`, `pair_bootstrap_ci95` and `pair_bootstrap_verdict`.
+    scale: What the fractions are multiplied by (100: points; 1: values
+      already in points).
+
+  Returns:
+    [difference, 95% over seeds ('n=1' with one seed), its verdict, 95% over
+    (client, task) pairs, its verdict].
+  """
+  def interval(values):
+    return f'[{scale * values[0]:.2f}, {scale * values[1]:.2f}]'
+
+  seed_ci = comparison.get('seed_ci95')
+  return [f'{scale * comparison["difference"]:+.2f}',
+          interval(seed_ci) if seed_ci else 'n=1',
+          comparison.get('seed_verdict', '–'),
+          interval(comparison['pair_bootstrap_ci95']),
+          comparison.get('pair_bootstrap_verdict', '–')]
+
+
 def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
                  output_dir: str, *, data: Any, training: Any,
                  command: str = '',
@@ -232,15 +257,8 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
     for d, comparisons in differences.items():
       for name, c in comparisons.items():
         a, b = name.split(' - ')
-        seed_ci = (f'[{100 * c["seed_ci95"][0]:.2f}, '
-                   f'{100 * c["seed_ci95"][1]:.2f}]' if c['seed_ci95']
-                   else 'n=1')
-        pair_ci = c['pair_bootstrap_ci95']
-        lines.append(
-            f'| {d} | {METHOD_LABELS[a]} − {METHOD_LABELS[b]} | '
-            f'{100 * c["difference"]:+.2f} | {seed_ci} | '
-            f'{c["seed_verdict"]} | [{100 * pair_ci[0]:.2f}, '
-            f'{100 * pair_ci[1]:.2f}] | {c["pair_bootstrap_verdict"]} |')
+        lines.append(f'| {d} | {METHOD_LABELS[a]} − {METHOD_LABELS[b]} | '
+                     + ' | '.join(difference_cells(c)) + ' |')
     lines.append('')
   if NO_FOREIGN in methods:
     lines += ['## Ablation: FedSeIT without the foreign-knowledge branch', '',

@@ -108,10 +108,6 @@ def _in_points(difference: Mapping[str, Any]) -> dict[str, Any]:
   return scaled
 
 
-def _interval(interval) -> str:
-  return '–' if interval is None else '[%+.2f, %+.2f]' % tuple(interval)
-
-
 def markdown(summary: Mapping[str, Any]) -> str:
   """The settings table and the results table of `summary`."""
   lines = [
@@ -154,10 +150,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
       a, b = key.split(' - ')
       lines.append(
           f'| {row["setting"]} | {row["dataset"]} | {labels[a]} − '
-          f'{labels[b]} | {c["difference"]:+.2f} | '
-          f'{_interval(c.get("seed_ci95"))} | {c.get("seed_verdict", "–")} '
-          f'| {_interval(c.get("pair_bootstrap_ci95"))} | '
-          f'{c.get("pair_bootstrap_verdict", "–")} |')
+          f'{labels[b]} | '
+          + ' | '.join(fcl_report.difference_cells(c, scale=1.0)) + ' |')
   return '\n'.join(lines) + '\n'
 
 
