@@ -173,12 +173,25 @@ bench-vocab-slice: $(STAMP)
 # every engine is cached under its configuration in $(NMT_BENCH_DIR), so an
 # interrupted benchmark continues where it stopped; the report is copied to
 # docs/results/nmt_dynamic_pulling/ (discussed in
-# docs/results/nmt_dynamic_pulling.md).
+# docs/results/nmt_dynamic_pulling.md). Finished engines (results and
+# translations, not weights) are kept in docs/results/nmt_dynamic_pulling/runs
+# (tff_nlp.bin.run_archive) and restored first, so a new machine trains only
+# the others; the generic engine is not kept, as the others start from its
+# weights (trained again on a new machine: about an hour).
 NMT_BENCH_DIR ?= runs/nmt_cpu
+NMT_ARCHIVED = --files=results.json,config.json,predictions/*.jsonl \
+  --exclude=generic-
 bench-nmt: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.train_nmt \
+	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
+	  --archive_dir=docs/results/nmt_dynamic_pulling/runs \
+	  --runs_dir=$(NMT_BENCH_DIR)/engines
+	status=0; "$(PY)" -m tff_nlp.bin.train_nmt \
 	  --flagfile=tff_nlp/bin/flags/train_nmt.cpu.flags \
-	  --output_dir=$(NMT_BENCH_DIR) --progress=off
+	  --output_dir=$(NMT_BENCH_DIR) --progress=off || status=$$?; \
+	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
+	  --archive_dir=docs/results/nmt_dynamic_pulling/runs \
+	  --runs_dir=$(NMT_BENCH_DIR)/engines $(NMT_ARCHIVED); \
+	test $$status = 0
 	mkdir -p docs/results/nmt_dynamic_pulling
 	cp $(NMT_BENCH_DIR)/results.md $(NMT_BENCH_DIR)/results.json \
 	  docs/results/nmt_dynamic_pulling/
@@ -200,6 +213,10 @@ bench-nmt: $(STAMP)
 #               beside another job the kernel's OOM killer stopped them twice.
 # Each report goes to docs/results/fcl/ (the main run) or a sub-folder, and
 # docs/results/fcl/variants.md puts the settings side by side (fcl_variants).
+# Every setting's finished runs (results only) are kept in
+# docs/results/fcl/[<variant>/]runs (tff_nlp.bin.run_archive), saved after
+# the setting even when it fails, and restored before it, so a new machine
+# trains only the runs that never finished.
 # train_fcl starts a fresh TFF worker for every dataset and seed: one worker
 # for all 63 main runs grew past 8 GB even with capped malloc arenas.
 FCL_BENCH_DIR ?= runs/fcl_cpu5
@@ -213,14 +230,27 @@ FCL_VARIANTS = \
   random:--construction=random \
   clients10:--num_clients=10,--datasets=trec6
 bench-fcl: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.train_fcl \
+	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
+	  --archive_dir=docs/results/fcl/runs --runs_dir=$(FCL_BENCH_DIR)/runs
+	status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
 	  --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
-	  --output_dir=$(FCL_BENCH_DIR)
+	  --output_dir=$(FCL_BENCH_DIR) || status=$$?; \
+	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
+	  --archive_dir=docs/results/fcl/runs --runs_dir=$(FCL_BENCH_DIR)/runs; \
+	test $$status = 0
 	set -e; for variant in $(FCL_VARIANTS); do \
 	  name=$${variant%%:*}; extra=$$(echo $${variant#*:} | tr ',' ' '); \
-	  "$(PY)" -m tff_nlp.bin.train_fcl \
+	  "$(PY)" -m tff_nlp.bin.run_archive --action=restore \
+	    --archive_dir=docs/results/fcl/$$name/runs \
+	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
+	  status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
 	    --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
-	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra; \
+	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra \
+	    || status=$$?; \
+	  "$(PY)" -m tff_nlp.bin.run_archive --action=save \
+	    --archive_dir=docs/results/fcl/$$name/runs \
+	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
+	  test $$status = 0; \
 	done
 	set -e; for dir in . $(foreach v,$(FCL_VARIANTS),$(firstword $(subst :, ,$(v)))); do \
 	  mkdir -p docs/results/fcl/$$dir/heatmaps; \
