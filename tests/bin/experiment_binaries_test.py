@@ -3,15 +3,18 @@
 `python -m tff_nlp.bin.train_text2sql`, `tff_nlp.bin.text2sql_benchmark`,
 `tff_nlp.bin.train_nmt` and `tff_nlp.bin.train_fcl` in a subprocess with
 their smoke presets: every bad flag value or data location gives exit status
-2 and one line naming the flag or path, before any training; and a good
-value reaches the configuration the binary builds. (Training itself is
+2 and one line naming the flag or path, before any training (every
+command line of one binary runs in one process, `bad_input_driver`); and a
+good value reaches the configuration the binary builds. (Training itself is
 covered by tests/experiments/.)
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -29,10 +32,8 @@ def _smoke_flags(binary: str) -> str:
                       f'{_PRESETS[binary]}.smoke.flags')
 
 
-class ExperimentBinariesExecutionTest(parameterized.TestCase,
-                                     tf.test.TestCase):
-
-  @parameterized.parameters(
+# (binary, arguments after its smoke preset, what its one error line says).
+_BAD_INPUT = (
       ('train_text2sql', ['--max_train_examples=200,atis=-3'],
        r"--max_train_examples: 'atis=-3' must be >= 0"),
       ('train_text2sql', ['--local_epochs=advising=6'],
@@ -127,23 +128,85 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
       # absl's own wording once doubled the prefix ('error: ERROR:: ...').
       ('train_nmt', ['--flagfile=/no/such.flags'],
        r'^train_nmt.py: error: Unable to open flagfile: .*/no/such.flags'),
-  )
-  def test_bad_input_exits_2_with_one_line(self, binary, args, message):
-    run_dir = os.path.join(self.create_tempdir().full_path, 'run')
+)
+
+
+def _run_dir(case: int) -> str:
+  return os.path.join(ExperimentBinariesExecutionTest.runs_root, str(case),
+                      'run')
+
+
+def _command_line(case: int) -> list[str]:
+  binary, args, _ = _BAD_INPUT[case]
+  return [f'--flagfile={_smoke_flags(binary)}',
+          f'--output_dir={_run_dir(case)}', *args]
+
+
+class ExperimentBinariesExecutionTest(parameterized.TestCase,
+                                     tf.test.TestCase):
+
+  runs_root = None
+  # binary -> {case: (returncode, stderr)}, filled once per binary.
+  _case_results = {}
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.runs_root = tempfile.mkdtemp()
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.runs_root, ignore_errors=True)
+    super().tearDownClass()
+
+  def _run_case(self, case: int) -> tuple[int, str]:
+    """The exit status and stderr of `_BAD_INPUT[case]`'s command line.
+
+    Every case of one binary runs in one driver process
+    (`tests/bin/bad_input_driver.py`: the binary imported once, each command
+    line parsed and run by `common.run` as `python -m` would), which saves
+    starting TensorFlow and TFF for each.
+    """
+    binary = _BAD_INPUT[case][0]
+    if binary not in self._case_results:
+      cases = [i for i, c in enumerate(_BAD_INPUT) if c[0] == binary]
+      result = subprocess.run(
+          [sys.executable, '-m', 'tests.bin.bad_input_driver', binary],
+          input=json.dumps([_command_line(i) for i in cases]), cwd=_REPO,
+          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+          capture_output=True, text=True, timeout=1200, check=False)
+      self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+      self._case_results[binary] = {
+          i: (o['returncode'], o['stderr'])
+          for i, o in zip(cases, json.loads(result.stdout))}
+    return self._case_results[binary][case]
+
+  def test_one_process_runs_a_binary_as_python_m_does(self):
+    # The driver's outcome of a bad command line is the shell's.
+    case = next(i for i, c in enumerate(_BAD_INPUT) if c[0] == 'train_fcl')
     result = subprocess.run(
-        [sys.executable, '-m', f'tff_nlp.bin.{binary}',
-         f'--flagfile={_smoke_flags(binary)}', f'--output_dir={run_dir}',
-         *args],
-        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        [sys.executable, '-m', 'tff_nlp.bin.train_fcl',
+         *_command_line(case)], cwd=_REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
         capture_output=True, text=True, timeout=600, check=False)
-    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
-    error_lines = [line for line in result.stderr.splitlines()
-                   if 'error:' in line]
-    self.assertLen(error_lines, 1, result.stderr[-2000:])
+    status, stderr = self._run_case(case)
+    self.assertEqual(result.returncode, status)
+    self.assertEqual(
+        [line for line in result.stderr.splitlines() if 'error:' in line],
+        [line for line in stderr.splitlines() if 'error:' in line])
+
+  @parameterized.parameters(*range(len(_BAD_INPUT)))
+  def test_bad_input_exits_2_with_one_line(self, case):
+    binary, _, message = _BAD_INPUT[case]
+    run_dir = _run_dir(case)
+    returncode, stderr = self._run_case(case)
+    self.assertEqual(returncode, 2, stderr[-2000:])
+    error_lines = [line for line in stderr.splitlines() if 'error:' in line]
+    self.assertLen(error_lines, 1, stderr[-2000:])
     self.assertTrue(error_lines[0].startswith(f'{binary}.py: error: '),
                     error_lines[0])
     self.assertRegex(error_lines[0], message)
-    self.assertNotIn('Traceback', result.stderr)
+    self.assertNotIn('Traceback', stderr)
     # Nothing was trained.
     for trained in (os.path.join('federated', 'checkpoints'), 'engines',
                     'runs'):
