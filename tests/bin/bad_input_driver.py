@@ -10,17 +10,38 @@ captured, so that what the test reads is what the shell would show:
   python -m tests.bin.bad_input_driver <binary> < cases.json
 
 stdin: a JSON list of argument lists (without the program); stdout: a JSON
-list of {"returncode": int, "stderr": str}, one per command line.
+list of {"returncode": int, "stderr": str}, one per command line. Tests call
+`run_in_one_process`.
 """
 
+from collections.abc import Sequence
 import importlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import traceback
 
 from absl import flags
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def run_in_one_process(binary: str, command_lines: Sequence[Sequence[str]],
+                       timeout: float = 1200) -> list[tuple[int, str]]:
+  """(exit status, stderr) of `python -m tff_nlp.bin.<binary> <line>` for
+  every line, all run in one driver process."""
+  result = subprocess.run(
+      [sys.executable, '-m', 'tests.bin.bad_input_driver', binary],
+      input=json.dumps([list(line) for line in command_lines]), cwd=_REPO,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), capture_output=True,
+      text=True, timeout=timeout, check=False)
+  if result.returncode != 0:
+    raise RuntimeError(f'bad_input_driver {binary} failed:\n'
+                       f'{result.stderr[-2000:]}')
+  return [(o['returncode'], o['stderr']) for o in json.loads(result.stdout)]
 
 
 def _exit_status(error: SystemExit) -> int:

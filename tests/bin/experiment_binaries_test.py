@@ -19,6 +19,8 @@ import tempfile
 from absl.testing import parameterized
 import tensorflow as tf
 
+from tests.bin import bad_input_driver
+
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _PRESETS = {'train_text2sql': 'train_text2sql', 'text2sql_benchmark':
@@ -170,15 +172,9 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     binary = _BAD_INPUT[case][0]
     if binary not in self._case_results:
       cases = [i for i, c in enumerate(_BAD_INPUT) if c[0] == binary]
-      result = subprocess.run(
-          [sys.executable, '-m', 'tests.bin.bad_input_driver', binary],
-          input=json.dumps([_command_line(i) for i in cases]), cwd=_REPO,
-          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
-          capture_output=True, text=True, timeout=1200, check=False)
-      self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-      self._case_results[binary] = {
-          i: (o['returncode'], o['stderr'])
-          for i, o in zip(cases, json.loads(result.stdout))}
+      self._case_results[binary] = dict(zip(
+          cases, bad_input_driver.run_in_one_process(
+              binary, [_command_line(i) for i in cases])))
     return self._case_results[binary][case]
 
   def test_one_process_runs_a_binary_as_python_m_does(self):

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp.analysis import privacy
+from tests.bin import bad_input_driver
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -83,10 +84,8 @@ def _group_alive(pgid):
   return True
 
 
-class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
-                                         tf.test.TestCase):
-
-  @parameterized.parameters(
+# (arguments after the smoke preset, what the one error line says).
+_BAD_INPUT = (
       (['--data_dir=/no/such/dir'],
        r"Data directory '/no/such/dir' .*does not exist"),
       (['--flagfile=/no/such.flags'], r'/no/such\.flags'),
@@ -113,19 +112,49 @@ class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
         '--robust_aggregation'],
        r'--robust_aggregation=True with differential privacy'),
       (['--max_weight_share=1.5'], r'--max_weight_share'),
-  )
-  def test_bad_input_exits_2_with_one_line(self, args, message):
-    run_dir = os.path.join(self.create_tempdir().full_path, 'run')
-    result = _run(f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={run_dir}',
-                  *args)
-    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
-    error_lines = [line for line in result.stderr.splitlines()
-                   if 'error:' in line]
-    self.assertLen(error_lines, 1, result.stderr[-2000:])
+)
+
+
+class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
+                                         tf.test.TestCase):
+
+  # [(exit status, stderr)] of every _BAD_INPUT line, run once in one
+  # process (tests/bin/bad_input_driver.py) into runs_root/<case>/run.
+  _results = None
+  runs_root = None
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.runs_root = tempfile.mkdtemp()
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.runs_root, ignore_errors=True)
+    super().tearDownClass()
+
+  def _run_dir(self, case):
+    return os.path.join(self.runs_root, str(case), 'run')
+
+  @parameterized.parameters(*range(len(_BAD_INPUT)))
+  def test_bad_input_exits_2_with_one_line(self, case):
+    cls = type(self)
+    if cls._results is None:
+      cls._results = bad_input_driver.run_in_one_process(
+          'weighting_demo',
+          [[f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={self._run_dir(i)}',
+            *args] for i, (args, _) in enumerate(_BAD_INPUT)])
+    returncode, stderr = cls._results[case]
+    self.assertEqual(returncode, 2, stderr[-2000:])
+    error_lines = [line for line in stderr.splitlines() if 'error:' in line]
+    self.assertLen(error_lines, 1, stderr[-2000:])
     self.assertTrue(error_lines[0].startswith('weighting_demo.py: error: '),
                     error_lines[0])
-    self.assertRegex(error_lines[0], message)
-    self.assertNotIn('Traceback', result.stderr)
+    self.assertRegex(error_lines[0], _BAD_INPUT[case][1])
+    self.assertNotIn('Traceback', stderr)
+    # Nothing was trained: no weighting's checkpoints anywhere in the run.
+    self.assertEqual([root for root, dirs, _ in os.walk(self._run_dir(case))
+                      if 'checkpoints' in dirs], [])
 
   def test_other_experiment_in_output_dir_exits_2(self):
     run_dir = os.path.join(self.create_tempdir().full_path, 'run')
