@@ -14,6 +14,7 @@ list of {"returncode": int, "stderr": str}, one per command line. Tests call
 `run_in_one_process`.
 """
 
+import collections
 from collections.abc import Sequence
 import importlib
 import json
@@ -29,19 +30,35 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
-def run_in_one_process(binary: str, command_lines: Sequence[Sequence[str]],
-                       timeout: float = 1200) -> list[tuple[int, str]]:
-  """(exit status, stderr) of `python -m tff_nlp.bin.<binary> <line>` for
-  every line, all run in one driver process."""
-  result = subprocess.run(
-      [sys.executable, '-m', 'tests.bin.bad_input_driver', binary],
-      input=json.dumps([list(line) for line in command_lines]), cwd=_REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), capture_output=True,
-      text=True, timeout=timeout, check=False)
-  if result.returncode != 0:
-    raise RuntimeError(f'bad_input_driver {binary} failed:\n'
-                       f'{result.stderr[-2000:]}')
-  return [(o['returncode'], o['stderr']) for o in json.loads(result.stdout)]
+Outcome = collections.namedtuple('Outcome', 'returncode stderr written')
+
+
+def run_in_one_process(binary: str, flagfile: str,
+                       cases: Sequence[Sequence[str]],
+                       timeout: float = 1200) -> list[Outcome]:
+  """`python -m tff_nlp.bin.<binary> --flagfile=<flagfile> --output_dir=<a
+  new folder> <case>` for every case, all run in one driver process.
+
+  Returns:
+    Per case: its exit status, its stderr, and the folders and files it
+    wrote under its output folder (relative paths, sorted; all of it is
+    removed before returning).
+  """
+  with tempfile.TemporaryDirectory() as root:
+    output_dirs = [os.path.join(root, str(i), 'run') for i in range(len(cases))]
+    result = subprocess.run(
+        [sys.executable, '-m', 'tests.bin.bad_input_driver', binary],
+        input=json.dumps([[f'--flagfile={flagfile}', f'--output_dir={d}',
+                           *case] for d, case in zip(output_dirs, cases)]),
+        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+      raise RuntimeError(f'bad_input_driver {binary} failed:\n'
+                         f'{result.stderr[-2000:]}')
+    return [Outcome(o['returncode'], o['stderr'], sorted(
+        os.path.relpath(os.path.join(folder, name), d)
+        for folder, dirs, names in os.walk(d) for name in dirs + names))
+            for o, d in zip(json.loads(result.stdout), output_dirs)]
 
 
 def _exit_status(error: SystemExit) -> int:

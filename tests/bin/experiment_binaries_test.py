@@ -11,10 +11,8 @@ covered by tests/experiments/.)
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -133,36 +131,14 @@ _BAD_INPUT = (
 )
 
 
-def _run_dir(case: int) -> str:
-  return os.path.join(ExperimentBinariesExecutionTest.runs_root, str(case),
-                      'run')
-
-
-def _command_line(case: int) -> list[str]:
-  binary, args, _ = _BAD_INPUT[case]
-  return [f'--flagfile={_smoke_flags(binary)}',
-          f'--output_dir={_run_dir(case)}', *args]
-
-
 class ExperimentBinariesExecutionTest(parameterized.TestCase,
                                      tf.test.TestCase):
 
-  runs_root = None
-  # binary -> {case: (returncode, stderr)}, filled once per binary.
-  _case_results = {}
+  # binary -> {case: bad_input_driver.Outcome}, filled once per binary.
+  _outcomes_by_binary = {}
 
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.runs_root = tempfile.mkdtemp()
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.runs_root, ignore_errors=True)
-    super().tearDownClass()
-
-  def _run_case(self, case: int) -> tuple[int, str]:
-    """The exit status and stderr of `_BAD_INPUT[case]`'s command line.
+  def _command_outcome(self, case: int) -> bad_input_driver.Outcome:
+    """What `_BAD_INPUT[case]`'s command line did.
 
     Every case of one binary runs in one driver process
     (`tests/bin/bad_input_driver.py`: the binary imported once, each command
@@ -170,32 +146,34 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     starting TensorFlow and TFF for each.
     """
     binary = _BAD_INPUT[case][0]
-    if binary not in self._case_results:
+    if binary not in self._outcomes_by_binary:
       cases = [i for i, c in enumerate(_BAD_INPUT) if c[0] == binary]
-      self._case_results[binary] = dict(zip(
+      self._outcomes_by_binary[binary] = dict(zip(
           cases, bad_input_driver.run_in_one_process(
-              binary, [_command_line(i) for i in cases])))
-    return self._case_results[binary][case]
+              binary, _smoke_flags(binary),
+              [_BAD_INPUT[i][1] for i in cases])))
+    return self._outcomes_by_binary[binary][case]
 
   def test_one_process_runs_a_binary_as_python_m_does(self):
     # The driver's outcome of a bad command line is the shell's.
     case = next(i for i, c in enumerate(_BAD_INPUT) if c[0] == 'train_fcl')
     result = subprocess.run(
         [sys.executable, '-m', 'tff_nlp.bin.train_fcl',
-         *_command_line(case)], cwd=_REPO,
+         f'--flagfile={_smoke_flags("train_fcl")}',
+         f'--output_dir={self.create_tempdir().full_path}/run',
+         *_BAD_INPUT[case][1]], cwd=_REPO,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
         capture_output=True, text=True, timeout=600, check=False)
-    status, stderr = self._run_case(case)
-    self.assertEqual(result.returncode, status)
+    outcome = self._command_outcome(case)
+    self.assertEqual(result.returncode, outcome.returncode)
     self.assertEqual(
         [line for line in result.stderr.splitlines() if 'error:' in line],
-        [line for line in stderr.splitlines() if 'error:' in line])
+        [line for line in outcome.stderr.splitlines() if 'error:' in line])
 
   @parameterized.parameters(*range(len(_BAD_INPUT)))
   def test_bad_input_exits_2_with_one_line(self, case):
     binary, _, message = _BAD_INPUT[case]
-    run_dir = _run_dir(case)
-    returncode, stderr = self._run_case(case)
+    returncode, stderr, written = self._command_outcome(case)
     self.assertEqual(returncode, 2, stderr[-2000:])
     error_lines = [line for line in stderr.splitlines() if 'error:' in line]
     self.assertLen(error_lines, 1, stderr[-2000:])
@@ -204,9 +182,9 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     self.assertRegex(error_lines[0], message)
     self.assertNotIn('Traceback', stderr)
     # Nothing was trained.
-    for trained in (os.path.join('federated', 'checkpoints'), 'engines',
-                    'runs'):
-      self.assertFalse(os.path.exists(os.path.join(run_dir, trained)))
+    trained = (os.path.join('federated', 'checkpoints'), 'engines', 'runs')
+    self.assertEqual([path for path in written if path.startswith(trained)],
+                     [])
 
   def test_a_users_dataset_and_word_vectors_named_on_the_command_line(self):
     # A dataset made up here: 6 labels, each with its own 3 words and a
