@@ -176,11 +176,10 @@ bench-vocab-slice: $(STAMP)
 # docs/results/nmt_dynamic_pulling.md). Finished engines (results and
 # translations, not weights) are kept in docs/results/nmt_dynamic_pulling/runs
 # (tff_nlp.bin.run_archive) and restored first, so a new machine trains only
-# the others; the generic engine is not kept, as the others start from its
-# weights (trained again on a new machine: about an hour).
+# the others; the generic engine, restored without its weights, is trained
+# again only if an engine still to train starts from it (about an hour).
 NMT_BENCH_DIR ?= runs/nmt_cpu
-NMT_ARCHIVED = --files=results.json,config.json,predictions/*.jsonl \
-  --exclude=generic-
+NMT_ARCHIVED = --files=results.json,config.json,predictions/*.jsonl
 bench-nmt: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
 	  --archive_dir=docs/results/nmt_dynamic_pulling/runs \

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
+from tff_nlp.training import run_cache
 from tff_nlp.experiments import nmt
 from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.metrics import nmt_report
@@ -340,6 +341,28 @@ class RunNmtExecutionTest(tf.test.TestCase):
     again = _run(tmp_path, engines)[0]
     self.assertEqual(os.path.getmtime(run_dir / nmt.RESULTS_FILE), mtime)
     self.assertEqual(again['federated-dp_l-r1']['bleu'], federated['bleu'])
+
+    # On a new machine: the finished engines' results and translations come
+    # back from an archive (`make bench-nmt`), without their weights.
+    archive = self.create_tempdir().full_path
+    run_cache.archive(str(tmp_path / 'engines'), archive,
+                      files=['results.json', 'config.json',
+                             'predictions/*.jsonl'])
+    machine = pathlib.Path(self.create_tempdir().full_path)
+    run_cache.restore(archive, str(machine / 'engines'))
+    generic_dir = machine / results['generic']['run_dir']
+    restored = _run(machine, engines)[0]
+    # Nothing left to train: not even the generic engine.
+    self.assertFalse((generic_dir / nmt.MODEL_FILE).exists())
+    self.assertEqual(restored['federated-dp_l-r1']['bleu'], federated['bleu'])
+    # An engine still to train starts from the generic engine, which is
+    # trained again first, to the same weights.
+    _run(machine, engines + ['combined'])
+    for original, again in zip(
+        nmt.load_weights(str(tmp_path / results['generic']['run_dir']
+                             / nmt.MODEL_FILE)),
+        nmt.load_weights(str(generic_dir / nmt.MODEL_FILE))):
+      self.assertAllEqual(original, again)
 
   def test_seeds_share_one_generic_engine_and_are_summarized(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

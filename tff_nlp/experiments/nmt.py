@@ -562,6 +562,15 @@ def run_nmt(
     needed.insert(0, generic)
   needed = [generic] * (generic in needed) + [e for e in needed
                                               if e != generic]
+  def dir_of(spec, seed):
+    return engine_dir(output_dir, spec, data=data, model=model,
+                      training=training, seed=seed, generic_seed=first,
+                      corpus=corpus)
+
+  # Engines still to train that start from the generic engine's weights.
+  pending = [(spec, seed) for seed in seeds for spec in needed
+             if spec != generic and run_cache.finished_results(
+                 dir_of(spec, seed), results_file=RESULTS_FILE) is None]
   runs = collections.OrderedDict()
   generic_dir = None
   for seed in seeds:
@@ -569,10 +578,19 @@ def run_nmt(
     for spec in needed:
       if spec == generic and seed != first:
         continue
-      run_dir = engine_dir(output_dir, spec, data=data, model=model,
-                           training=training, seed=seed, generic_seed=first,
-                           corpus=corpus)
+      run_dir = dir_of(spec, seed)
       done = run_cache.finished_results(run_dir, results_file=RESULTS_FILE)
+      if (spec == generic and done is not None and pending
+          and not report_only
+          and not os.path.exists(os.path.join(run_dir, MODEL_FILE))):
+        # Its results were restored from an archive
+        # (`run_cache.restore`: results and translations, not weights),
+        # and engines still to train start from its weights: train it
+        # again (the same configuration and seed give the same weights).
+        logging.info('%s: no %s in %s (restored results only); the %d '
+                     'engines still to train start from it, so it trains '
+                     'again.', spec.name, MODEL_FILE, run_dir, len(pending))
+        done = None
       trained = done is None
       if trained and report_only:
         logging.info('%s, seed %d: not finished, left out of the report.',
