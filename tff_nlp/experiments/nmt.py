@@ -508,7 +508,10 @@ def run_nmt(
   one generic engine every other engine of every seed starts from, as in
   the paper; the other seeds vary what the engines do from there (batch
   order, dropout, dynamic pulling's random draws). The report is rewritten
-  after every engine trained, so it always shows the engines finished.
+  after every engine trained, so it always shows the engines finished. A
+  generic engine whose results were restored without its weights
+  (`run_cache.restore`) is trained again only while an engine that starts
+  from it is still to train.
 
   Args:
     engines: The engines to train.
