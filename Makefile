@@ -179,7 +179,7 @@ bench-vocab-slice: $(STAMP)
 # the others; the generic engine, restored without its weights, is trained
 # again only if an engine still to train starts from it (about an hour).
 NMT_BENCH_DIR ?= runs/nmt_cpu
-NMT_ARCHIVED = --files=results.json,config.json,predictions/*.jsonl
+NMT_ARCHIVED = '--files=results.json,config.json,predictions/*.jsonl'
 bench-nmt: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
 	  --archive_dir=docs/results/nmt_dynamic_pulling/runs \
