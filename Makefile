@@ -174,7 +174,7 @@ bench-vocab-slice: $(STAMP)
 # interrupted benchmark continues where it stopped; the report is copied to
 # docs/results/nmt_dynamic_pulling/ (discussed in
 # docs/results/nmt_dynamic_pulling.md). Finished engines (results and
-# translations, not weights) are kept in docs/results/nmt_dynamic_pulling/runs
+# translations, not weights) are kept in bench/archive/nmt_dynamic_pulling
 # (tff_nlp.bin.run_archive) and restored first, so a new machine trains only
 # the others; the generic engine, restored without its weights, is trained
 # again only if an engine still to train starts from it (about an hour).
@@ -182,13 +182,13 @@ NMT_BENCH_DIR ?= runs/nmt_cpu
 NMT_ARCHIVED = '--files=results.json,config.json,predictions/*.jsonl'
 bench-nmt: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
-	  --archive_dir=docs/results/nmt_dynamic_pulling/runs \
+	  --archive_dir=bench/archive/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines
 	status=0; "$(PY)" -m tff_nlp.bin.train_nmt \
 	  --flagfile=tff_nlp/bin/flags/train_nmt.cpu.flags \
 	  --output_dir=$(NMT_BENCH_DIR) --progress=off || status=$$?; \
 	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
-	  --archive_dir=docs/results/nmt_dynamic_pulling/runs \
+	  --archive_dir=bench/archive/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines $(NMT_ARCHIVED); \
 	test $$status = 0
 	mkdir -p docs/results/nmt_dynamic_pulling
@@ -213,7 +213,7 @@ bench-nmt: $(STAMP)
 # Each report goes to docs/results/fcl/ (the main run) or a sub-folder, and
 # docs/results/fcl/variants.md puts the settings side by side (fcl_variants).
 # Every setting's finished runs (results only) are kept in
-# docs/results/fcl/[<variant>/]runs (tff_nlp.bin.run_archive), saved after
+# bench/archive/fcl/<main or variant> (tff_nlp.bin.run_archive), saved after
 # the setting even when it fails, and restored before it, so a new machine
 # trains only the runs that never finished.
 # train_fcl starts a fresh TFF worker for every dataset and seed: one worker
@@ -230,24 +230,24 @@ FCL_VARIANTS = \
   clients10:--num_clients=10,--datasets=trec6
 bench-fcl: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
-	  --archive_dir=docs/results/fcl/runs --runs_dir=$(FCL_BENCH_DIR)/runs
+	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs
 	status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
 	  --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
 	  --output_dir=$(FCL_BENCH_DIR) || status=$$?; \
 	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
-	  --archive_dir=docs/results/fcl/runs --runs_dir=$(FCL_BENCH_DIR)/runs; \
+	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs; \
 	test $$status = 0
 	set -e; for variant in $(FCL_VARIANTS); do \
 	  name=$${variant%%:*}; extra=$$(echo $${variant#*:} | tr ',' ' '); \
 	  "$(PY)" -m tff_nlp.bin.run_archive --action=restore \
-	    --archive_dir=docs/results/fcl/$$name/runs \
+	    --archive_dir=bench/archive/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
 	  status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
 	    --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
 	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra \
 	    || status=$$?; \
 	  "$(PY)" -m tff_nlp.bin.run_archive --action=save \
-	    --archive_dir=docs/results/fcl/$$name/runs \
+	    --archive_dir=bench/archive/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
 	  test $$status = 0; \
 	done

@@ -49,7 +49,7 @@ class RunCacheArchiveExecutionTest(tf.test.TestCase):
                               exclude=['generic-'])
     self.assertEqual(names, ['combined-1'])
     self.assertEqual(sorted(os.listdir(os.path.join(archive, 'combined-1'))),
-                     ['config.json', 'predictions', 'results.json'])
+                     ['config.json', 'predictions', 'run.json'])
     with gzip.open(os.path.join(archive, 'combined-1', 'predictions',
                                 'server.jsonl.gz'), 'rt') as f:
       self.assertEqual(f.read(), '{"hypothesis": "a b"}\n' * 50)
@@ -88,7 +88,8 @@ class RunCacheArchiveExecutionTest(tf.test.TestCase):
     archive = self.create_tempdir().full_path
     _write(os.path.join(archive, 'broken-4', 'config.json'), '{}')
     with self.assertRaisesRegex(errors.InputError,
-                                'broken-4: an archived run without'):
+                                'broken-4: an archived run without its '
+                                'run.json'):
       run_cache.restore(archive, self.create_tempdir().full_path)
 
   def test_missing_folders_archive_and_restore_nothing(self):

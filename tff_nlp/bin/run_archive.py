@@ -3,12 +3,12 @@
 A benchmark's run folder (`runs/...`) holds checkpoints and is lost with the
 machine; the finished runs' results are small. `--action=save` copies every
 finished run's results (`--files`, relative to a run's folder; `.jsonl`
-files gzipped) from `--runs_dir` into `--archive_dir`, and `--action=restore`
+files gzipped; `results.json` kept as `run.json`: one run, one seed) from `--runs_dir` into `--archive_dir`, and `--action=restore`
 puts them back, so that the benchmark on a new machine reads those runs as
 finished and trains only the others (`tff_nlp.training.run_cache`):
 
   .venv/bin/python -m tff_nlp.bin.run_archive --action=restore \
-      --archive_dir=docs/results/fcl/clients10/runs \
+      --archive_dir=bench/archive/fcl/clients10 \
       --runs_dir=runs/fcl_cpu5/clients10/runs
 
 `make bench-fcl` and `make bench-nmt` restore before they run and save

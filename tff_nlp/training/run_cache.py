@@ -73,6 +73,10 @@ def finished_results(
 # Files of a finished run that `archive` keeps by default: enough for a
 # report to read the run back as finished.
 ARCHIVED_FILES = (RESULTS_FILE, 'config.json')
+# The name a run's results file has in an archive: one run (one seed), a
+# report's input, not a result on its own (those are the reports' own
+# `results.json`, with every seed and their intervals).
+ARCHIVED_RESULTS_FILE = 'run.json'
 # Text that is large and compresses well (translations) is archived gzipped.
 _COMPRESSED_SUFFIXES = ('.jsonl',)
 
@@ -84,7 +88,7 @@ def archive(runs_dir: str, archive_dir: str, *,
 
   A benchmark's run folder holds checkpoints of gigabytes and is lost with
   the machine; its finished runs' results are small. `archive` keeps them in
-  a folder that can be committed (e.g. `docs/results/<bench>/runs`), and
+  a folder that can be committed (e.g. `bench/archive/<bench>`), and
   `restore` puts them back on another machine, where the benchmark then
   reads those runs as finished (`finished_results`) and trains only the
   others.
@@ -93,7 +97,8 @@ def archive(runs_dir: str, archive_dir: str, *,
     runs_dir: The folder of the cached runs (`run_dir`'s `parent`).
     archive_dir: Where `<run name>/<file>` go (created).
     files: Glob patterns, relative to a run's folder, of what to keep.
-      Files ending in `.jsonl` are stored gzipped (`<file>.gz`).
+      Files ending in `.jsonl` are stored gzipped (`<file>.gz`); the results
+      file as `ARCHIVED_RESULTS_FILE`.
     exclude: Prefixes of run names not to archive: runs whose weights later
       runs start from (a restored result without its weights would let
       them start from nothing).
@@ -112,6 +117,8 @@ def archive(runs_dir: str, archive_dir: str, *,
     for pattern in files:
       for path in sorted(glob.glob(os.path.join(source, pattern))):
         relative = os.path.relpath(path, source)
+        if relative == RESULTS_FILE:
+          relative = ARCHIVED_RESULTS_FILE
         target = os.path.join(archive_dir, name, relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         if path.endswith(_COMPRESSED_SUFFIXES):
@@ -147,9 +154,9 @@ def restore(archive_dir: str, runs_dir: str) -> list[str]:
     source = os.path.join(archive_dir, name)
     if not os.path.isdir(source):
       continue
-    if not os.path.isfile(os.path.join(source, RESULTS_FILE)):
+    if not os.path.isfile(os.path.join(source, ARCHIVED_RESULTS_FILE)):
       raise errors.InputError(
-          f'{source}: an archived run without its {RESULTS_FILE}.')
+          f'{source}: an archived run without its {ARCHIVED_RESULTS_FILE}.')
     target_dir = os.path.join(runs_dir, name)
     if os.path.isfile(os.path.join(target_dir, RESULTS_FILE)):
       continue
@@ -161,10 +168,10 @@ def restore(archive_dir: str, runs_dir: str) -> list[str]:
         if path.endswith(tuple(s + '.gz' for s in _COMPRESSED_SUFFIXES)):
           with gzip.open(path, 'rb') as f, open(target[:-3], 'wb') as out:
             shutil.copyfileobj(f, out)
-        elif file_name != RESULTS_FILE:
+        elif os.path.relpath(path, source) != ARCHIVED_RESULTS_FILE:
           shutil.copyfile(path, target)
     # The results file last: until it is there, the run is unfinished.
-    shutil.copyfile(os.path.join(source, RESULTS_FILE),
+    shutil.copyfile(os.path.join(source, ARCHIVED_RESULTS_FILE),
                     os.path.join(target_dir, RESULTS_FILE))
     restored.append(name)
   return restored
