@@ -357,12 +357,38 @@ class RunNmtExecutionTest(tf.test.TestCase):
     self.assertEqual(restored['federated-dp_l-r1']['bleu'], federated['bleu'])
     # An engine still to train starts from the generic engine, which is
     # trained again first, to the same weights.
-    _run(machine, engines + ['combined'])
+    combined = _run(machine, engines + ['combined'])[0]['combined']
+    generic_weights = nmt.load_weights(str(generic_dir / nmt.MODEL_FILE))
     for original, again in zip(
         nmt.load_weights(str(tmp_path / results['generic']['run_dir']
-                             / nmt.MODEL_FILE)),
-        nmt.load_weights(str(generic_dir / nmt.MODEL_FILE))):
+                             / nmt.MODEL_FILE)), generic_weights):
       self.assertAllEqual(original, again)
+    # Every engine records the generic weights it started from: those of
+    # the generic engine (its own digest, recomputed here).
+    digest = training.weights_digest(generic_weights)
+    self.assertEqual(results['generic']['weights_sha256'], digest)
+    for name in ('finetuned-ubuntu_l10n', 'chained', 'federated-dp_l-r1'):
+      self.assertEqual(results[name]['generic_sha256'], digest)
+    self.assertEqual(combined['generic_sha256'], digest)
+    self.assertNotIn('generic_sha256', results['single-ubuntu_l10n'])
+
+    # A generic engine trained again elsewhere has other weights: an
+    # engine whose checkpoints started from other ones does not resume...
+    combined_dir = machine / combined['run_dir']
+    (combined_dir / nmt.RESULTS_FILE).unlink()
+    (combined_dir / nmt.GENERIC_DIGEST_FILE).write_text('f' * 64 + '\n')
+    with self.assertRaisesRegex(errors.CheckpointError,
+                                f'{combined_dir}.*ffffffffffff.*'
+                                f'{digest[:12]}'):
+      _run(machine, engines + ['combined'])
+    # ... and a report of engines from different generic weights (one
+    # restored from elsewhere) is refused, naming them.
+    chained = machine / results['chained']['run_dir'] / nmt.RESULTS_FILE
+    chained.write_text(chained.read_text().replace(digest, 'e' * 64))
+    with self.assertRaisesRegex(
+        errors.InputError,
+        r'different generic weights.*eeeeeeeeeeee: chained \(seed 0, '):
+      _run(machine, engines, report_only=True)
 
   def test_seeds_share_one_generic_engine_and_are_summarized(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

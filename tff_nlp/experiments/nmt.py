@@ -43,7 +43,7 @@ FedAvg whose round is one epoch, as in `experiments.text2sql`.
 """
 
 import collections
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 import dataclasses
 import json
 import os
@@ -55,10 +55,9 @@ import numpy as np
 
 from tff_nlp import errors
 from tff_nlp import training as training_lib
-from tff_nlp.algorithms import dynamic_pulling
-from tff_nlp.algorithms import tensor_selection
 from tff_nlp.data import nmt as nmt_data
 from tff_nlp.metrics import bleu
+from tff_nlp.experiments import nmt_engines
 from tff_nlp.experiments import nmt_results
 from tff_nlp.metrics import nmt_seeds
 from tff_nlp.models import seq2seq
@@ -67,128 +66,18 @@ from tff_nlp.tasks import nmt as nmt_task
 from tff_nlp.tasks import seq2seq_examples
 from tff_nlp.training import run_cache
 
-ENGINE_KINDS = ('generic', 'single', 'finetuned', 'combined', 'chained',
-                'federated')
-# The kinds that start from the generic engine.
-_FROM_GENERIC = ('finetuned', 'combined', 'chained', 'federated')
-# The kinds trained from scratch (`nmt_task.pretraining_configs`).
-_FROM_SCRATCH = ('generic', 'single')
-# The kinds trained on one domain.
-_ONE_DOMAIN = ('single', 'finetuned')
+# The engines and their cache keys (`nmt_engines`), part of this module's API.
+ENGINE_KINDS = nmt_engines.ENGINE_KINDS
+EngineSpec = nmt_engines.EngineSpec
+engine_dir = nmt_engines.engine_dir
+engine_key = nmt_engines.engine_key
+
 TOKENIZER_DIR = 'tokenizer'
 MODEL_FILE = 'model.npz'
+GENERIC_DIGEST_FILE = 'generic_sha256.txt'
 RESULTS_FILE = nmt_results.RESULTS_FILE
 PREDICTIONS_DIR = nmt_results.PREDICTIONS_DIR
 SERVER = nmt_seeds.SERVER
-_MODES = tuple(m.value for m in tensor_selection.Mode)
-# The modes whose median or quantile `split_by` decides.
-_SPLIT_MODES = ('dp_g', 'dp_l', 'random', 'dp_l_33')
-_SERVER_OPTIMIZERS = ('none',) + tuple(nmt_task.SERVER_OPTIMIZERS)
-
-
-@dataclasses.dataclass(frozen=True)
-class EngineSpec:
-  """One engine to train.
-
-  Attributes:
-    kind: One of `ENGINE_KINDS`.
-    domain: The domain of a `single` or `finetuned` engine.
-    mode: The dynamic-pulling mode of a `federated` engine
-      (`tensor_selection.Mode`).
-    rounds: Federated rounds.
-    change_norm: How a federated engine's clients measure a tensor's
-      change: 'l2' (the paper) or 'rms' (per parameter); see
-      `dynamic_pulling`.
-    server_optimizer: A federated engine's server optimizer: 'none' (the
-      average is the new model, as in the paper) or a name in
-      `nmt_task.SERVER_OPTIMIZERS`.
-  """
-
-  kind: str
-  domain: Optional[str] = None
-  mode: str = 'default'
-  rounds: int = 5
-  change_norm: str = 'l2'
-  server_optimizer: str = 'none'
-
-  def __post_init__(self):
-    if self.kind not in ENGINE_KINDS:
-      raise ValueError(f'Unknown engine kind {self.kind!r}; expected one of '
-                       f'{ENGINE_KINDS}.')
-    if (self.kind in _ONE_DOMAIN) != (self.domain is not None):
-      raise ValueError('A single-domain engine (single, finetuned), and only '
-                       'it, names a domain.')
-    if self.kind == 'federated':
-      if self.mode not in _MODES:
-        raise ValueError(f'Unknown mode {self.mode!r}; expected one of '
-                         f'{_MODES}.')
-      if self.rounds < 1:
-        raise ValueError(f'rounds must be positive, got {self.rounds}.')
-    if self.change_norm not in dynamic_pulling.CHANGE_NORMS:
-      raise ValueError(f'change_norm must be one of '
-                       f'{dynamic_pulling.CHANGE_NORMS}, got '
-                       f'{self.change_norm!r}.')
-    if self.change_norm != 'l2' and self.kind != 'federated':
-      raise ValueError('Only a federated engine has a change_norm.')
-    if self.server_optimizer not in _SERVER_OPTIMIZERS:
-      raise ValueError(f'server_optimizer must be one of '
-                       f'{_SERVER_OPTIMIZERS}, got {self.server_optimizer!r}.')
-    if self.server_optimizer != 'none' and self.kind != 'federated':
-      raise ValueError('Only a federated engine has a server optimizer.')
-
-  @property
-  def name(self) -> str:
-    """'generic', 'single-php_docs', 'federated-dp_l-r5',
-    'federated-dp_l-rms-r5', 'federated-default-momentum-r5', ..."""
-    if self.kind in _ONE_DOMAIN:
-      return f'{self.kind}-{self.domain}'
-    if self.kind == 'federated':
-      norm = '' if self.change_norm == 'l2' else f'-{self.change_norm}'
-      server = ('' if self.server_optimizer == 'none'
-                else f'-{self.server_optimizer}')
-      return f'federated-{self.mode}{norm}{server}-r{self.rounds}'
-    return self.kind
-
-  @classmethod
-  def parse(cls, spec: str, *, default_rounds: int = 5) -> 'EngineSpec':
-    """'generic', 'combined', 'chained', 'single:<domain>',
-    'finetuned:<domain>' or
-    'federated:<mode>[:<rounds>][:<change_norm>][:<server_optimizer>]'
-    (`default_rounds`, 'l2' and 'none' if not given), e.g.
-    'federated:dp_l:10:rms', 'federated:default:momentum'.
-
-    Raises:
-      InputError: naming `--engines` and what is expected.
-    """
-    kind, *rest = spec.strip().split(':')
-    try:
-      if kind in _ONE_DOMAIN and len(rest) == 1:
-        return cls(kind, domain=rest[0])
-      if kind == 'federated' and 1 <= len(rest) <= 4:
-        options = {}
-        for item in rest[1:]:
-          key = ('change_norm' if item in dynamic_pulling.CHANGE_NORMS
-                 else 'server_optimizer' if item in _SERVER_OPTIMIZERS
-                 else 'rounds')
-          if key in options:
-            raise ValueError(f'{key} given twice')
-          options[key] = int(item) if key == 'rounds' else item
-        return cls('federated', mode=rest[0],
-                   rounds=options.get('rounds', default_rounds),
-                   change_norm=options.get('change_norm', 'l2'),
-                   server_optimizer=options.get('server_optimizer', 'none'))
-      if not rest and kind in ('generic', 'combined', 'chained'):
-        return cls(kind)
-    except ValueError as e:
-      raise errors.InputError(f'--engines: {spec!r}: {e}') from None
-    raise errors.InputError(
-        f'--engines: {spec!r} is not an engine; expected generic, combined, '
-        f'chained, single:<domain>, finetuned:<domain> or '
-        f'federated:<mode>[:<rounds>]'
-        f'[:<change_norm>][:<server_optimizer>] with a mode from '
-        f'{list(_MODES)}, a change norm from '
-        f'{list(dynamic_pulling.CHANGE_NORMS)} and a server optimizer from '
-        f'{list(_SERVER_OPTIMIZERS)}.')
 
 
 class BleuEvaluator:
@@ -249,6 +138,28 @@ def load_weights(path: str) -> list[np.ndarray]:
     raise errors.CheckpointError(f'{path}: no trained model there.')
   with np.load(path) as saved:
     return [saved[f'arr_{i}'] for i in range(len(saved.files))]
+
+
+def _check_started_from(run_dir: str, initial: Sequence[np.ndarray]) -> str:
+  """The digest of the generic weights an engine starts from, written to
+  `run_dir` before its first checkpoint; resuming from checkpoints that
+  started from other generic weights (the generic engine trained again, on
+  another machine) raises CheckpointError."""
+  digest = training_lib.weights_digest(initial)
+  path = os.path.join(run_dir, GENERIC_DIGEST_FILE)
+  if os.path.exists(path):
+    with open(path, encoding='utf-8') as f:
+      recorded = f.read().strip()
+    if recorded != digest:
+      raise errors.CheckpointError(
+          f'{run_dir}: its checkpoints started from generic weights '
+          f'{recorded[:12]}, but the generic engine now has {digest[:12]} '
+          '(trained again, e.g. on another machine): delete the folder to '
+          'train the engine again from the current generic engine.')
+  else:
+    with open(path, 'w', encoding='utf-8') as f:
+      f.write(digest + '\n')
+  return digest
 
 
 def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
@@ -337,18 +248,19 @@ def run_engine(
   os.makedirs(run_dir, exist_ok=True)
   start = time.perf_counter()
   seed = loop.seed
-  if spec.kind in _FROM_SCRATCH:
+  if spec.kind in nmt_engines.FROM_SCRATCH:
     model, training = nmt_task.pretraining_configs(model, training)
   initial = None
-  if spec.kind in _FROM_GENERIC:
+  if spec.kind in nmt_engines.FROM_GENERIC:
     if generic_dir is None:
       raise ValueError(f'{spec.name} starts from the generic engine: pass '
                        'generic_dir.')
     initial = load_weights(os.path.join(generic_dir, MODEL_FILE))
+    started_from = _check_started_from(run_dir, initial)
   evaluator = BleuEvaluator(task, model, training)
   records = {}
   clients = {}
-  if spec.kind in _FROM_SCRATCH:
+  if spec.kind in nmt_engines.FROM_SCRATCH:
     domain = task.splits[spec.domain or task.generic_domain]
     weights, records['train'] = _train_centralized(
         domain['train'], epochs=training.pretrain_epochs, initial=None,
@@ -413,6 +325,12 @@ def run_engine(
       client_weights=task.client_weights() if spec.kind == 'federated'
       else None,
       records=records, seconds=time.perf_counter() - start,
+      # Which generic engine it started from (`nmt_results` refuses a
+      # report whose engines started from different ones), or its own.
+      **({nmt_results.GENERIC_DIGEST: started_from}
+         if spec.kind in nmt_engines.FROM_GENERIC
+         else {nmt_results.WEIGHTS_DIGEST: training_lib.weights_digest(
+             weights)}),
       # The whole engine's cost, over every invocation that trained it:
       # its rounds' times (kept across resumes) and this scoring.
       train_seconds=sum(r.get('round_seconds', 0.0)
@@ -421,69 +339,6 @@ def run_engine(
   training_lib.write_json(os.path.join(run_dir, RESULTS_FILE), results)
   logging.info('%s: BLEU %s', spec.name, scores)
   return training_lib.to_json_value(results)
-
-
-def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
-               model: seq2seq.Seq2SeqConfig, training: nmt_task.TrainingConfig,
-               seed: int, generic_seed: Optional[int] = None,
-               corpus: str = nmt_data.NMT_SUBDIR) -> collections.OrderedDict:
-  """What defines an engine's result, and nothing else.
-
-  The data (and the folder of domains, `corpus`, when it is not
-  `nmt_de_en`), model, seed, optimizer, batch size and decoding; the epochs
-  of what it trains (and `steps_per_round`, when set, as it sets how often
-  the optimizer restarts); and for an engine that starts from the generic
-  engine, the generic engine's key (trained with `generic_seed`, default
-  `seed`). So changing, say, `local_steps` starts new federated engines but
-  keeps the generic and single-domain ones. A federated engine's
-  `max_weight_share` is in its key only when set, and `split_by` only when
-  it is not 'tensors' and the mode splits, so the engines trained before
-  those options existed keep their keys; so is a `learning_rate_schedule`
-  other than 'constant'. An engine trained from scratch (generic or
-  single-domain) is keyed by its `nmt_task.pretraining_configs`, so its
-  key does not see which `pretrain_*` setting gave its learning rate or
-  dropout.
-  """
-  if spec.kind in _FROM_SCRATCH:
-    model, training = nmt_task.pretraining_configs(model, training)
-  # A spec without a server optimizer is keyed as before that field existed.
-  spec_key = collections.OrderedDict(
-      (f.name, getattr(spec, f.name)) for f in dataclasses.fields(spec)
-      if f.name != 'server_optimizer' or spec.server_optimizer != 'none')
-  key = collections.OrderedDict(
-      spec=spec_key, data=data, model=model, seed=seed,
-      client_optimizer=training.client_optimizer,
-      learning_rate=training.learning_rate, batch_size=training.batch_size,
-      beam_size=training.beam_size)
-  if corpus != nmt_data.NMT_SUBDIR:
-    key['corpus'] = corpus
-  if training.learning_rate_schedule != 'constant':
-    key['learning_rate_schedule'] = training.learning_rate_schedule
-  if spec.kind != 'federated' and training.steps_per_round:
-    key['steps_per_round'] = training.steps_per_round
-  if spec.kind in _FROM_SCRATCH:
-    key['pretrain_epochs'] = training.pretrain_epochs
-    return key
-  key['generic'] = engine_key(
-      EngineSpec('generic'), data=data, model=model, training=training,
-      seed=seed if generic_seed is None else generic_seed, corpus=corpus)
-  if spec.kind in ('finetuned', 'combined', 'chained'):
-    key['finetune_epochs'] = training.finetune_epochs
-  else:
-    key['local_steps'] = training.local_steps
-    if spec.mode == 'controllers':
-      key['controller_layers'] = training.controller_layers
-    if training.max_weight_share is not None:
-      key['max_weight_share'] = training.max_weight_share
-    if training.split_by != 'tensors' and spec.mode in _SPLIT_MODES:
-      key['split_by'] = training.split_by
-  return key
-
-
-def engine_dir(output_dir: str, spec: EngineSpec, **key_args) -> str:
-  """`output_dir/engines/<name>-<hash of engine_key(spec, **key_args)>`."""
-  return run_cache.run_dir(os.path.join(output_dir, 'engines'), spec.name,
-                           engine_key(spec, **key_args))
 
 
 def run_nmt(
@@ -551,7 +406,7 @@ def run_nmt(
   generic = EngineSpec('generic')
   needed = []
   for spec in engines:
-    if spec.kind in _ONE_DOMAIN and spec.domain not in data.domains:
+    if spec.kind in nmt_engines.ONE_DOMAIN and spec.domain not in data.domains:
       raise errors.InputError(
           f'--engines: {spec.kind}:{spec.domain}: not one of the domains '
           f'{list(data.domains)}.')
@@ -560,7 +415,7 @@ def run_nmt(
       spec = generic
     if spec not in needed:
       needed.append(spec)
-  if any(e.kind in _FROM_GENERIC for e in needed) and (
+  if any(e.kind in nmt_engines.FROM_GENERIC for e in needed) and (
       generic not in needed):
     needed.insert(0, generic)
   needed = [generic] * (generic in needed) + [e for e in needed
@@ -611,6 +466,11 @@ def run_nmt(
                      seed, run_dir)
       if spec == generic:
         generic_dir = run_dir
+        if (nmt_results.WEIGHTS_DIGEST not in done
+            and os.path.exists(os.path.join(run_dir, MODEL_FILE))):
+          # Trained before the digest was recorded.
+          done[nmt_results.WEIGHTS_DIGEST] = training_lib.weights_digest(
+              load_weights(os.path.join(run_dir, MODEL_FILE)))
       done['run_dir'] = os.path.relpath(run_dir, output_dir)
       results[spec.name] = done
       if trained:

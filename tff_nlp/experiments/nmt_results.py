@@ -16,6 +16,7 @@ from typing import Any
 from absl import logging
 import numpy as np
 
+from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.metrics import nmt_report
@@ -30,6 +31,10 @@ BLEU_PLOT_FILE = 'bleu_avg.png'
 # the flat key 'dev_bleu/avg' of each round's 'eval' record.
 DEV_PLOT_METRIC = 'eval/dev_bleu/avg'
 PREDICTIONS_DIR = 'predictions'
+# An engine's results: SHA-256 of the generic weights it started from, or of
+# the generic engine's own trained weights (`training.weights_digest`).
+GENERIC_DIGEST = 'generic_sha256'
+WEIGHTS_DIGEST = 'weights_sha256'
 
 
 def _by_engine(runs: Mapping[int, Mapping[str, Mapping[str, Any]]]
@@ -53,6 +58,36 @@ def _seed_means(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
           (d, float(np.mean([r['bleu'][m][d] for r in per_seed.values()])))
           for d in first['bleu'][m]))
       for m in models))
+
+
+def check_one_generic(runs: Mapping[int, Mapping[str, Mapping[str, Any]]]
+                      ) -> None:
+  """Raises InputError unless every engine that records the generic weights
+  it started from started from the same ones, those of the generic engine
+  in `runs` (where its digest is known).
+
+  The generic engine trained again elsewhere (another CPU's kernels) gives
+  other weights under the same configuration key, so engines restored
+  from an archive and engines trained here could otherwise be compared
+  silently from different starting points.
+  """
+  started = collections.defaultdict(list)
+  for seed, results in runs.items():
+    for name, result in results.items():
+      digest = result.get(GENERIC_DIGEST) or (
+          result.get(WEIGHTS_DIGEST) if result['spec']['kind'] == 'generic'
+          else None)
+      if digest:
+        started[digest].append(f'{name} (seed {seed}, '
+                               f'{result.get("run_dir", "?")})')
+  if len(started) > 1:
+    groups = '; '.join(f'{digest[:12]}: {", ".join(engines)}'
+                       for digest, engines in started.items())
+    raise errors.InputError(
+        'the engines started from different generic weights, so their '
+        f'BLEU cannot be compared: {groups}. Delete the folders of the '
+        'engines that did not start from the current generic engine (they '
+        'train again from it).')
 
 
 def summarize(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
@@ -101,6 +136,7 @@ def write_report(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
     The Markdown tables.
   """
   runs = collections.OrderedDict((s, r) for s, r in runs.items() if r)
+  check_one_generic(runs)
   summaries, comparisons = summarize(runs, output_dir, data.domains)
   by_engine = _by_engine(runs)
   means = collections.OrderedDict(

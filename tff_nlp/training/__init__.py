@@ -15,6 +15,7 @@ from tff_nlp.training.release import KEY_FIELD
 from tff_nlp.training.release import machine_info
 from tff_nlp.training.release import read_json_lines
 from tff_nlp.training.release import to_json_value
+from tff_nlp.training.release import weights_digest
 from tff_nlp.training.release import write_json
 from tff_nlp.training.run_dir import check_output_dir
 from tff_nlp.training.run_dir import prepare_run_dir

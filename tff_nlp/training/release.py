@@ -9,7 +9,7 @@ Unlike CSV it keeps nested and non-scalar values (e.g. per-client lists).
 
 import asyncio
 import collections
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import dataclasses
 import enum
 import hashlib
@@ -57,6 +57,17 @@ def config_digest(value: Any) -> str:
   name of a run cached under its configuration."""
   return hashlib.sha256(json.dumps(
       to_json_value(value), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def weights_digest(weights: Sequence[Any]) -> str:
+  """SHA-256 (hex) over a list of arrays' dtypes, shapes and bytes: which
+  trained weights a run started from, comparable across runs."""
+  digest = hashlib.sha256()
+  for weight in weights:
+    weight = np.ascontiguousarray(weight)
+    digest.update(f'{weight.dtype.str}{weight.shape};'.encode())
+    digest.update(weight.tobytes())
+  return digest.hexdigest()
 
 
 def machine_info() -> collections.OrderedDict:
