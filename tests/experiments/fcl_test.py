@@ -343,6 +343,9 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with open(os.path.join(output_dir, fcl.RESULTS_FILE)) as f:
       saved = json.load(f)
     self.assertEqual(saved['seeds'], [0, 1])
+    # The comparisons of `fcl.COMPARISONS` whose methods both ran.
+    self.assertEqual(list(saved['differences']['trec6']),
+                     ['fedseit - fedseit_no_foreign'])
     difference = saved['differences']['trec6'][
         'fedseit - fedseit_no_foreign']
     self.assertAllClose(difference['per_seed'], [
