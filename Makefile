@@ -25,7 +25,7 @@ help:
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
 	@echo "make bench-fcl - federated continual text classification (FedWeIT/FedSeIT/SIT), 3 seeds and the transfer variants, on CPU (many hours; resumable)"
-	@echo "make bench-scaling - round time and memory vs clients per round, memory over 200 rounds, 1 vs 2 workers (about 12 minutes)"
+	@echo "make bench-scaling - round time and memory vs clients per round (to 10,000 of a 10^5-user population), memory over 200 rounds, 1, 2 and 4 workers (about 75 minutes)"
 	@echo "make bench-robustness - attackers x weightings x defences on linear regression, R8 and text-to-SQL (hours; resumable)"
 	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 6 minutes)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
@@ -89,14 +89,31 @@ bench-round-overhead: $(STAMP)
 # peak memory for 10, 100 and 1,000 clients per round (one child process
 # per setting), on one worker and on two; resident memory over 200 rounds.
 SCALING_DIR ?= runs/scaling
+# The cross-device population of bench-scaling: 10^5 simulated users of 8
+# TREC-50 questions each (Dirichlet label skew), 1 warm-up and 2 timed rounds.
+POPULATION = --population_size=100000 --rounds=2 --warmup_rounds=1
+
 bench-scaling: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_1worker
 	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
 	"$(PY)" -m tff_nlp.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth
 	"$(PY)" -m tff_nlp.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth_glibc_default \
 	  --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
+	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_1worker $(POPULATION) \
+	  --clients_per_round_values=100,1000,10000 --clients_per_subround=250
+	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_1worker_no_subrounds \
+	  $(POPULATION) --clients_per_round_values=100,1000
+	for s in 50 100 500 1000; do "$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/subrounds_$$s \
+	  $(POPULATION) --clients_per_round_values=1000 --clients_per_subround=$$s || exit 1; done
+	for w in 2 4; do \
+	  "$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_$${w}workers $(POPULATION) \
+	    --clients_per_round_values=1000 --num_workers=$$w --clients_per_subround=250 || exit 1; \
+	  "$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_$${w}workers_no_subrounds \
+	    $(POPULATION) --clients_per_round_values=1000 --num_workers=$$w || exit 1; done
 	mkdir -p docs/results/scaling
-	for d in clients_1worker clients_2workers memory_growth memory_growth_glibc_default; do \
+	for d in clients_1worker clients_2workers memory_growth memory_growth_glibc_default \
+	  population_1worker population_1worker_no_subrounds population_2workers population_2workers_no_subrounds \
+	  population_4workers population_4workers_no_subrounds subrounds_50 subrounds_100 subrounds_500 subrounds_1000; do \
 	  mkdir -p docs/results/scaling/$$d && cp $(SCALING_DIR)/$$d/*.json $(SCALING_DIR)/$$d/*.md \
 	    $(SCALING_DIR)/$$d/*.png docs/results/scaling/$$d/; done
 

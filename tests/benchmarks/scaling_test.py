@@ -18,6 +18,7 @@ import tensorflow as tf
 from tff_nlp import runtime
 from tff_nlp.benchmarks import client_scaling
 from tff_nlp.benchmarks import scaling
+from tff_nlp.data import population as population_lib
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import memory
 
@@ -162,6 +163,21 @@ class ScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert '| sparse | 2 |' in table and '| sparse | 4 |' in table
     assert 'sparse: round time grew' in table
 
+  def test_client_scaling_on_a_simulated_population(self):
+    population = population_lib.PopulationConfig(num_users=100_000,
+                                                 examples_per_user=2)
+    s = client_scaling.measure_clients_per_round(
+        data_dir=None, data=_DATA, training=_TRAINING, method='sparse',
+        clients_per_round=3, rounds=2, warmup_rounds=0, seed=0,
+        population=population)
+    assert s['num_clients'] == 100_000
+    assert s['population'] == dict(num_users=100_000, examples_per_user=2,
+                                   dirichlet_alpha=0.5, seed=0)
+    assert len(s['round_seconds']) == 2
+    assert s['sample_seconds_median'] >= 0
+    table = client_scaling.client_scaling_table([s])
+    assert table.count('\n| sparse | 3 |') == 1
+
   def test_measure_rejects_more_clients_than_the_task_has(self):
     with self.assertRaisesRegex(ValueError, 'clients_per_round must be in'):
       client_scaling.measure_clients_per_round(
@@ -199,8 +215,8 @@ class ScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
         'error': 'child exited with status 3'}
     assert summary['fits'] == {}  # One measured setting: nothing to fit.
     table = (tmp_path / client_scaling.CLIENT_SCALING_TABLE).read_text()
-    assert ('| dense | 10 | 2.000 | 200.00 | 0.100 | 1,024 | 512 | 256 | 1 |'
-            in table)
+    assert ('| dense | 10 | 2.000 | 200.00 | 0.100 | – | 1,024 | 512 | 256 '
+            '| 1 |' in table)
     assert 'failed: child exited with status 3' in table
 
   def test_dense_client_data_is_the_sparse_batches_as_keras_pairs(self):

@@ -12,8 +12,10 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
+from tff_nlp.data import population as population_lib
 from tff_nlp.data import tags
 from tff_nlp.experiments import sparse_tags as experiment
+from tff_nlp.models import tag_regression
 
 
 class TagTaskExecutionTest(tf.test.TestCase, parameterized.TestCase):
@@ -71,6 +73,59 @@ class TagTaskExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'one local epoch'):
       experiment.build_process('dense', vocab, experiment.TagTrainingConfig(
           client_epochs=2))
+
+
+class PopulationRunTest(tf.test.TestCase, parameterized.TestCase):
+  """A simulated population whose datasets the worker builds from ids."""
+
+  _DATA = experiment.TagDataConfig(dataset='trec6', partition='document',
+                                   max_words=100, max_tags=20)
+  _TRAINING = experiment.TagTrainingConfig(max_keys=8,
+                                           client_learning_rate=1.0,
+                                           batch_size=2)
+  _POPULATION = population_lib.PopulationConfig(num_users=100_000,
+                                                examples_per_user=3)
+
+  def test_next_takes_user_ids_at_clients(self):
+    task = experiment.prepare_task(None, self._DATA, seed=0)
+    process, client_data = experiment.population_run(
+        experiment.SPARSE, task, self._TRAINING, self._POPULATION)
+    parameter = process.next.type_signature.parameter
+    self.assertEqual(str(parameter[1]), '{str}@CLIENTS')
+    self.assertEqual(client_data(1, [0, 99_999]), ['0', '99999'])
+
+  @parameterized.named_parameters(('sparse', experiment.SPARSE),
+                                  ('dense', experiment.DENSE))
+  def test_round_equals_the_round_on_datasets_built_here(self, method):
+    # The reference: the plain process on the same users' datasets, built
+    # in Python by the same population (and, for dense, as Keras pairs).
+    task = experiment.prepare_task(None, self._DATA, seed=0)
+    process, client_data = experiment.population_run(
+        method, task, self._TRAINING, self._POPULATION)
+    plain = experiment.build_process(method, task.vocabularies,
+                                     self._TRAINING)
+    population = population_lib.SimulatedPopulation(
+        task.train, task.train_labels, self._POPULATION,
+        num_words=task.vocabularies.num_word_rows,
+        batch_size=self._TRAINING.batch_size)
+    users = [3, 41_000, 99_998]
+    datasets = [population.user_dataset(tf.constant(i))
+                for i in client_data(1, users)]
+    if method == experiment.DENSE:
+      datasets = [tag_regression.as_keras_batches(d) for d in datasets]
+    lazy = process.next(process.initialize(), client_data(1, users))
+    eager = plain.next(plain.initialize(), datasets)
+    lazy_weights = process.get_model_weights(lazy.state).trainable
+    eager_weights = plain.get_model_weights(eager.state).trainable
+    self.assertAllClose(lazy_weights, eager_weights, atol=1e-6, rtol=0)
+    self.assertGreater(np.abs(np.asarray(lazy_weights[0])).max(), 1e-3)
+
+  def test_task_without_a_pool_is_refused(self):
+    task = experiment.TagTask(vocabularies=tags.TagVocabularies(
+        words=('a',), tags=('x',)), clients=(), test=None, distinct_words=())
+    with self.assertRaisesRegex(ValueError, 'no training pool'):
+      experiment.population_run(experiment.SPARSE, task, self._TRAINING,
+                                self._POPULATION)
 
 
 class RunSparseTagsExecutionTest(tf.test.TestCase):

@@ -20,6 +20,7 @@ from tests.algorithms import tag_fixtures
 from tff_nlp import algorithms
 from tff_nlp import runtime
 from tff_nlp.runtime import flags as runtime_flags
+from tff_nlp.runtime import multi_worker
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -139,6 +140,88 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(kernel, linear_model.INITIAL_KERNEL)
     self.assertLen(
         self.context.tff_context.unsplit_computations, unsplit_before)
+
+
+class SubroundExecutionTest(tf.test.TestCase, parameterized.TestCase):
+  """Rounds cut into slices of at most S clients that workers take in turn."""
+
+  @parameterized.named_parameters(
+      # 5 clients: ceil(5/2) = 3 slices (2, 2, 1) on one worker, in turn.
+      ('one_worker_fedavg', 1, 2, 'fedavg', 'num_examples', 3),
+      ('one_worker_fedopt', 1, 2, 'fedopt', 'uniform', 3),
+      # Every client its own slice, two workers taking them as they free up.
+      ('two_workers_slices_of_one', 2, 1, 'fedavg', 'num_examples', 5),
+      # More workers than ceil(N/S) slices: still one slice per worker.
+      ('slices_at_least_workers', 2, 4, 'fedavg', 'num_examples', 2),
+  )
+  def test_subrounds_give_the_single_call_model(
+      self, num_workers, clients_per_subround, algorithm, weighting,
+      num_subrounds):
+    process = _process(algorithm, weighting, True)
+    kernel, bias, metrics = _two_rounds(process)  # One worker, one call.
+    with runtime.multi_worker_context(
+        num_workers=num_workers,
+        clients_per_subround=clients_per_subround) as context:
+      self.assertIsInstance(context.tff_context, runtime.SplittingContext)
+      self.assertEqual(context.tff_context.num_subrounds(5), num_subrounds)
+      split_kernel, split_bias, split_metrics = _two_rounds(process)
+      self.assertEqual(context.tff_context.unsplit_computations, [])
+    self.assertAllClose(split_kernel, kernel, atol=1e-6, rtol=0)
+    self.assertAllClose(split_bias, bias, atol=1e-6, rtol=0)
+    self.assertGreater(
+        np.max(np.abs(kernel - linear_model.INITIAL_KERNEL)), 1e-2)
+    self.assertEqual(
+        split_metrics['client_work']['weighting']['num_clients'], 5)
+    self.assertAllClose(
+        split_metrics['client_work']['train']['loss'],
+        metrics['client_work']['train']['loss'], rtol=1e-6)
+
+  @parameterized.named_parameters(
+      # (workers, S, clients, slices): ceil(N/S), at least one per worker.
+      ('off_one_per_worker', 3, 0, 10_000, 3),
+      ('ten_thousand_by_250', 1, 250, 10_000, 40),
+      ('remainder_rounds_up', 1, 250, 10_001, 41),
+      ('fewer_clients_than_s', 2, 250, 10, 2),
+  )
+  def test_number_of_slices(self, num_workers, clients_per_subround,
+                            num_clients, expected):
+    # The arithmetic needs no workers.
+    got = runtime.SplittingContext.num_subrounds(
+        _Slices(num_workers, clients_per_subround), num_clients)
+    self.assertEqual(got, expected)
+
+  def test_clients_counted_in_nested_arguments(self):
+    clients = tff.FederatedType(np.float32, tff.CLIENTS)
+    server = tff.FederatedType(np.float32, tff.SERVER)
+    signature = tff.StructType([('state', server),
+                                ('data', tff.StructType([('x', clients)]))])
+    self.assertEqual(multi_worker.num_clients_in(
+        tff.structure.Struct([('state', 1.0),
+                              ('data', tff.structure.Struct(
+                                  [('x', [1.0, 2.0, 3.0])]))]),
+        signature), 3)
+    self.assertEqual(multi_worker.num_clients_in([1.0, 2.0], clients), 2)
+    self.assertEqual(multi_worker.num_clients_in(1.0, server), 0)
+    self.assertEqual(multi_worker.num_clients_in(None, None), 0)
+
+  def test_one_worker_without_subrounds_is_refused(self):
+    with self.assertRaisesRegex(ValueError, 'clients_per_subround > 0'):
+      runtime.SplittingContext([object()], default_num_clients=0)
+    with self.assertRaisesRegex(ValueError, 'clients_per_subround must be'):
+      runtime.ContextSettings(clients_per_subround=-1)
+
+  @flagsaver.flagsaver(clients_per_subround=250)
+  def test_flag_reaches_the_settings(self):
+    self.assertEqual(
+        runtime_flags.settings_from_flags().clients_per_subround, 250)
+
+
+class _Slices:
+  """What `SplittingContext.num_subrounds` reads, without workers."""
+
+  def __init__(self, num_workers, clients_per_subround):
+    self.workers = [None] * num_workers
+    self.clients_per_subround = clients_per_subround
 
 
 class WorkerFailureExecutionTest(tf.test.TestCase):

@@ -13,6 +13,7 @@ ratio, and the slope of log(time) on log(clients) (1 is linear).
 """
 
 import collections
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 import json
 import os
@@ -25,6 +26,7 @@ import numpy as np
 
 from tff_nlp import training as training_lib
 from tff_nlp.benchmarks import scaling
+from tff_nlp.data import population as population_lib
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import memory
 
@@ -51,6 +53,7 @@ def measure_clients_per_round(
     rounds: int,
     warmup_rounds: int,
     seed: int,
+    population: Optional[population_lib.PopulationConfig] = None,
 ) -> collections.OrderedDict:
   """Times rounds of one setting in the current TFF context.
 
@@ -66,6 +69,8 @@ def measure_clients_per_round(
     rounds: Timed rounds (after the warm-up).
     warmup_rounds: Untimed first rounds (tracing, executor set-up).
     seed: Seed of the sampling and the example order.
+    population: If set, the clients are this simulated population, their
+      datasets built in the worker from their ids (`scaling.prepare_run`).
 
   Returns:
     The setting, the timed rounds' `round_seconds` and `data_seconds` and
@@ -77,9 +82,8 @@ def measure_clients_per_round(
   if rounds < 1 or warmup_rounds < 0:
     raise ValueError(f'Need rounds >= 1 and warmup_rounds >= 0, got '
                      f'{rounds} and {warmup_rounds}.')
-  task, process, data_fn = scaling.prepare_run(data_dir, data, training,
-                                               method, seed)
-  num_clients = len(task.clients)
+  num_clients, process, data_fn = scaling.prepare_run(
+      data_dir, data, training, method, seed, population)
   if not 1 <= clients_per_round <= num_clients:
     raise ValueError(f'clients_per_round must be in 1..{num_clients} (the '
                      f'clients of the task), got {clients_per_round}.')
@@ -97,10 +101,14 @@ def measure_clients_per_round(
       method=method,
       clients_per_round=clients_per_round,
       num_clients=num_clients,
+      population=(None if population is None
+                  else dataclasses.asdict(population)),
       rounds=rounds,
       warmup_rounds=warmup_rounds,
       round_seconds=round_seconds,
       data_seconds=[r['data_seconds'] for r in timed],
+      sample_seconds_median=float(np.median([r['sample_seconds']
+                                             for r in timed])),
       warmup_round_seconds=[r['round_seconds']
                             for r in records[:warmup_rounds]],
       round_seconds_median=median,
@@ -213,25 +221,30 @@ def fit_scaling(clients: Sequence[float],
       no_worse_than_linear=bool(time_ratio <= clients_ratio))
 
 
+def _milliseconds(seconds: Optional[float]) -> str:
+  return '–' if seconds is None else f'{1000 * seconds:.1f}'
+
+
 def client_scaling_table(settings: Sequence[Mapping[str, Any]]) -> str:
   """Markdown: one row per (method, clients per round)."""
   mb = scaling.format_mb
   lines = [
       '| method | clients / round | round s (median) | ms / client '
-      '| data s (median) | Python peak MB | Python MB before rounds '
-      '| worker peak MB | workers |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| data s (median) | sampling ms | Python peak MB '
+      '| Python MB before rounds | worker peak MB | workers |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for s in settings:
     head = f'| {s["method"]} | {s["clients_per_round"]:,} '
     if 'error' in s:
-      lines.append(head + f'| failed: {s["error"]} |' + ' |' * 6)
+      lines.append(head + f'| failed: {s["error"]} |' + ' |' * 7)
       continue
     lines.append(
         head
         + f'| {s["round_seconds_median"]:.3f} '
         f'| {1000 * s["seconds_per_client"]:.2f} '
         f'| {s["data_seconds_median"]:.3f} '
+        f'| {_milliseconds(s.get("sample_seconds_median"))} '
         f'| {mb(s["python_peak_bytes"])} '
         f'| {mb(s["memory_before_rounds"]["python"]["rss_bytes"])} '
         f'| {mb(s["workers_peak_bytes"] if s["num_workers"] else None)} '

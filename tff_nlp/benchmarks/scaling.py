@@ -103,11 +103,13 @@ def run_rounds(
 
   Returns:
     The final state and per round `round`, `clients` (how many),
-    `data_seconds` (building the datasets) and `round_seconds`
+    `sample_seconds` (sampling them), `data_seconds` (building their data:
+    datasets, or ids when the worker builds the datasets) and `round_seconds`
     (`process.next`, as the round loop records it).
   """
   records = []
   for round_num in range(1, rounds + 1):
+    sample_start = time.perf_counter()
     client_ids = training_lib.sample_clients(
         num_clients, clients_per_round, seed=seed, round_num=round_num)
     start = time.perf_counter()
@@ -119,6 +121,7 @@ def run_rounds(
     del client_data
     record = collections.OrderedDict(
         round=round_num, clients=len(client_ids),
+        sample_seconds=start - sample_start,
         data_seconds=data_end - start,
         round_seconds=time.perf_counter() - data_end)
     records.append(record)
@@ -127,12 +130,22 @@ def run_rounds(
   return state, records
 
 
-def prepare_run(data_dir, data, training, method, seed):
-  """(task, process, client data fn) of `method` on the tag task."""
+def prepare_run(data_dir, data, training, method, seed, population=None):
+  """(clients, process, client data fn) of `method` on the tag task.
+
+  With `population` (a `data.population.PopulationConfig`), the clients are
+  that many simulated users drawn from the training examples, whose datasets
+  the worker builds from their ids (`sparse_tags.population_run`); without,
+  the task's clients (`data.partition`), whose datasets Python builds.
+  """
   task = sparse_tags.prepare_task(data_dir, data, seed=seed)
+  if population is not None:
+    process, data_fn = sparse_tags.population_run(method, task, training,
+                                                   population)
+    return population.num_users, process, data_fn
   process = sparse_tags.build_process(method, task.vocabularies, training)
   data_fn = sparse_tags.client_data_fn(method, task, training, seed)
-  return task, process, data_fn
+  return len(task.clients), process, data_fn
 
 
 # --- Report helpers (also the client scaling's) -----------------------------
@@ -294,7 +307,8 @@ def run_memory_growth(
     raise ValueError(f'Need sample_every >= 1 and 0 <= baseline_round <= '
                      f'rounds, got {sample_every}, {baseline_round}, '
                      f'{rounds}.')
-  task, process, data_fn = prepare_run(data_dir, data, training, method, seed)
+  num_clients, process, data_fn = prepare_run(data_dir, data, training,
+                                              method, seed)
   state = process.initialize()
   samples = [memory_sample(0)]
 
@@ -304,13 +318,13 @@ def run_memory_growth(
       samples.append(memory_sample(round_num))
 
   _, records = run_rounds(
-      process, state, client_data_fn=data_fn, num_clients=len(task.clients),
+      process, state, client_data_fn=data_fn, num_clients=num_clients,
       clients_per_round=clients_per_round, rounds=rounds, seed=seed,
       after_round=after_round)
   growth = growth_after(samples, baseline_round)
   summary = collections.OrderedDict(
       config=dict(config or {}),
-      num_clients=len(task.clients),
+      num_clients=num_clients,
       target_percent=target_percent,
       growth=growth,
       passed=bool(growth['max_percent'] < target_percent),

@@ -16,6 +16,9 @@ log-log slope), and writes `client_scaling.{json,md,png}` to `--output_dir`
   python -m tff_nlp.bin.client_scaling                        # ~5 minutes, 2 cores
   python -m tff_nlp.bin.client_scaling --methods=sparse,dense
   python -m tff_nlp.bin.client_scaling --clients_per_round_values=10,100 --rounds=2
+  # 10^5 simulated users, datasets built in the worker, 250 clients per call:
+  python -m tff_nlp.bin.client_scaling --population_size=100000 \
+      --clients_per_round_values=100,1000,10000 --clients_per_subround=250
 
 Runtime flags (`--max_concurrent_computation_calls`, the worker flags) go
 to every child. This is a benchmark, not a test: its numbers depend on the
@@ -33,6 +36,7 @@ from absl import flags
 from tff_nlp.benchmarks import client_scaling
 from tff_nlp.bin import _tag_task_flags
 from tff_nlp.bin import config_flags
+from tff_nlp.data import population as population_lib
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -51,6 +55,18 @@ _ROUNDS = config_flags.define('rounds', 3)
 _WARMUP_ROUNDS = flags.DEFINE_integer(
     'warmup_rounds', 1, 'Untimed first rounds per setting.', lower_bound=0)
 _SEED = config_flags.define('seed', 0)
+_POPULATION_SIZE = flags.DEFINE_integer(
+    'population_size', 0,
+    'If positive, the clients are this many simulated users drawn from the '
+    'training questions with Dirichlet label skew (data.population), their '
+    'datasets built in the TFF worker from their ids; 0: the task\'s clients '
+    '(--partition), datasets built here.', lower_bound=0)
+_EXAMPLES_PER_USER = flags.DEFINE_integer(
+    'examples_per_user', 8, 'Examples of each simulated user.', lower_bound=1)
+_POPULATION_ALPHA = flags.DEFINE_float(
+    'population_alpha', 0.5,
+    'Dirichlet concentration of the simulated users\' label mixtures '
+    '(smaller: more skewed).')
 _TIMEOUT = flags.DEFINE_float(
     'timeout_seconds', None, 'Kill a setting\'s child after this long.')
 
@@ -79,6 +95,15 @@ def _check_clients(value):
   return bool(value) and all(v.isdigit() and int(v) > 0 for v in value)
 
 
+def _population():
+  if not _POPULATION_SIZE.value:
+    return None
+  return population_lib.PopulationConfig(
+      num_users=_POPULATION_SIZE.value,
+      examples_per_user=_EXAMPLES_PER_USER.value,
+      dirichlet_alpha=_POPULATION_ALPHA.value, seed=_SEED.value)
+
+
 def _child_main():
   """Measures one setting in a context of this process and writes JSON."""
   with runtime_flags.context_from_flags():
@@ -91,6 +116,7 @@ def _child_main():
         rounds=_ROUNDS.value,
         warmup_rounds=_WARMUP_ROUNDS.value,
         seed=_SEED.value,
+        population=_population(),
     )
   with open(_CHILD_OUTPUT_JSON.value, 'w', encoding='utf-8') as f:
     json.dump(record, f, indent=1)
@@ -117,6 +143,13 @@ def main(argv):
       **_tag_task_flags.config_record(),
       rounds=_ROUNDS.value, warmup_rounds=_WARMUP_ROUNDS.value,
       seed=_SEED.value,
+      population_size=_POPULATION_SIZE.value or 'the task\'s clients',
+      **({} if not _POPULATION_SIZE.value else dict(
+          examples_per_user=_EXAMPLES_PER_USER.value,
+          population_alpha=_POPULATION_ALPHA.value)),
+      num_workers=runtime_flags.settings_from_flags().num_workers,
+      clients_per_subround=(
+          runtime_flags.settings_from_flags().clients_per_subround or 'off'),
       worker_malloc_arena_max=(
           runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
       worker_malloc_mmap_threshold=(

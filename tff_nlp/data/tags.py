@@ -226,6 +226,44 @@ def element_type_spec(num_tags: int) -> collections.OrderedDict:
       tags=tf.TensorSpec([None, num_tags], tf.float32))
 
 
+def batches_from_flat(word_ids: tf.Tensor, word_counts: tf.Tensor,
+                      row_splits: tf.Tensor, tags: tf.Tensor, *,
+                      num_words: int, batch_size: int) -> tf.data.Dataset:
+  """Batches of examples given as flat arrays (traceable; no Python loop).
+
+  Args:
+    word_ids: int64 [total words], every example's distinct word ids in turn.
+    word_counts: int32 [total words], their counts.
+    row_splits: int64 [n + 1], example i's words are
+      `word_ids[row_splits[i]:row_splits[i + 1]]`.
+    tags: float32 [n, T] multi-hot tags.
+    num_words: V, the bag's dense width.
+    batch_size: Examples per batch (the last batch may be smaller).
+
+  Returns:
+    A dataset whose element spec is `element_type_spec(T)`.
+  """
+  # Batches sliced from the flat arrays; not ragged tensors, whose
+  # `from_tensor_slices` TF's graph type inference rejects with a long
+  # "Type inference failed" warning.
+  num_examples = tf.shape(tags, out_type=tf.int64)[0]
+
+  def to_bag(start):
+    end = tf.minimum(start + batch_size, num_examples)
+    first, last = row_splits[start], row_splits[end]
+    lengths = row_splits[start + 1:end + 1] - row_splits[start:end]
+    rows = tf.repeat(tf.range(end - start), lengths)
+    return collections.OrderedDict(
+        tokens=collections.OrderedDict(
+            indices=tf.stack([rows, word_ids[first:last]], axis=1),
+            values=word_counts[first:last],
+            dense_shape=tf.stack([end - start,
+                                  tf.constant(num_words, tf.int64)])),
+        tags=tags[start:end])
+
+  return tf.data.Dataset.range(0, num_examples, batch_size).map(to_bag)
+
+
 class BatchBuilder:
   """Builds client datasets of batches through one traced `tf.function`.
 
@@ -263,25 +301,8 @@ class BatchBuilder:
         tf.TensorSpec([None], tf.int64),
         tf.TensorSpec([None, num_tags], tf.float32)))
     def build(word_ids, word_counts, row_splits, tags):
-      # Batches sliced from the flat arrays; not ragged tensors, whose
-      # `from_tensor_slices` TF's graph type inference rejects with a long
-      # "Type inference failed" warning.
-      num_examples = tf.shape(tags, out_type=tf.int64)[0]
-
-      def to_bag(start):
-        end = tf.minimum(start + batch_size, num_examples)
-        first, last = row_splits[start], row_splits[end]
-        lengths = row_splits[start + 1:end + 1] - row_splits[start:end]
-        rows = tf.repeat(tf.range(end - start), lengths)
-        return collections.OrderedDict(
-            tokens=collections.OrderedDict(
-                indices=tf.stack([rows, word_ids[first:last]], axis=1),
-                values=word_counts[first:last],
-                dense_shape=tf.stack([end - start,
-                                      tf.constant(num_words, tf.int64)])),
-            tags=tags[start:end])
-
-      dataset = tf.data.Dataset.range(0, num_examples, batch_size).map(to_bag)
+      dataset = batches_from_flat(word_ids, word_counts, row_splits, tags,
+                                  num_words=num_words, batch_size=batch_size)
       return dataset if transform is None else transform(dataset)
 
     self._build = build

@@ -37,6 +37,7 @@ from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp import data as data_lib
 from tff_nlp import training as training_lib
+from tff_nlp.data import population as population_lib
 from tff_nlp.data import tags as tags_lib
 from tff_nlp.models import tag_regression
 
@@ -133,12 +134,17 @@ class TagTask:
     clients: Per client, its encoded training examples.
     test: The encoded test set.
     distinct_words: Per client, its number of distinct word ids.
+    train: Every encoded training example (the clients' union; the pool of
+      a simulated population).
+    train_labels: The training examples' label ids.
   """
 
   vocabularies: tags_lib.TagVocabularies
   clients: tuple[tags_lib.EncodedTags, ...]
   test: tags_lib.EncodedTags
   distinct_words: tuple[int, ...]
+  train: Optional[tags_lib.EncodedTags] = None
+  train_labels: Optional[np.ndarray] = None
 
 
 def prepare_task(data_dir: Optional[str], config: TagDataConfig, *,
@@ -181,7 +187,8 @@ def prepare_task(data_dir: Optional[str], config: TagDataConfig, *,
       vocabularies=vocabularies, clients=clients,
       test=tags_lib.encode(examples(dataset.test), vocabularies),
       distinct_words=tuple(
-          len(set(np.concatenate(c.word_ids).tolist())) for c in clients))
+          len(set(np.concatenate(c.word_ids).tolist())) for c in clients),
+      train=encoded, train_labels=np.asarray(dataset.train.labels))
 
 
 def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
@@ -258,6 +265,51 @@ def client_data_fn(method: str, task: TagTask, training: TagTrainingConfig,
             for c in client_ids]
 
   return client_data
+
+
+def population_run(
+    method: str, task: TagTask, training: TagTrainingConfig,
+    config: population_lib.PopulationConfig,
+) -> tuple[tff.learning.templates.LearningProcess, training_lib.ClientDataFn]:
+  """`method` on a simulated population drawn from the training examples.
+
+  The clients are `population.SimulatedPopulation` users (config.num_users of
+  them, each with config.examples_per_user examples drawn with Dirichlet
+  label skew). The returned process's `next` takes the sampled users' ids,
+  `{string}@CLIENTS`, and builds each user's dataset inside the TFF worker
+  (`tff.simulation.compose_dataset_computation_with_learning_process`), so
+  no dataset crosses from Python.
+
+  Args:
+    method: One of `METHODS`.
+    task: The task; its `train` and `train_labels` are the pool.
+    training: Client training (its `batch_size` batches a user's examples).
+    config: The population.
+
+  Returns:
+    The process and `(round_num, user numbers) -> [user id]`.
+  """
+  if task.train is None or task.train_labels is None:
+    raise ValueError('The task has no training pool (prepare_task keeps it).')
+  population = population_lib.SimulatedPopulation(
+      task.train, task.train_labels, config,
+      num_words=task.vocabularies.num_word_rows,
+      batch_size=training.batch_size)
+  transform = tag_regression.as_keras_batches if method == DENSE else None
+
+  @tff.tensorflow.computation(np.str_)
+  def user_dataset(user_id):
+    dataset = population.user_dataset(user_id)
+    return dataset if transform is None else transform(dataset)
+
+  process = tff.simulation.compose_dataset_computation_with_learning_process(
+      user_dataset, build_process(method, task.vocabularies, training))
+
+  def client_data(round_num, users):
+    del round_num  # A user's examples are a function of its id.
+    return population.client_ids(users)
+
+  return process, client_data
 
 
 def run_method(method: str, task: TagTask, *, training: TagTrainingConfig,

@@ -85,6 +85,10 @@ class ContextSettings:
       tff_nlp.bin.tff_worker`); if given, no worker is started here and
       `num_workers`, `max_concurrent_computation_calls` and the device
       settings are the remote workers' business.
+    clients_per_subround: If positive, each round's clients are cut into
+      slices of about this many that the workers (one or several) take in
+      turn, so that a worker's memory is bounded by this, not by the clients
+      per round (`multi_worker.SplittingContext`). 0: one slice per worker.
   """
 
   default_num_clients: int = 0
@@ -96,10 +100,14 @@ class ContextSettings:
   log_dir: Optional[str] = None
   num_workers: int = 1
   worker_addresses: tuple[str, ...] = ()
+  clients_per_subround: int = 0
 
   def __post_init__(self):
     if self.num_workers < 1:
       raise ValueError(f'num_workers must be >= 1, got {self.num_workers}.')
+    if self.clients_per_subround < 0:
+      raise ValueError('clients_per_subround must be >= 0, got '
+                       f'{self.clients_per_subround}.')
     for name in ('worker_malloc_arena_max', 'worker_malloc_mmap_threshold'):
       if getattr(self, name) < 0:
         raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
@@ -141,7 +149,8 @@ class CppContext:
   """TFF's synchronous C++ execution context on workers this object manages.
 
   With one worker, every computation runs in it. With several (local or
-  remote), computations are split across them by client
+  remote), or with `clients_per_subround` set, computations are split by
+  client into slices the workers take in turn
   (`multi_worker.SplittingContext`).
 
   Use it as a context manager (installs it as the current TFF context and
@@ -185,14 +194,15 @@ class CppContext:
     except BaseException:
       self.close()
       raise
-    if len(self.workers) == 1:
+    if len(self.workers) == 1 and not settings.clients_per_subround:
       self.tff_context = tff.framework.SyncExecutionContext(
           **workers_lib.context_kwargs(
               self.workers[0], settings.default_num_clients)
       )
     else:
       self.tff_context = multi_worker.SplittingContext(
-          self.workers, default_num_clients=settings.default_num_clients
+          self.workers, default_num_clients=settings.default_num_clients,
+          clients_per_subround=settings.clients_per_subround,
       )
     self._install: Optional[contextlib.AbstractContextManager] = None
 
@@ -235,6 +245,7 @@ def local_cpp_context(
     cuda_visible_devices: Optional[str] = None,
     gpu_memory_growth: bool = False,
     log_dir: Optional[str] = None,
+    clients_per_subround: int = 0,
 ) -> CppContext:
   """Starts one worker and returns its context; use it in a `with` statement.
 
@@ -244,6 +255,7 @@ def local_cpp_context(
     cuda_visible_devices: See `ContextSettings`.
     gpu_memory_growth: See `ContextSettings`.
     log_dir: See `ContextSettings`.
+    clients_per_subround: See `ContextSettings`.
 
   Returns:
     A `CppContext` whose worker is already running.
@@ -255,6 +267,7 @@ def local_cpp_context(
       cuda_visible_devices=cuda_visible_devices,
       gpu_memory_growth=gpu_memory_growth,
       log_dir=log_dir,
+      clients_per_subround=clients_per_subround,
   )
 
 
@@ -267,6 +280,7 @@ def multi_worker_context(
     cuda_visible_devices: Optional[str] = None,
     gpu_memory_growth: bool = False,
     log_dir: Optional[str] = None,
+    clients_per_subround: int = 0,
 ) -> CppContext:
   """A context over workers started here, or at `worker_addresses`.
 
@@ -279,6 +293,7 @@ def multi_worker_context(
     cuda_visible_devices: See `ContextSettings` (';' gives one per worker).
     gpu_memory_growth: See `ContextSettings`.
     log_dir: See `ContextSettings`.
+    clients_per_subround: See `ContextSettings`.
 
   Returns:
     A `CppContext` whose workers are running (or reachable).
@@ -292,6 +307,7 @@ def multi_worker_context(
           log_dir=log_dir,
           num_workers=1 if worker_addresses else num_workers,
           worker_addresses=tuple(worker_addresses),
+          clients_per_subround=clients_per_subround,
       )
   )
 

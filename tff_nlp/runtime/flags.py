@@ -68,6 +68,15 @@ _NUM_WORKERS = flags.DEFINE_integer(
     'clients are split across them.',
     lower_bound=1,
 )
+_CLIENTS_PER_SUBROUND = flags.DEFINE_integer(
+    'clients_per_subround',
+    0,
+    'If positive, each round\'s clients are cut into slices of about this '
+    'many that the workers take in turn, so that a worker\'s memory is '
+    'bounded by it instead of the clients per round (one more call and merge '
+    'per slice). 0: one slice per worker.',
+    lower_bound=0,
+)
 _WORKER_ADDRESSES = flags.DEFINE_list(
     'worker_addresses',
     [],
@@ -112,6 +121,7 @@ def settings_from_flags() -> contexts.ContextSettings:
         log_dir=_WORKER_LOG_DIR.value,
         num_workers=_NUM_WORKERS.value,
         worker_addresses=tuple(_WORKER_ADDRESSES.value),
+        clients_per_subround=_CLIENTS_PER_SUBROUND.value,
     )
   except ValueError as e:
     raise flags.IllegalFlagValueError(str(e)) from None
