@@ -175,6 +175,10 @@ class ScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                    dirichlet_alpha=0.5, seed=0)
     assert len(s['round_seconds']) == 2
     assert s['sample_seconds_median'] >= 0
+    # Three users of two examples each, built in the worker and counted.
+    assert s['pipeline_examples'] == 6
+    assert s['pipeline_seconds_per_client'] == pytest.approx(
+        s['pipeline_seconds'] / 3)
     table = client_scaling.client_scaling_table([s])
     assert table.count('\n| sparse | 3 |') == 1
 
@@ -215,8 +219,8 @@ class ScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
         'error': 'child exited with status 3'}
     assert summary['fits'] == {}  # One measured setting: nothing to fit.
     table = (tmp_path / client_scaling.CLIENT_SCALING_TABLE).read_text()
-    assert ('| dense | 10 | 2.000 | 200.00 | 0.100 | – | 1,024 | 512 | 256 '
-            '| 1 |' in table)
+    assert ('| dense | 10 | 2.000 | 200.00 | 0.100 | – | – | 1,024 | 512 '
+            '| 256 | 1 |' in table)
     assert 'failed: child exited with status 3' in table
 
   def test_dense_client_data_is_the_sparse_batches_as_keras_pairs(self):

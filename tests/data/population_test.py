@@ -64,7 +64,10 @@ class PopulationExecutionTest(tf.test.TestCase, parameterized.TestCase):
     builder = tags_lib.BatchBuilder(num_words=_V, num_tags=_T, batch_size=3)
     for user in (0, 12_345, 99_999):
       expected = list(builder(pool.subset(_indices(population, user))))
-      got = list(population.user_dataset(tf.constant(str(user))))
+      dataset = population.user_dataset(tf.constant(str(user)))
+      self.assertEqual(dataset.element_spec['tags'],
+                       tf.TensorSpec([None, _T], tf.float32))
+      got = list(dataset)
       self.assertLen(got, 3)  # 7 examples in batches of 3: 3, 3, 1.
       self.assertLen(expected, 3)
       for a, b in zip(got, expected):

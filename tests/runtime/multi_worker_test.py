@@ -57,6 +57,22 @@ def _two_rounds(process):
   return kernel, bias, output.metrics
 
 
+def _assert_same_rounds(test, split, reference):
+  """`_two_rounds` on split calls gave the one-call result (5 clients)."""
+  (split_kernel, split_bias, split_metrics), (kernel, bias, metrics) = (
+      split, reference)
+  test.assertAllClose(split_kernel, kernel, atol=1e-6, rtol=0)
+  test.assertAllClose(split_bias, bias, atol=1e-6, rtol=0)
+  # The update is not trivially zero: the model moved from its start.
+  test.assertGreater(
+      np.max(np.abs(kernel - linear_model.INITIAL_KERNEL)), 1e-2)
+  test.assertEqual(
+      split_metrics['client_work']['weighting']['num_clients'], 5)
+  test.assertAllClose(
+      split_metrics['client_work']['train']['loss'],
+      metrics['client_work']['train']['loss'], rtol=1e-6)
+
+
 def _pid_alive(pid):
   try:
     os.kill(pid, 0)
@@ -98,16 +114,8 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
     unsplit_before = len(self.context.tff_context.unsplit_computations)
     with self._installed():
       split_kernel, split_bias, split_metrics = _two_rounds(process)
-    self.assertAllClose(split_kernel, kernel, atol=1e-6, rtol=0)
-    self.assertAllClose(split_bias, bias, atol=1e-6, rtol=0)
-    # The update is not trivially zero: the model moved from its start.
-    self.assertGreater(
-        np.max(np.abs(kernel - linear_model.INITIAL_KERNEL)), 1e-2)
-    self.assertEqual(
-        split_metrics['client_work']['weighting']['num_clients'], 5)
-    self.assertAllClose(
-        split_metrics['client_work']['train']['loss'],
-        metrics['client_work']['train']['loss'], rtol=1e-6)
+    _assert_same_rounds(self, (split_kernel, split_bias, split_metrics),
+                        (kernel, bias, metrics))
     unsplit = self.context.tff_context.unsplit_computations[unsplit_before:]
     self.assertEqual(unsplit == [], splits, unsplit)
 
@@ -166,15 +174,8 @@ class SubroundExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(context.tff_context.num_subrounds(5), num_subrounds)
       split_kernel, split_bias, split_metrics = _two_rounds(process)
       self.assertEqual(context.tff_context.unsplit_computations, [])
-    self.assertAllClose(split_kernel, kernel, atol=1e-6, rtol=0)
-    self.assertAllClose(split_bias, bias, atol=1e-6, rtol=0)
-    self.assertGreater(
-        np.max(np.abs(kernel - linear_model.INITIAL_KERNEL)), 1e-2)
-    self.assertEqual(
-        split_metrics['client_work']['weighting']['num_clients'], 5)
-    self.assertAllClose(
-        split_metrics['client_work']['train']['loss'],
-        metrics['client_work']['train']['loss'], rtol=1e-6)
+    _assert_same_rounds(self, (split_kernel, split_bias, split_metrics),
+                        (kernel, bias, metrics))
 
   @parameterized.named_parameters(
       # (workers, S, clients, slices): ceil(N/S), at least one per worker.

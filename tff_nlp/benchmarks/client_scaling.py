@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any, Optional
 
 from matplotlib import ticker
@@ -77,7 +78,10 @@ def measure_clients_per_round(
     their medians, `seconds_per_client` (median round time per client), a
     memory snapshot before the first round and after the last
     (`memory.Snapshot.to_dict`), and the peaks `python_peak_bytes` and
-    `workers_peak_bytes` (summed over the workers).
+    `workers_peak_bytes` (summed over the workers). With a population, also
+    `pipeline_seconds`, `pipeline_seconds_per_client` and
+    `pipeline_examples`: building the first timed round's users' datasets in
+    the worker alone, without training (`sparse_tags.population_pipeline`).
   """
   if rounds < 1 or warmup_rounds < 0:
     raise ValueError(f'Need rounds >= 1 and warmup_rounds >= 0, got '
@@ -94,6 +98,12 @@ def measure_clients_per_round(
       clients_per_round=clients_per_round, rounds=warmup_rounds + rounds,
       seed=seed)
   after = memory.snapshot()
+  pipeline = {}
+  if population is not None:  # After the snapshot: the peaks are the rounds'.
+    pipeline = _time_population_pipeline(
+        data_dir, data, training, population, data_fn, seed,
+        training_lib.sample_clients(num_clients, clients_per_round, seed=seed,
+                                    round_num=warmup_rounds + 1))
   timed = records[warmup_rounds:]
   round_seconds = [r['round_seconds'] for r in timed]
   median = float(np.median(round_seconds))
@@ -120,7 +130,27 @@ def measure_clients_per_round(
       python_peak_bytes=after.python.peak_bytes,
       workers_peak_bytes=after.workers_peak_bytes,
       num_workers=len(after.workers),
+      **pipeline,
       machine=training_lib.machine_info())
+
+
+def _time_population_pipeline(data_dir, data, training, population, data_fn,
+                              seed, users) -> dict[str, Any]:
+  """Times building the users' datasets in the worker, without training.
+
+  The users of the first timed round; their datasets are built (and their
+  examples counted) once untimed for ten of them, then timed for all.
+  """
+  task = sparse_tags.prepare_task(data_dir, data, seed=seed)
+  pipeline = sparse_tags.population_pipeline(task, training, population)
+  user_ids = data_fn(0, users)
+  pipeline(user_ids[:10])  # Tracing and the worker's first call.
+  start = time.perf_counter()
+  examples = int(pipeline(user_ids))
+  seconds = time.perf_counter() - start
+  return dict(pipeline_seconds=seconds,
+              pipeline_seconds_per_client=seconds / len(user_ids),
+              pipeline_examples=examples)
 
 
 def subprocess_measure(
@@ -230,14 +260,14 @@ def client_scaling_table(settings: Sequence[Mapping[str, Any]]) -> str:
   mb = scaling.format_mb
   lines = [
       '| method | clients / round | round s (median) | ms / client '
-      '| data s (median) | sampling ms | Python peak MB '
-      '| Python MB before rounds | worker peak MB | workers |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| data s (median) | sampling ms | data in worker ms / client '
+      '| Python peak MB | Python MB before rounds | worker peak MB | workers |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for s in settings:
     head = f'| {s["method"]} | {s["clients_per_round"]:,} '
     if 'error' in s:
-      lines.append(head + f'| failed: {s["error"]} |' + ' |' * 7)
+      lines.append(head + f'| failed: {s["error"]} |' + ' |' * 8)
       continue
     lines.append(
         head
@@ -245,6 +275,7 @@ def client_scaling_table(settings: Sequence[Mapping[str, Any]]) -> str:
         f'| {1000 * s["seconds_per_client"]:.2f} '
         f'| {s["data_seconds_median"]:.3f} '
         f'| {_milliseconds(s.get("sample_seconds_median"))} '
+        f'| {_milliseconds(s.get("pipeline_seconds_per_client"))} '
         f'| {mb(s["python_peak_bytes"])} '
         f'| {mb(s["memory_before_rounds"]["python"]["rss_bytes"])} '
         f'| {mb(s["workers_peak_bytes"] if s["num_workers"] else None)} '
