@@ -86,8 +86,10 @@ def measure_clients_per_round(
   if rounds < 1 or warmup_rounds < 0:
     raise ValueError(f'Need rounds >= 1 and warmup_rounds >= 0, got '
                      f'{rounds} and {warmup_rounds}.')
-  num_clients, process, data_fn = scaling.prepare_run(
-      data_dir, data, training, method, seed, population)
+  run = scaling.prepare_run(data_dir, data, training, method, seed,
+                            population)
+  num_clients, process, data_fn = (run.num_clients, run.process,
+                                   run.client_data_fn)
   if not 1 <= clients_per_round <= num_clients:
     raise ValueError(f'clients_per_round must be in 1..{num_clients} (the '
                      f'clients of the task), got {clients_per_round}.')
@@ -101,9 +103,10 @@ def measure_clients_per_round(
   pipeline = {}
   if population is not None:  # After the snapshot: the peaks are the rounds'.
     pipeline = _time_population_pipeline(
-        data_dir, data, training, population, data_fn, seed,
-        training_lib.sample_clients(num_clients, clients_per_round, seed=seed,
-                                    round_num=warmup_rounds + 1))
+        sparse_tags.simulated_population(run.task, training, population),
+        data_fn(0, training_lib.sample_clients(
+            num_clients, clients_per_round, seed=seed,
+            round_num=warmup_rounds + 1)))
   timed = records[warmup_rounds:]
   round_seconds = [r['round_seconds'] for r in timed]
   median = float(np.median(round_seconds))
@@ -134,16 +137,14 @@ def measure_clients_per_round(
       machine=training_lib.machine_info())
 
 
-def _time_population_pipeline(data_dir, data, training, population, data_fn,
-                              seed, users) -> dict[str, Any]:
+def _time_population_pipeline(population, user_ids) -> dict[str, Any]:
   """Times building the users' datasets in the worker, without training.
 
-  The users of the first timed round; their datasets are built (and their
-  examples counted) once untimed for ten of them, then timed for all.
+  `user_ids` are the first timed round's users; their datasets are built
+  (and their examples counted) once untimed for ten of them, then timed for
+  all.
   """
-  task = sparse_tags.prepare_task(data_dir, data, seed=seed)
-  pipeline = sparse_tags.population_pipeline(task, training, population)
-  user_ids = data_fn(0, users)
+  pipeline = sparse_tags.population_pipeline(population)
   pipeline(user_ids[:10])  # Tracing and the worker's first call.
   start = time.perf_counter()
   examples = int(pipeline(user_ids))

@@ -54,6 +54,7 @@ memory from round 20 to the last round, on 2 cores):
 """
 
 import collections
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 import gc
 import os
@@ -130,8 +131,19 @@ def run_rounds(
   return state, records
 
 
-def prepare_run(data_dir, data, training, method, seed, population=None):
-  """(clients, process, client data fn) of `method` on the tag task.
+@dataclasses.dataclass(frozen=True)
+class PreparedRun:
+  """What a scaling run needs: the task, its clients, process and data."""
+
+  task: sparse_tags.TagTask
+  num_clients: int
+  process: tff.learning.templates.LearningProcess
+  client_data_fn: training_lib.ClientDataFn
+
+
+def prepare_run(data_dir, data, training, method, seed,
+                population=None) -> PreparedRun:
+  """The task, its clients, and `method`'s process and client data.
 
   With `population` (a `data.population.PopulationConfig`), the clients are
   that many simulated users drawn from the training examples, whose datasets
@@ -142,10 +154,10 @@ def prepare_run(data_dir, data, training, method, seed, population=None):
   if population is not None:
     process, data_fn = sparse_tags.population_run(method, task, training,
                                                    population)
-    return population.num_users, process, data_fn
+    return PreparedRun(task, population.num_users, process, data_fn)
   process = sparse_tags.build_process(method, task.vocabularies, training)
   data_fn = sparse_tags.client_data_fn(method, task, training, seed)
-  return len(task.clients), process, data_fn
+  return PreparedRun(task, len(task.clients), process, data_fn)
 
 
 # --- Report helpers (also the client scaling's) -----------------------------
@@ -307,8 +319,9 @@ def run_memory_growth(
     raise ValueError(f'Need sample_every >= 1 and 0 <= baseline_round <= '
                      f'rounds, got {sample_every}, {baseline_round}, '
                      f'{rounds}.')
-  num_clients, process, data_fn = prepare_run(data_dir, data, training,
-                                              method, seed)
+  run = prepare_run(data_dir, data, training, method, seed)
+  num_clients, process, data_fn = (run.num_clients, run.process,
+                                   run.client_data_fn)
   state = process.initialize()
   samples = [memory_sample(0)]
 

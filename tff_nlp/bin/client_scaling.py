@@ -139,6 +139,7 @@ def main(argv):
   if _CHILD_METHOD.value is not None:
     _child_main()
     return
+  runtime = runtime_flags.settings_from_flags()
   config = collections.OrderedDict(
       **_tag_task_flags.config_record(),
       rounds=_ROUNDS.value, warmup_rounds=_WARMUP_ROUNDS.value,
@@ -147,9 +148,8 @@ def main(argv):
       **({} if not _POPULATION_SIZE.value else dict(
           examples_per_user=_EXAMPLES_PER_USER.value,
           population_alpha=_POPULATION_ALPHA.value)),
-      num_workers=runtime_flags.settings_from_flags().num_workers,
-      clients_per_subround=(
-          runtime_flags.settings_from_flags().clients_per_subround or 'off'),
+      num_workers=runtime.num_workers,
+      clients_per_subround=runtime.clients_per_subround or 'off',
       worker_malloc_arena_max=(
           runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
       worker_malloc_mmap_threshold=(

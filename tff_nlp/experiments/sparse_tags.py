@@ -267,6 +267,31 @@ def client_data_fn(method: str, task: TagTask, training: TagTrainingConfig,
   return client_data
 
 
+def simulated_population(
+    task: TagTask, training: TagTrainingConfig,
+    config: population_lib.PopulationConfig,
+) -> population_lib.SimulatedPopulation:
+  """The users of `config`, drawn from the task's training examples.
+
+  Args:
+    task: The task; its `train` and `train_labels` are the pool.
+    training: Its `batch_size` batches a user's examples.
+    config: The population.
+
+  Returns:
+    The population, its bags as wide as the task's model.
+
+  Raises:
+    ValueError: If the task has no training pool.
+  """
+  if task.train is None or task.train_labels is None:
+    raise ValueError('The task has no training pool (prepare_task keeps it).')
+  return population_lib.SimulatedPopulation(
+      task.train, task.train_labels, config,
+      num_words=task.vocabularies.num_word_rows,
+      batch_size=training.batch_size)
+
+
 def population_run(
     method: str, task: TagTask, training: TagTrainingConfig,
     config: population_lib.PopulationConfig,
@@ -289,12 +314,7 @@ def population_run(
   Returns:
     The process and `(round_num, user numbers) -> [user id]`.
   """
-  if task.train is None or task.train_labels is None:
-    raise ValueError('The task has no training pool (prepare_task keeps it).')
-  population = population_lib.SimulatedPopulation(
-      task.train, task.train_labels, config,
-      num_words=task.vocabularies.num_word_rows,
-      batch_size=training.batch_size)
+  population = simulated_population(task, training, config)
   transform = tag_regression.as_keras_batches if method == DENSE else None
 
   @tff.tensorflow.computation(np.str_)
@@ -313,23 +333,16 @@ def population_run(
 
 
 def population_pipeline(
-    task: TagTask, training: TagTrainingConfig,
-    config: population_lib.PopulationConfig) -> tff.Computation:
+    population: population_lib.SimulatedPopulation) -> tff.Computation:
   """The population's data pipeline alone, for timing it.
 
   Args:
-    task: The task; its `train` and `train_labels` are the pool.
-    training: Its `batch_size` batches a user's examples.
-    config: The population.
+    population: The users (`simulated_population`).
 
   Returns:
     `({str}@CLIENTS -> int64@SERVER)`: builds each user's dataset in the
     worker, as `population_run`'s process does, and sums their examples.
   """
-  population = population_lib.SimulatedPopulation(
-      task.train, task.train_labels, config,
-      num_words=task.vocabularies.num_word_rows,
-      batch_size=training.batch_size)
 
   @tff.tensorflow.computation(np.str_)
   def count_examples(user_id):
