@@ -162,6 +162,30 @@ def _check_started_from(run_dir: str, initial: Sequence[np.ndarray]) -> str:
   return digest
 
 
+def _check_generic_weights(run_dir: str, results: dict[str, Any]) -> None:
+  """Checks the generic engine's weights (if there) against its results.
+
+  The weights may come from an archive (`run_cache.restore`) beside results
+  of another training; an engine started from them would then record
+  generic weights its report does not know. Fills in the digest of a
+  generic engine trained before digests were recorded.
+
+  Raises:
+    errors.CheckpointError: `model.npz` is not the model the results
+      describe.
+  """
+  path = os.path.join(run_dir, MODEL_FILE)
+  if not os.path.exists(path):
+    return
+  digest = training_lib.weights_digest(load_weights(path))
+  recorded = results.setdefault(nmt_results.WEIGHTS_DIGEST, digest)
+  if recorded != digest:
+    raise errors.CheckpointError(
+        f'{path}: weights {digest[:12]}, but its {RESULTS_FILE} describes '
+        f'weights {recorded[:12]} (restored from another run?): delete '
+        f'{path} to train the generic engine again.')
+
+
 def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
                        initial: Optional[Sequence[np.ndarray]],
                        model: seq2seq.Seq2SeqConfig,
@@ -466,11 +490,7 @@ def run_nmt(
                      seed, run_dir)
       if spec == generic:
         generic_dir = run_dir
-        if (nmt_results.WEIGHTS_DIGEST not in done
-            and os.path.exists(os.path.join(run_dir, MODEL_FILE))):
-          # Trained before the digest was recorded.
-          done[nmt_results.WEIGHTS_DIGEST] = training_lib.weights_digest(
-              load_weights(os.path.join(run_dir, MODEL_FILE)))
+        _check_generic_weights(run_dir, done)
       done['run_dir'] = os.path.relpath(run_dir, output_dir)
       results[spec.name] = done
       if trained:
