@@ -33,6 +33,16 @@ _SUM[3] = [3, 3]
 _SUM[5] = [6, 6]
 
 
+def _dense(result, num_rows):
+  """An aggregator's IndexedSlices result as a [num_rows, 2] array."""
+  indices = np.asarray(result['indices'])
+  # One row per distinct id: the aggregator already summed duplicates.
+  assert len(set(indices.tolist())) == len(indices), indices
+  dense = np.zeros([num_rows, 2], np.float32)
+  dense[indices] = result['values']
+  return dense
+
+
 class IndexedSlicesSumComputationTest(tf.test.TestCase,
                                       parameterized.TestCase):
 
@@ -46,8 +56,7 @@ class IndexedSlicesSumComputationTest(tf.test.TestCase,
                 value=tff.FederatedType(_VALUE_TYPE, tff.CLIENTS)),
             tff.templates.MeasuredProcessOutput(
                 state=tff.FederatedType((), tff.SERVER),
-                result=tff.FederatedType(
-                    tff.TensorType(np.float32, [6, 2]), tff.SERVER),
+                result=tff.FederatedType(_VALUE_TYPE, tff.SERVER),
                 measurements=tff.FederatedType(
                     collections.OrderedDict(clients=np.int32,
                                             rows_received=np.int32),
@@ -81,7 +90,9 @@ class IndexedSlicesSumExecutionTest(tf.test.TestCase):
   def test_sum(self):
     process = sparse.IndexedSlicesSumFactory(6).create(_VALUE_TYPE)
     output = process.next(process.initialize(), _CLIENTS)
-    np.testing.assert_array_equal(output.result, _SUM)
+    # Rows in order of first upload: 0 and 5 (client 0), then 3.
+    np.testing.assert_array_equal(output.result['indices'], [0, 5, 3])
+    np.testing.assert_array_equal(_dense(output.result, 6), _SUM)
     self.assertEqual(output.measurements,
                      collections.OrderedDict(clients=3, rows_received=4))
 
@@ -89,7 +100,8 @@ class IndexedSlicesSumExecutionTest(tf.test.TestCase):
     process = sparse.IndexedSlicesSumFactory(3).create(_VALUE_TYPE)
     output = process.next(process.initialize(),
                           [_slices([1, 1], [[1, 2], [3, 4]])])
-    np.testing.assert_array_equal(output.result, [[0, 0], [4, 6], [0, 0]])
+    np.testing.assert_array_equal(_dense(output.result, 3),
+                                  [[0, 0], [4, 6], [0, 0]])
 
   def test_out_of_range_index_fails(self):
     process = sparse.IndexedSlicesSumFactory(3).create(_VALUE_TYPE)
@@ -111,7 +123,7 @@ class IndexedSlicesMeanExecutionTest(tf.test.TestCase,
     output = process.next(process.initialize(), _CLIENTS)
     expected = np.zeros([6, 2], np.float32)
     expected[[0, 3, 5]] = np.array(rows_0_3_5)[:, None]
-    np.testing.assert_allclose(output.result, expected, rtol=1e-6)
+    np.testing.assert_allclose(_dense(output.result, 6), expected, rtol=1e-6)
     self.assertEqual(output.measurements, collections.OrderedDict(
         clients=3, rows_received=4, rows_touched=3))
 
@@ -130,12 +142,27 @@ class IndexedSlicesMeanExecutionTest(tf.test.TestCase,
         10, sparse.Divisor.TOUCHING_CLIENTS).create(_VALUE_TYPE)
     output = process.next(process.initialize(), clients)
     expected = np.divide(total, np.maximum(touched, 1)[:, None])
-    np.testing.assert_allclose(output.result, expected, rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(_dense(output.result, 10), expected,
+                               rtol=1e-5, atol=1e-6)
+    # Only the rows uploaded come back (O(rows uploaded), not O(V)).
+    self.assertLen(output.result['indices'], np.count_nonzero(touched))
 
   def test_rejects_unknown_divisor(self):
     with self.assertRaisesRegex(ValueError, "'clients', 'touching_clients'"):
       sparse.IndexedSlicesMeanFactory(6, 'rows')
+
+
+class ToDenseExecutionTest(tf.test.TestCase):
+
+  def test_scatters_rows_into_zeros(self):
+    @tff.tensorflow.computation(_VALUE_TYPE)
+    def dense(slices):
+      return sparse.to_dense(slices, 4)
+
+    # Row 2 = [1, 2], row 0 = [3, 4], rows 1 and 3 zero.
+    np.testing.assert_array_equal(
+        dense(_slices([2, 0], [[1, 2], [3, 4]])),
+        [[3, 4], [0, 0], [1, 2], [0, 0]])
 
 
 def _clipping(clipping_norm, num_rows=6):
@@ -157,8 +184,7 @@ class IndexedSlicesClippingComputationTest(tf.test.TestCase):
                 value=tff.FederatedType(_VALUE_TYPE, tff.CLIENTS)),
             tff.templates.MeasuredProcessOutput(
                 state=state_type,
-                result=tff.FederatedType(
-                    tff.TensorType(np.float32, [6, 2]), tff.SERVER),
+                result=tff.FederatedType(_VALUE_TYPE, tff.SERVER),
                 measurements=tff.FederatedType(collections.OrderedDict(
                     clipping=collections.OrderedDict(
                         clients=np.int32, rows_received=np.int32),
@@ -187,7 +213,7 @@ class IndexedSlicesClippingExecutionTest(tf.test.TestCase):
     expected[0] = [s0, s0]
     expected[3] = [3 * s2, 3 * s2]
     expected[5] = [2 * s0 + 4 * s1, 4 * s0 + 2 * s1]
-    np.testing.assert_allclose(output.result, expected, rtol=1e-6)
+    np.testing.assert_allclose(_dense(output.result, 6), expected, rtol=1e-6)
     self.assertEqual(output.measurements['clipped_count'], 3)
     self.assertAllClose(output.measurements['clipping_norm'], 2.5)
 
@@ -199,7 +225,7 @@ class IndexedSlicesClippingExecutionTest(tf.test.TestCase):
     output = process.next(state, _CLIENTS)
     # Round 1 clips nobody at 5 (norms 22**.5, 20**.5, 18**.5 and 0): the
     # sum, and the estimate's own next state for the same norms.
-    np.testing.assert_allclose(output.result, _SUM, rtol=1e-6)
+    np.testing.assert_allclose(_dense(output.result, 6), _SUM, rtol=1e-6)
     self.assertEqual(output.measurements['clipped_count'], 0)
     norms = [np.float32(n) for n in (22**.5, 20**.5, 18**.5, 0)]
     alone = estimate.next(estimate.initialize(), norms)

@@ -38,8 +38,7 @@ class BuildSplitAggregatorComputationTest(tf.test.TestCase):
     tff.test.assert_types_equivalent(
         process.next.type_signature.result.result,
         tff.FederatedType(collections.OrderedDict(
-            dense=_DENSE_TYPE, rows=tff.TensorType(np.float32, [4, 2])),
-            tff.SERVER))
+            dense=_DENSE_TYPE, rows=_SLICES_TYPE), tff.SERVER))
     tff.test.assert_types_equivalent(
         process.next.type_signature.result.state,
         tff.FederatedType(collections.OrderedDict(
@@ -87,8 +86,9 @@ class BuildSplitAggregatorExecutionTest(tf.test.TestCase):
     # Dense: (1 * [1, 2, 3] + 3 * [3, 2, 1]) / 4. Rows (the weights are not
     # read): row 0 = [2, 2] / 2 clients, row 3 = [6, 4] / 2.
     np.testing.assert_allclose(output.result['dense'], [2.5, 2, 1.5])
-    np.testing.assert_allclose(output.result['rows'],
-                               [[1, 1], [0, 0], [0, 0], [3, 2]])
+    np.testing.assert_array_equal(output.result['rows']['indices'], [0, 3])
+    np.testing.assert_allclose(output.result['rows']['values'],
+                               [[1, 1], [3, 2]])
     self.assertEqual(output.measurements['rows'], collections.OrderedDict(
         clients=2, rows_received=3, rows_touched=2))
 
@@ -125,11 +125,12 @@ def _components(aggregator):
             tff.tensorflow.computation(lambda s: s + 1, np.int32), state),
         result=tff.federated_map(upload, data), measurements=state)
 
-  @tff.tensorflow.computation(tff.TensorType(np.float32, [4, 2]))
+  @tff.tensorflow.computation(_SLICES_TYPE)
   def as_trainable(update):
     return [update]
 
-  finalizer = sparse.build_delta_finalizer(weights_type, learning_rate=0.5)
+  finalizer = sparse.build_delta_finalizer(weights_type, learning_rate=0.5,
+                                           update_type=[_SLICES_TYPE])
   return (initial_weights, tff.templates.MeasuredProcess(initialize, next_fn),
           aggregator, finalizer, as_trainable)
 
@@ -172,14 +173,11 @@ class ComposePartialModelProcessComputationTest(tf.test.TestCase):
 
   def test_rejects_components_that_do_not_chain(self):
     initial, work, aggregator, finalizer, _ = _components(_mean_of_rows())
-    # Without model_update_fn, the aggregator's float32[4,2] is not the
-    # finalizer's <float32[4,2]>.
+    # Without model_update_fn, the aggregator's IndexedSlices are not the
+    # finalizer's <IndexedSlices> (one per trainable tensor).
     with self.assertRaises(TypeError):
       sparse.compose_partial_model_process(initial, work, aggregator,
                                            finalizer)
-    with self.assertRaises(TypeError):
-      sparse.compose_partial_model_process(
-          initial, work, _mean_of_rows(num_rows=5), finalizer)
 
 
 class ComposePartialModelProcessExecutionTest(tf.test.TestCase):
@@ -211,7 +209,9 @@ class ComposePartialModelProcessExecutionTest(tf.test.TestCase):
           tf.nest.flatten(output.state.aggregator),
           tf.nest.flatten(reference.state))
       expected = np.asarray(process.get_model_weights(state).trainable[0])
-      expected = expected - 0.5 * reference.result  # server lr 0.5
+      mean = np.zeros([4, 2], np.float32)
+      mean[reference.result['indices']] = reference.result['values']
+      expected = expected - 0.5 * mean  # server lr 0.5
       np.testing.assert_allclose(
           process.get_model_weights(output.state).trainable[0], expected,
           rtol=1e-6)

@@ -14,10 +14,11 @@ shape [V, T]. In a round each client
 5. uploads the update of its real rows as IndexedSlices (global ids, initial
    minus trained rows);
 
-and the server averages the updates into a dense [V, T] update
+and the server averages the updates row by row
 (`tff_nlp.sparse.IndexedSlicesMeanFactory`, dividing by the clients or, per
-row, by the clients that touched it) and subtracts it, so rows nobody
-selected keep their values. A client downloads and uploads M rows whatever V
+row, by the clients that touched it) and subtracts the mean from those rows
+only, so rows nobody selected keep their values and the server's work is
+O(rows uploaded). A client downloads and uploads M rows whatever V
 is.
 
 With M at least every client's number of distinct words, no word is dropped
@@ -67,8 +68,12 @@ class _SparseParts:
     select = sparse.build_row_selection(self.table_type, max_keys=max_keys)
     self.aggregator = aggregation_factory.create(
         sparse.indexed_slices_type([num_tags]))
+    # The mean update: IndexedSlices of the rows uploaded (the
+    # `tff_nlp.sparse` aggregators), applied to those rows only.
+    update_type = self.aggregator.next.type_signature.result.result.member
     self.finalizer = sparse.build_delta_finalizer(
-        self.weights_type, learning_rate=server_learning_rate)
+        self.weights_type, learning_rate=server_learning_rate,
+        update_type=[update_type])
 
     @tff.tensorflow.computation
     def initial_weights():
@@ -167,7 +172,7 @@ class _SparseParts:
     # clients' data, so it is client work (see `tff_nlp.sparse.composer`).
     self.client_work = tff.templates.MeasuredProcess(initialize, next_fn)
 
-    @tff.tensorflow.computation(self.table_type)
+    @tff.tensorflow.computation(update_type)
     def as_trainable(update):
       return [update]
 
@@ -239,8 +244,9 @@ def build_sparse_tag_process(
     divisor: 'clients' (TFF's tutorial) or 'touching_clients' (per row), the
       divisor of the default aggregation.
     aggregation_factory: The aggregation of the clients' IndexedSlices
-      updates (`<indices=int64[?],values=float32[?,T]>`) into a dense
-      float32[V,T] mean update, e.g.
+      updates (`<indices=int64[?],values=float32[?,T]>`) into the mean
+      update, IndexedSlices of the rows uploaded or a dense float32[V,T],
+      e.g.
       `tff_nlp.sparse.IndexedSlicesClippingFactory` around
       `IndexedSlicesMeanFactory`; stateful ones keep their state
       between rounds. None: `IndexedSlicesMeanFactory(V, divisor)`.

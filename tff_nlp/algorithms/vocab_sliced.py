@@ -205,8 +205,10 @@ def build_vocab_sliced_process(
       the embedding (any TFF factory, e.g. `tff.learning.robust_aggregator`
       or `tff.learning.dp_aggregator`). None: `tff.aggregators.MeanFactory()`.
     embedding_aggregation_factory: The aggregation of the embedding's
-      IndexedSlices `<indices=int64[?],values=float32[?,d]>` into a dense
-      [V, d] update (a factory of IndexedSlices, see `tff_nlp.sparse`).
+      IndexedSlices `<indices=int64[?],values=float32[?,d]>` into the
+      embedding's update, IndexedSlices of its rows (made [V, d] for the
+      server optimizer) or a dense [V, d] (a factory of IndexedSlices, see
+      `tff_nlp.sparse`).
       None: `tff_nlp.sparse.IndexedSlicesMeanFactory(V)`.
 
   Returns:
@@ -308,11 +310,20 @@ def build_vocab_sliced_process(
     return tff.templates.MeasuredProcessOutput(
         state=work.state, result=split, measurements=work.measurements)
 
-  @tff.tensorflow.computation(
-      aggregator.next.type_signature.result.result.member)
+  aggregated_type = aggregator.next.type_signature.result.result.member
+  # The tff_nlp.sparse aggregators return the embedding's mean as
+  # IndexedSlices of the rows uploaded; TFF's server optimizer (the
+  # finalizer) takes the whole [V, d] update.
+  embedding_is_slices = isinstance(aggregated_type[EMBEDDING],
+                                   tff.StructType)
+
+  @tff.tensorflow.computation(aggregated_type)
   def combine(aggregated):
     update = list(aggregated[sparse.DENSE])
-    update.insert(index, aggregated[EMBEDDING])
+    embedding = aggregated[EMBEDDING]
+    if embedding_is_slices:
+      embedding = sparse.to_dense(embedding, config.vocabulary_size)
+    update.insert(index, embedding)
     return update
 
   return sparse.compose_partial_model_process(

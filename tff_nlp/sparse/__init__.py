@@ -33,6 +33,7 @@ from tff_nlp.sparse.aggregation import IndexedSlicesClippingFactory
 from tff_nlp.sparse.aggregation import indexed_slices_type
 from tff_nlp.sparse.aggregation import IndexedSlicesMeanFactory
 from tff_nlp.sparse.aggregation import IndexedSlicesSumFactory
+from tff_nlp.sparse.aggregation import to_dense
 from tff_nlp.sparse.composer import build_split_aggregator
 from tff_nlp.sparse.composer import DENSE
 from tff_nlp.sparse.composer import compose_partial_model_process

@@ -1,12 +1,14 @@
-"""Sparse-on-the-wire aggregation of IndexedSlices into dense server tensors.
+"""Sparse aggregation of IndexedSlices: O(rows uploaded) at the server.
 
 Steps 5 and 6 of a round (see `tff_nlp.sparse`): each client uploads the
 changes of the rows it trained as IndexedSlices, `<indices=int64[?],
 values=float32[?,...]>` (global row ids and row deltas), and the server sums
-them into a dense accumulator of the full table with
-`tff.federated_aggregate`. Upload size is bounded by the rows a client
-touched; the dense accumulator is the server's cost (see
-`docs/results/federated_select.md`).
+them with `tff.federated_aggregate`, keeping only the distinct rows received (summed
+with `tf.math.unsorted_segment_sum` over `tf.unique` ids): upload size,
+server work and server memory are all bounded by the rows the clients
+uploaded, whatever the table's size V (see `docs/results/federated_select.md`).
+The result is IndexedSlices with distinct ids; `to_dense` makes it a
+[V, ...] tensor where a consumer needs one.
 
 Two `tff.aggregators.UnweightedAggregationFactory`s:
 
@@ -69,47 +71,70 @@ def _row_shape(value_type: tff.Type) -> tuple[list[int], np.dtype]:
   return list(values.shape[1:]), values.dtype
 
 
-def _build_aggregate(value_type: tff.StructType, num_rows: int, *,
-                     count_rows: bool) -> tff.Computation:
-  """`{IndexedSlices}@CLIENTS -> <sum, row_clients, clients, rows>@SERVER`.
+def _merge_rows(indices, values, row_clients, more_indices, more_values,
+                more_row_clients):
+  """One row per distinct id: `(indices, values, row_clients)` of two sets.
 
-  `row_clients` (float32[num_rows], how many clients uploaded each row) is
-  only accumulated when `count_rows`; otherwise it is float32[0].
+  The inputs' rows are summed by id (`tf.math.unsorted_segment_sum` over
+  `tf.unique` positions, ids in order of first occurrence), so the result
+  has as many rows as distinct ids, whatever V is.
+  """
+  unique, positions = tf.unique(tf.concat([indices, more_indices], 0))
+  count = tf.size(unique)
+  return (unique,
+          tf.math.unsorted_segment_sum(tf.concat([values, more_values], 0),
+                                       positions, count),
+          tf.math.unsorted_segment_sum(
+              tf.concat([row_clients, more_row_clients], 0), positions,
+              count))
+
+
+def _build_aggregate(value_type: tff.StructType,
+                     num_rows: int) -> tff.Computation:
+  """`{IndexedSlices}@CLIENTS -> <indices, values, row_clients, clients,
+  rows>@SERVER`: the uploads summed row by row, one row per distinct id.
+
+  The accumulator holds only the rows uploaded so far (O(rows uploaded), not
+  O(V)): `indices` int64[?] (distinct ids), `values` their summed rows,
+  `row_clients` float32[?] how many clients uploaded each of them.
   """
   row_shape, dtype = _row_shape(value_type)
 
   @tff.tensorflow.computation
   def zeros():
+    # Shapes [?]: the accumulator grows with the rows uploaded, and TFF
+    # types it from this zero, so its row count must be unknown here.
+    def empty(shape, dtype):
+      return tf.compat.v1.placeholder_with_default(
+          tf.zeros([0] + shape, dtype), [None] + shape)
     return collections.OrderedDict(
-        sum=tf.zeros([num_rows] + row_shape, dtype),
-        row_clients=tf.zeros([num_rows if count_rows else 0], tf.float32),
-        clients=tf.constant(0, tf.int32),
-        rows=tf.constant(0, tf.int32))
+        indices=empty([], tf.int64), values=empty(row_shape, dtype),
+        row_clients=empty([], tf.float32),
+        clients=tf.constant(0, tf.int32), rows=tf.constant(0, tf.int32))
 
   accumulator_type = zeros.type_signature.result
 
   @tff.tensorflow.computation(accumulator_type, value_type)
   def accumulate(accumulator, value):
     indices = value[INDICES]
-    # An out-of-range index would be dropped by tensor_scatter_nd_add on CPU
-    # and fail on GPU; either way a silent loss, so fail here.
+    # An out-of-range id names no row of the model: fail the round rather
+    # than apply it to nothing (or, densified, to a wrong place).
     check = tf.debugging.assert_less(
         indices, tf.constant(num_rows, tf.int64),
         message=f'IndexedSlices row id out of range [0, {num_rows})')
     with tf.control_dependencies([check, tf.debugging.assert_non_negative(
         indices, message='IndexedSlices row id < 0')]):
-      positions = tf.expand_dims(indices, 1)
-    row_clients = accumulator['row_clients']
-    if count_rows:
-      # A client's duplicate ids count it once for the row.
-      unique, _ = tf.unique(indices)
-      row_clients = tf.tensor_scatter_nd_add(
-          row_clients, tf.expand_dims(unique, 1),
-          tf.ones(tf.shape(unique), tf.float32))
+      indices = tf.identity(indices)
+    # The client's own rows first (its duplicate ids add, and count it once
+    # for the row), then merged into the accumulator.
+    own, positions = tf.unique(indices)
+    own_values = tf.math.unsorted_segment_sum(value[VALUES], positions,
+                                              tf.size(own))
+    merged = _merge_rows(accumulator['indices'], accumulator['values'],
+                         accumulator['row_clients'], own, own_values,
+                         tf.ones(tf.shape(own), tf.float32))
     return collections.OrderedDict(
-        sum=tf.tensor_scatter_nd_add(accumulator['sum'], positions,
-                                     value[VALUES]),
-        row_clients=row_clients,
+        indices=merged[0], values=merged[1], row_clients=merged[2],
         # Only clients that sent rows count: an empty or rejected upload
         # (no data, or a non-finite update) has weight 0, as in FedAvg.
         clients=accumulator['clients'] + tf.cast(tf.size(indices) > 0,
@@ -118,7 +143,11 @@ def _build_aggregate(value_type: tff.StructType, num_rows: int, *,
 
   @tff.tensorflow.computation(accumulator_type, accumulator_type)
   def merge(a, b):
-    return tf.nest.map_structure(tf.add, a, b)
+    merged = _merge_rows(a['indices'], a['values'], a['row_clients'],
+                         b['indices'], b['values'], b['row_clients'])
+    return collections.OrderedDict(
+        indices=merged[0], values=merged[1], row_clients=merged[2],
+        clients=a['clients'] + b['clients'], rows=a['rows'] + b['rows'])
 
   @tff.tensorflow.computation(accumulator_type)
   def report(accumulator):
@@ -129,6 +158,17 @@ def _build_aggregate(value_type: tff.StructType, num_rows: int, *,
     return tff.federated_aggregate(value, zeros(), accumulate, merge, report)
 
   return aggregate
+
+
+def to_dense(slices, num_rows: int) -> tf.Tensor:
+  """IndexedSlices with distinct ids (an aggregator's result) as a dense
+  `[num_rows, *R]` tensor, zero where no id is; for TF code."""
+  values = slices[VALUES]
+  indices = slices[INDICES]
+  return tf.scatter_nd(
+      tf.expand_dims(indices, 1), values,
+      tf.concat([[num_rows], tf.shape(values, out_type=indices.dtype)[1:]],
+                0))
 
 
 def _stateless_process(value_type, body) -> tff.templates.AggregationProcess:
@@ -161,28 +201,31 @@ def _check_num_rows(num_rows) -> int:
 
 
 class IndexedSlicesSumFactory(tff.aggregators.UnweightedAggregationFactory):
-  """Sums clients' IndexedSlices into a dense tensor at the server.
+  """Sums clients' IndexedSlices row by row at the server.
 
   `create(value_type)` with `value_type` =
   `<indices=int64[?],values=float32[?,*R]>` gives an `AggregationProcess`:
 
   *   `initialize`: `( -> <>@SERVER)`.
   *   `next`: `(<<>@SERVER, {value_type}@CLIENTS> -> <state=<>@SERVER,
-      result=float32[num_rows,*R]@SERVER, measurements=<clients=int32,
-      rows_received=int32>@SERVER>)`: row r of the result is the sum of all
-      uploaded values with index r (duplicates included); rows nobody
-      uploaded are 0. `clients` counts the clients that uploaded rows,
-      `rows_received` the uploaded rows (the wire cost).
+      result=value_type@SERVER, measurements=<clients=int32,
+      rows_received=int32>@SERVER>)`: the result has one row per distinct
+      uploaded id (ids in order of first upload), the sum of every value
+      uploaded with that id (duplicates included); ids nobody uploaded are
+      absent, i.e. 0 (`to_dense`). `clients` counts the clients that
+      uploaded rows, `rows_received` the uploaded rows (the wire cost).
 
-  An index outside `[0, num_rows)` fails the round (it would otherwise be
-  silently dropped).
+  The server's work and memory are O(rows uploaded), not O(num_rows): the
+  accumulator holds the distinct rows received so far.
+  An index outside `[0, num_rows)` fails the round (it names no row).
   """
 
   def __init__(self, num_rows: int):
     """Initializes the factory.
 
     Args:
-      num_rows: The dense tensor's number of rows (the vocabulary size).
+      num_rows: The model tensor's number of rows (the vocabulary size):
+        valid ids are in [0, num_rows).
 
     Raises:
       ValueError: If `num_rows` is not a positive int.
@@ -191,47 +234,49 @@ class IndexedSlicesSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
     value_type = tff.types.to_type(value_type)
-    aggregate = _build_aggregate(value_type, self._num_rows, count_rows=False)
+    aggregate = _build_aggregate(value_type, self._num_rows)
+
+    @tff.tensorflow.computation(aggregate.type_signature.result.member)
+    def finish(total):
+      return collections.OrderedDict(
+          sum=collections.OrderedDict([(INDICES, total['indices']),
+                                       (VALUES, total['values'])]),
+          measurements=collections.OrderedDict(
+              clients=total['clients'], rows_received=total['rows']))
 
     def sum_and_measurements(value):
-      total = aggregate(value)
-      return total.sum, tff.federated_zip(collections.OrderedDict(
-          clients=total.clients, rows_received=total.rows))
+      finished = tff.federated_map(finish, aggregate(value))
+      return finished.sum, finished.measurements
 
     return _stateless_process(value_type, sum_and_measurements)
 
 
-def _divide(total: tf.Tensor, divisor: tf.Tensor) -> tf.Tensor:
-  """`total / divisor` row-wise; rows with divisor 0 are 0."""
-  shape = tf.concat([tf.shape(divisor),
-                     tf.ones([tf.rank(total) - tf.rank(divisor)], tf.int32)],
-                    0)
-  return tf.math.divide_no_nan(total, tf.cast(tf.reshape(divisor, shape),
-                                              total.dtype))
-
-
 class IndexedSlicesMeanFactory(tff.aggregators.UnweightedAggregationFactory):
-  """Averages clients' IndexedSlices into a dense tensor at the server.
+  """Averages clients' IndexedSlices row by row at the server.
 
   `create(value_type)` with `value_type` =
   `<indices=int64[?],values=float32[?,*R]>` gives an `AggregationProcess`:
 
   *   `initialize`: `( -> <>@SERVER)`.
   *   `next`: `(<<>@SERVER, {value_type}@CLIENTS> -> <state=<>@SERVER,
-      result=float32[num_rows,*R]@SERVER, measurements=<clients=int32,
-      rows_received=int32, rows_touched=int32>@SERVER>)`: the sum of
-      `IndexedSlicesSumFactory` divided by the number of clients
-      (`Divisor.CLIENTS`) or, row by row, by the number of clients that
-      uploaded the row (`Divisor.TOUCHING_CLIENTS`). Rows nobody uploaded are
-      0, so adding the result to a model leaves them unchanged.
+      result=value_type@SERVER, measurements=<clients=int32,
+      rows_received=int32, rows_touched=int32>@SERVER>)`: the rows of
+      `IndexedSlicesSumFactory` (one per distinct uploaded id) divided by
+      the number of clients (`Divisor.CLIENTS`) or, row by row, by the
+      number of clients that uploaded the row (`Divisor.TOUCHING_CLIENTS`).
+      Rows nobody uploaded are absent (0), so applying the result to a model
+      (`tff_nlp.sparse.build_delta_finalizer`) leaves them unchanged.
       `rows_touched` counts the rows at least one client uploaded.
+
+  The server's work and memory are O(rows uploaded), not O(num_rows).
   """
 
   def __init__(self, num_rows: int, divisor: Divisor | str = Divisor.CLIENTS):
     """Initializes the factory.
 
     Args:
-      num_rows: The dense tensor's number of rows (the vocabulary size).
+      num_rows: The model tensor's number of rows (the vocabulary size):
+        valid ids are in [0, num_rows).
       divisor: A `Divisor` or its value ('clients', 'touching_clients').
 
     Raises:
@@ -251,19 +296,26 @@ class IndexedSlicesMeanFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
     value_type = tff.types.to_type(value_type)
-    aggregate = _build_aggregate(value_type, self._num_rows, count_rows=True)
+    aggregate = _build_aggregate(value_type, self._num_rows)
     per_row = self._divisor is Divisor.TOUCHING_CLIENTS
 
     @tff.tensorflow.computation(aggregate.type_signature.result.member)
     def finish(total):
-      divisor = (total['row_clients'] if per_row
-                 else tf.cast(total['clients'], tf.float32))
+      divisor = (total['row_clients'] if per_row else tf.fill(
+          tf.shape(total['row_clients']),
+          tf.cast(total['clients'], tf.float32)))
+      values = total['values']
+      shape = tf.concat([tf.shape(divisor),
+                         tf.ones([tf.rank(values) - 1], tf.int32)], 0)
       return collections.OrderedDict(
-          mean=_divide(total['sum'], divisor),
+          mean=collections.OrderedDict([
+              (INDICES, total['indices']),
+              (VALUES, tf.math.divide_no_nan(
+                  values, tf.cast(tf.reshape(divisor, shape),
+                                  values.dtype)))]),
           measurements=collections.OrderedDict(
               clients=total['clients'], rows_received=total['rows'],
-              rows_touched=tf.math.count_nonzero(total['row_clients'],
-                                                 dtype=tf.int32)))
+              rows_touched=tf.size(total['indices'])))
 
     def mean_and_measurements(value):
       finished = tff.federated_map(finish, aggregate(value))
