@@ -65,6 +65,22 @@ class SparseTagProcessComputationTest(tf.test.TestCase,
     self.assertEqual(str(state_type.member.global_model_weights),
                      '<trainable=<float32[13,4]>,non_trainable=<>>')
 
+  def test_keyed_client_data_type(self):
+    process = sparse_tags.build_sparse_tag_process(
+        num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR,
+        keys_in_data=True)
+    plain = sparse_tags.build_sparse_tag_process(
+        num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
+    batches = plain.next.type_signature.parameter[1].member
+    tff.test.assert_types_equivalent(
+        process.next.type_signature.parameter[1],
+        tff.FederatedType(collections.OrderedDict(
+            keys=tff.TensorType(np.int32, [3]), num_keys=np.int32,
+            distinct_tokens=np.int32, batches=batches), tff.CLIENTS))
+    # The rest of the process is the plain one's.
+    tff.test.assert_types_equivalent(process.next.type_signature.result,
+                                     plain.next.type_signature.result)
+
   def test_state_carries_a_stateful_aggregators_state(self):
     factory = _adaptive_clipping_factory()
     process = sparse_tags.build_sparse_tag_process(
@@ -106,13 +122,20 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
           3,  # Clients 0 and 1 truncated, client 2 padded.
           8,  # Nobody truncated, every client padded.
       ],
-      divisor=['clients', 'touching_clients'])
-  def test_matches_numpy_reference(self, max_keys, divisor):
+      divisor=['clients', 'touching_clients'],
+      # Keys found in the round, or computed once and carried by the data.
+      keys_in_data=[False, True])
+  def test_matches_numpy_reference(self, max_keys, divisor, keys_in_data):
     process = sparse_tags.build_sparse_tag_process(
         num_words=fx.V, num_tags=fx.T, max_keys=max_keys,
-        client_learning_rate=fx.LR, divisor=divisor)
+        client_learning_rate=fx.LR, divisor=divisor,
+        keys_in_data=keys_in_data)
     table = fx.start_table()
-    new_table, metrics = fx.run_round(process, table, fx.datasets())
+    datasets = fx.datasets()
+    if keys_in_data:
+      datasets = [sparse_tags.keyed_client_data(d, max_keys)
+                  for d in datasets]
+    new_table, metrics = fx.run_round(process, table, datasets)
     expected = fx.reference_round(table, fx.CLIENTS, max_keys=max_keys,
                                   divisor=divisor)
     np.testing.assert_allclose(new_table, expected, rtol=1e-5, atol=1e-6)

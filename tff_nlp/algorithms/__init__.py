@@ -45,6 +45,7 @@ from tff_nlp.algorithms import stateful_clients
 from tff_nlp.algorithms.sparse_tags import build_dense_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_process
 from tff_nlp.algorithms.sparse_tags import build_sparse_tag_round
+from tff_nlp.algorithms.sparse_tags import keyed_client_data
 from tff_nlp.algorithms import tensor_selection
 from tff_nlp.algorithms import trimmed_mean
 from tff_nlp.algorithms.trimmed_mean import TrimmedMeanFactory

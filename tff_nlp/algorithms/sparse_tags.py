@@ -53,6 +53,50 @@ def _client_data_type(num_words: int, num_tags: int) -> tff.SequenceType:
       tags_data.element_type_spec(num_tags)))
 
 
+BATCHES = 'batches'
+
+
+def client_keys(dataset, max_keys: int) -> collections.OrderedDict:
+  """A client's keys: its `max_keys` words in the most examples.
+
+  Args:
+    dataset: The client's batches (`tff_nlp.data.tags.to_dataset`).
+    max_keys: M.
+
+  Returns:
+    `<keys=int32[M], num_keys=int32, distinct_tokens=int32>`: the keys
+    (`tff_nlp.sparse.top_keys`, padded to M), how many are real, and how
+    many distinct words the client has (more than M: it is truncated).
+  """
+  token_ids, counts = sparse.example_counts(dataset)
+  keys = sparse.top_keys(token_ids, counts, max_keys=max_keys)
+  return collections.OrderedDict(
+      keys=keys.keys, num_keys=keys.num_keys,
+      distinct_tokens=tf.size(token_ids))
+
+
+def keyed_client_data(dataset, max_keys: int) -> collections.OrderedDict:
+  """A client's data for `build_sparse_tag_process(keys_in_data=True)`.
+
+  Its keys are computed here, once (eagerly, a pass over `dataset`), and
+  travel with the batches, so a round does not pass over the client's data a
+  second time to find them; keep the result for the client's later rounds.
+
+  Args:
+    dataset: The client's batches (`tff_nlp.data.tags.to_dataset`).
+    max_keys: M, as given to the process.
+
+  Returns:
+    `<keys=int32[M], num_keys=int32, distinct_tokens=int32, batches=B*>`
+    (`client_keys`, then the batches).
+  """
+  data = collections.OrderedDict(
+      (name, value.numpy())
+      for name, value in client_keys(dataset, max_keys).items())
+  data[BATCHES] = dataset
+  return data
+
+
 class _SparseParts:
   """The components of the sparse process, composed by `tff_nlp.sparse`."""
 
@@ -60,9 +104,10 @@ class _SparseParts:
       self, *, num_words: int, num_tags: int, max_keys: int,
       client_learning_rate: float, client_epochs: int,
       server_learning_rate: float,
-      aggregation_factory: tff.aggregators.UnweightedAggregationFactory):
+      aggregation_factory: tff.aggregators.UnweightedAggregationFactory,
+      keys_in_data: bool = False):
     self.table_type = tff.TensorType(np.float32, [num_words, num_tags])
-    self.data_type = _client_data_type(num_words, num_tags)
+    batches_type = _client_data_type(num_words, num_tags)
     self.weights_type = tff.types.to_type(tff.learning.models.ModelWeights(
         trainable=[self.table_type], non_trainable=[]))
     select = sparse.build_row_selection(self.table_type, max_keys=max_keys)
@@ -82,18 +127,18 @@ class _SparseParts:
 
     self.initial_weights = initial_weights
 
-    @tff.tensorflow.computation(self.data_type)
-    def keys_fn(data):
-      token_ids, counts = sparse.example_counts(data)
-      keys = sparse.top_keys(token_ids, counts, max_keys=max_keys)
-      return collections.OrderedDict(
-          keys=keys.keys, num_keys=keys.num_keys,
-          distinct_tokens=tf.size(token_ids))
-
+    keys_fn = tff.tensorflow.computation(
+        lambda data: client_keys(data, max_keys), batches_type)
     keys_type = keys_fn.type_signature.result
+    # With keys_in_data, a client's data carries its keys (computed once per
+    # client, `keyed_client_data`), so a round passes over its batches once.
+    self.data_type = (tff.StructWithPythonType(
+        list(tff.structure.iter_elements(keys_type))
+        + [(BATCHES, batches_type)], collections.OrderedDict)
+                      if keys_in_data else batches_type)
     local_type = tff.TensorType(np.float32, [max_keys, num_tags])
 
-    @tff.tensorflow.computation(local_type, keys_type, self.data_type)
+    @tff.tensorflow.computation(local_type, keys_type, batches_type)
     def client_update(rows, keys, data):
       client = sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys'])
 
@@ -159,9 +204,15 @@ class _SparseParts:
         tff.FederatedType(self.weights_type, tff.SERVER),
         tff.FederatedType(self.data_type, tff.CLIENTS))
     def next_fn(state, weights, data):
-      keys = tff.federated_map(keys_fn, data)
+      if keys_in_data:
+        keys = tff.federated_zip(collections.OrderedDict(
+            (name, getattr(data, name))
+            for name, _ in tff.structure.iter_elements(keys_type)))
+        batches = getattr(data, BATCHES)
+      else:
+        keys, batches = tff.federated_map(keys_fn, data), data
       rows = select(weights.trainable[0], keys.keys)
-      outputs = tff.federated_map(client_update, (rows, keys, data))
+      outputs = tff.federated_map(client_update, (rows, keys, batches))
       measurements = tff.federated_zip(collections.OrderedDict(
           train=tff.federated_map(train_metrics,
                                   tff.federated_sum(outputs.stats))))
@@ -208,12 +259,14 @@ def build_sparse_tag_process(
     divisor: Union[str, sparse.Divisor] = sparse.Divisor.CLIENTS,
     aggregation_factory: Optional[
         tff.aggregators.UnweightedAggregationFactory] = None,
+    keys_in_data: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds the partial-model (federated_select) tag learning process.
 
-  Client data are batches B = `<tokens=<indices=int64[?,2],values=int32[?],
-  dense_shape=int64[2]>,tags=float32[?,T]>` (`tff_nlp.data.tags.to_dataset`).
-  The process (`tff_nlp.sparse.compose_partial_model_process`) has methods:
+  Client data D are batches B = `<tokens=<indices=int64[?,2],values=int32[?],
+  dense_shape=int64[2]>,tags=float32[?,T]>` (`tff_nlp.data.tags.to_dataset`),
+  B*; with `keys_in_data`, `<keys=int32[M], num_keys=int32,
+  distinct_tokens=int32, batches=B*>` (`keyed_client_data`). The process (`tff_nlp.sparse.compose_partial_model_process`) has methods:
 
   *   `initialize`: `( -> S@SERVER)`, S a
       `tff.learning.templates.LearningAlgorithmState` whose
@@ -221,7 +274,7 @@ def build_sparse_tag_process(
       non_trainable=[])`, all zeros; `aggregator` and `finalizer` hold the
       aggregator's and the server optimizer's states (threaded from round to
       round), the other parts are empty.
-  *   `next`: `(<S@SERVER, {B*}@CLIENTS> -> <state=S@SERVER,
+  *   `next`: `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER,
       metrics=M@SERVER>)`, M = `<distributor=<>, client_work=<train=<loss,
       num_examples, selected_keys, rows_uploaded, truncated_clients,
       dropped_tokens, non_finite_clients>>, aggregator=<clients,
@@ -250,6 +303,11 @@ def build_sparse_tag_process(
       `tff_nlp.sparse.IndexedSlicesClippingFactory` around
       `IndexedSlicesMeanFactory`; stateful ones keep their state
       between rounds. None: `IndexedSlicesMeanFactory(V, divisor)`.
+    keys_in_data: Whether each client's data carries its keys
+      (`keyed_client_data`, computed once per client) instead of the round
+      finding them in a pass over the client's batches. The rounds are the
+      same; a pass over a client's data costs about as much as its training
+      (`docs/results/federated_select.md`).
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -267,7 +325,8 @@ def build_sparse_tag_process(
       client_learning_rate=client_learning_rate, client_epochs=client_epochs,
       server_learning_rate=server_learning_rate,
       aggregation_factory=_aggregation_factory(
-          num_words, divisor, aggregation_factory)).compose()
+          num_words, divisor, aggregation_factory),
+      keys_in_data=keys_in_data).compose()
 
 
 def build_sparse_tag_round(

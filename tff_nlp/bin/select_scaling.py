@@ -7,7 +7,9 @@ per client, one run measures, side by side:
     computation (`tff_nlp.analysis.round_communication`) and the rows the
     sparse clients actually uploaded;
 *   the median wall time of a round of each process (after one warm-up
-    round, from the same state, interleaved);
+    round, from the same state, interleaved), with the server state sent
+    from Python every round (`process.next`) and kept in the worker
+    (`tff_nlp.runtime.ResidentProcess`);
 *   the server-side work of the sparse round, timed alone: the
     IndexedSlices mean (O(rows uploaded)) and applying it to its rows of the
     [V, T] model (which, called from Python, also moves the model into the
@@ -41,6 +43,7 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp import data as data_lib
+from tff_nlp import runtime
 from tff_nlp import sparse
 from tff_nlp.bin import config_flags
 from tff_nlp.data import tags as tags_lib
@@ -107,8 +110,17 @@ def _server_side_seconds(num_rows, num_tags, max_keys, num_clients, repeats):
   return aggregate, apply
 
 
+def _resident_seconds(process, state, client_data, worker, repeats):
+  """Median round time with the state kept in `worker` (after a warm-up)."""
+  with runtime.ResidentProcess(process, worker,
+                               num_clients=len(client_data)) as resident:
+    resident.set_state(state)
+    resident.next(client_data)
+    return _median_seconds(lambda: resident.next(client_data), repeats)
+
+
 def measure(num_rows, *, examples, partition, batch_size, max_keys,
-            learning_rate, repeats):
+            learning_rate, repeats, worker):
   """One vocabulary size: bytes and times of both processes."""
   vocab = _vocabularies(examples, num_rows)
   encoded = tags_lib.encode(examples, vocab)
@@ -117,8 +129,16 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys,
                                      batch_size=batch_size) for c in clients]
   dense_data = [tag_regression.as_keras_batches(d) for d in sparse_data]
   shape = dict(num_words=num_rows, num_tags=vocab.num_tag_columns)
+  # Each client's keys are computed once (a client's keys change only with
+  # its data) and travel with its batches: a round passes over a client's
+  # data once, to train.
+  start = time.perf_counter()
+  sparse_data = [algorithms.keyed_client_data(d, max_keys)
+                 for d in sparse_data]
+  keys_seconds = (time.perf_counter() - start) / len(sparse_data)
   sparse_process = algorithms.build_sparse_tag_process(
-      **shape, max_keys=max_keys, client_learning_rate=learning_rate)
+      **shape, max_keys=max_keys, client_learning_rate=learning_rate,
+      keys_in_data=True)
   dense_process = algorithms.build_dense_tag_process(
       **shape, client_learning_rate=learning_rate)
   sparse_state = sparse_process.initialize()
@@ -135,6 +155,10 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys,
         lambda: sparse_process.next(sparse_state, sparse_data), 1))
     dense_seconds.append(_median_seconds(
         lambda: dense_process.next(dense_state, dense_data), 1))
+  sparse_resident = _resident_seconds(sparse_process, sparse_state,
+                                      sparse_data, worker, repeats)
+  dense_resident = _resident_seconds(dense_process, dense_state, dense_data,
+                                     worker, repeats)
   aggregate, apply = _server_side_seconds(
       num_rows, vocab.num_tag_columns, max_keys, len(clients), repeats)
   return collections.OrderedDict(
@@ -146,6 +170,9 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys,
       dense_bytes_up=dense_traffic.bytes_up(),
       sparse_round_seconds=statistics.median(sparse_seconds),
       dense_round_seconds=statistics.median(dense_seconds),
+      sparse_resident_round_seconds=sparse_resident,
+      keys_once_per_client_seconds=keys_seconds,
+      dense_resident_round_seconds=dense_resident,
       sparse_server_aggregate_seconds=aggregate,
       sparse_server_apply_seconds=apply)
 
@@ -155,36 +182,53 @@ def _kb(value):
 
 
 def markdown(rows, *, max_keys, num_clients) -> str:
-  """The results as a Markdown table with ratios to the smallest V."""
+  """The results as two Markdown tables: bytes, then round times."""
   base = rows[0]
   lines = [
       f'M = {max_keys} rows per client, {num_clients} clients per round, '
       f'T = {base["num_tags"]} tag columns.',
       '',
       '| V (rows) | sparse KB down | sparse KB up | dense KB down | '
-      'dense KB up | sparse down vs smallest V | dense down vs smallest V | '
-      'sparse round s | dense round s | sparse server-side s (aggregate + '
-      'apply) | server share of sparse round |',
-      '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      'dense KB up | sparse down vs smallest V | dense down vs smallest V |',
+      '|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for r in rows:
-    server = (r['sparse_server_aggregate_seconds']
-              + r['sparse_server_apply_seconds'])
     lines.append(
         f'| {r["num_rows"]:,} | {_kb(r["sparse_bytes_down"])} | '
         f'{_kb(r["sparse_bytes_up"])} | {_kb(r["dense_bytes_down"])} | '
         f'{_kb(r["dense_bytes_up"])} | '
         f'{r["sparse_bytes_down"] / base["sparse_bytes_down"]:.3f}× | '
-        f'{r["dense_bytes_down"] / base["dense_bytes_down"]:.1f}× | '
-        f'{r["sparse_round_seconds"]:.2f} | {r["dense_round_seconds"]:.2f} | '
-        f'{r["sparse_server_aggregate_seconds"]:.2f} + '
-        f'{r["sparse_server_apply_seconds"]:.2f} | '
-        f'{100 * server / r["sparse_round_seconds"]:.0f}% |')
+        f'{r["dense_bytes_down"] / base["dense_bytes_down"]:.1f}× |')
+  lines += [
+      '',
+      'Round seconds (medians). "State from Python": `process.next(state, '
+      'data)`, the server state sent to the worker and back every round; '
+      '"state in runtime": `tff_nlp.runtime.ResidentProcess`, the state '
+      'kept in the worker, only metrics returned. Sparse clients carry '
+      'their keys, computed once per client (last column, not in the '
+      'rounds).',
+      '',
+      '| V (rows) | sparse, state from Python | dense, state from Python | '
+      'sparse, state in runtime | dense, state in runtime | dense ÷ sparse '
+      '(state in runtime) | sparse server-side s (aggregate + apply, from '
+      'Python) | keys, once per client, ms |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ]
+  for r in rows:
+    lines.append(
+        f'| {r["num_rows"]:,} | {r["sparse_round_seconds"]:.2f} | '
+        f'{r["dense_round_seconds"]:.2f} | '
+        f'{r["sparse_resident_round_seconds"]:.2f} | '
+        f'{r["dense_resident_round_seconds"]:.2f} | '
+        f'{r["dense_resident_round_seconds"] / r["sparse_resident_round_seconds"]:.1f}× | '
+        f'{r["sparse_server_aggregate_seconds"]:.3f} + '
+        f'{r["sparse_server_apply_seconds"]:.3f} | '
+        f'{1000 * r["keys_once_per_client_seconds"]:.1f} |')
   return '\n'.join(lines)
 
 
 def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
-        learning_rate, repeats, seed):
+        learning_rate, repeats, seed, worker):
   task = data_lib.load_dataset(dataset, data_dir)
   examples = tags_lib.examples_from_labels(
       task.train.texts, [task.label_names[i] for i in task.train.labels])
@@ -195,7 +239,8 @@ def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
   for num_rows in vocab_sizes:
     rows.append(measure(num_rows, examples=examples, partition=partition,
                         batch_size=batch_size, max_keys=max_keys,
-                        learning_rate=learning_rate, repeats=repeats))
+                        learning_rate=learning_rate, repeats=repeats,
+                        worker=worker))
     print(json.dumps(rows[-1]), flush=True)
   return rows
 
@@ -203,9 +248,9 @@ def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
 def main(argv):
   del argv
   vocab_sizes = [int(v) for v in _VOCAB_SIZES.value]
-  with runtime_flags.context_from_flags():
+  with runtime_flags.context_from_flags() as context:
     rows = run(data_dir=_DATA_DIR.value, dataset=_DATASET.value,
-               vocab_sizes=vocab_sizes, max_keys=_MAX_KEYS.value,
+               worker=context.worker, vocab_sizes=vocab_sizes, max_keys=_MAX_KEYS.value,
                num_clients=_NUM_CLIENTS.value, batch_size=_BATCH_SIZE.value,
                learning_rate=_LEARNING_RATE.value, repeats=_REPEATS.value,
                seed=_SEED.value)

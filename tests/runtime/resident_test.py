@@ -1,0 +1,65 @@
+"""Tests of `ResidentProcess`: rounds with the server state kept in a worker."""
+
+import numpy as np
+import tensorflow as tf
+
+from tests.algorithms import tag_fixtures as fx
+from tff_nlp import runtime
+from tff_nlp.algorithms import sparse_tags
+
+
+def _process():
+  return sparse_tags.build_sparse_tag_process(
+      num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
+
+
+def _flat(structure):
+  return [np.asarray(x) for x in tf.nest.flatten(structure)]
+
+
+class ResidentProcessExecutionTest(tf.test.TestCase):
+
+  def test_rounds_equal_process_next_rounds(self):
+    process = _process()
+    start = process.initialize()
+    with runtime.local_cpp_context() as context:
+      # Two rounds from Python (the state crosses every round) ...
+      state, expected_metrics = start, []
+      for _ in range(2):
+        output = process.next(state, fx.datasets())
+        state, _ = output.state, expected_metrics.append(output.metrics)
+      # ... and the same two with the state kept in the worker.
+      with runtime.ResidentProcess(process, context.worker,
+                                   num_clients=len(fx.CLIENTS)) as resident:
+        resident.set_state(start)
+        metrics = [resident.next(fx.datasets()) for _ in range(2)]
+        resident_state = resident.state()
+    for got, want in zip(metrics, expected_metrics):
+      self.assertEqual(got['client_work']['train']['num_examples'],
+                       want['client_work']['train']['num_examples'])
+      for a, b in zip(_flat(got), _flat(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_allclose(
+        process.get_model_weights(resident_state).trainable[0],
+        process.get_model_weights(state).trainable[0], rtol=1e-6)
+    # The model moved: the rounds trained something.
+    self.assertGreater(np.abs(
+        process.get_model_weights(resident_state).trainable[0]).sum(), 0)
+
+  def test_refuses_misuse(self):
+    process = _process()
+    with runtime.local_cpp_context() as context:
+      resident = runtime.ResidentProcess(process, context.worker,
+                                         num_clients=len(fx.CLIENTS))
+      with self.assertRaisesRegex(RuntimeError, 'before set_state'):
+        resident.next(fx.datasets())
+      resident.set_state(process.initialize())
+      with self.assertRaisesRegex(ValueError, 'client_data has 1 clients'):
+        resident.next(fx.datasets()[:1])
+      resident.close()
+      with self.assertRaisesRegex(ValueError, 'num_clients must be >= 1'):
+        runtime.ResidentProcess(process, context.worker, num_clients=0)
+
+
+if __name__ == '__main__':
+  tf.test.main()
