@@ -27,6 +27,35 @@ class RowSelectionComputationTest(tf.test.TestCase,
             tff.FederatedType(tff.TensorType(np.float32, [3, 4]),
                               tff.CLIENTS)))
 
+  def test_unstacked_rows_stack_in_the_clients_code(self):
+    table_type = collections.OrderedDict(
+        emb=tff.TensorType(np.float32, [6, 2]),
+        bias=tff.TensorType(np.float32, [6]))
+    select = sparse.build_row_selection(table_type, max_keys=3,
+                                        stacked=False)
+    rows_type = select.type_signature.result.member
+    self.assertIsInstance(rows_type, tff.SequenceType)
+
+    @tff.tensorflow.computation(rows_type)
+    def stack(rows):
+      return sparse.stack_selected_rows(rows, table_type, max_keys=3)
+
+    @tff.federated_computation(select.type_signature.parameter[0],
+                               select.type_signature.parameter[1])
+    def select_and_stack(tables, keys):
+      return tff.federated_map(stack, select(tables, keys))
+
+    tables = collections.OrderedDict(
+        emb=np.arange(12, dtype=np.float32).reshape(6, 2),
+        bias=np.arange(6, dtype=np.float32) * 10)
+    # Client 0's rows 5, 0, 2; client 1's rows 1, 1, 4.
+    got = select_and_stack(tables, [np.array([5, 0, 2], np.int32),
+                                    np.array([1, 1, 4], np.int32)])
+    np.testing.assert_array_equal(got[0]['emb'],
+                                  [[10, 11], [0, 1], [4, 5]])
+    np.testing.assert_array_equal(got[0]['bias'], [50, 0, 20])
+    np.testing.assert_array_equal(got[1]['emb'], [[2, 3], [2, 3], [8, 9]])
+
   @parameterized.named_parameters(
       ('scalar', tff.TensorType(np.float32, []), 'leading row axis'),
       ('unknown_rows', tff.TensorType(np.float32, [None, 2]),

@@ -110,7 +110,11 @@ class _SparseParts:
     batches_type = _client_data_type(num_words, num_tags)
     self.weights_type = tff.types.to_type(tff.learning.models.ModelWeights(
         trainable=[self.table_type], non_trainable=[]))
-    select = sparse.build_row_selection(self.table_type, max_keys=max_keys)
+    # The rows arrive as federated_select's sequence and are stacked in the
+    # client's training call (one TF call per client fewer).
+    select = sparse.build_row_selection(self.table_type, max_keys=max_keys,
+                                        stacked=False)
+    rows_type = select.type_signature.result.member
     self.aggregator = aggregation_factory.create(
         sparse.indexed_slices_type([num_tags]))
     # The mean update: IndexedSlices of the rows uploaded (the
@@ -136,10 +140,12 @@ class _SparseParts:
         list(tff.structure.iter_elements(keys_type))
         + [(BATCHES, batches_type)], collections.OrderedDict)
                       if keys_in_data else batches_type)
-    local_type = tff.TensorType(np.float32, [max_keys, num_tags])
+    table_type = self.table_type
 
-    @tff.tensorflow.computation(local_type, keys_type, batches_type)
-    def client_update(rows, keys, data):
+    @tff.tensorflow.computation(rows_type, keys_type, batches_type)
+    def client_update(selected, keys, data):
+      rows = sparse.stack_selected_rows(selected, table_type,
+                                        max_keys=max_keys)
       client = sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys'])
 
       def train_on_batch(state, batch):

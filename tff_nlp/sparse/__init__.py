@@ -47,4 +47,5 @@ from tff_nlp.sparse.local_vocabulary import to_local_bag
 from tff_nlp.sparse.local_vocabulary import to_local_ids
 from tff_nlp.sparse.local_vocabulary import top_keys
 from tff_nlp.sparse.selection import build_row_selection
+from tff_nlp.sparse.selection import stack_selected_rows
 from tff_nlp.sparse.server_update import build_delta_finalizer

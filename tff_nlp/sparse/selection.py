@@ -36,7 +36,35 @@ def _check_tables(table_type: tff.Type) -> int:
   return rows.pop()
 
 
-def build_row_selection(table_type: Any, *, max_keys: int) -> tff.Computation:
+def stack_selected_rows(rows: tf.data.Dataset, table_type: Any, *,
+                        max_keys: int) -> Any:
+  """A client's selected rows as its M-row local tables; for TF code.
+
+  Args:
+    rows: The sequence `federated_select` gave the client
+      (`build_row_selection(..., stacked=False)`): one tuple of rows per key.
+    table_type: The server tables' type, as given to `build_row_selection`.
+    max_keys: M.
+
+  Returns:
+    The tables with the leading dimension V replaced by M (`T_M` of
+    `build_row_selection`).
+  """
+  table_type = tff.types.to_type(table_type)
+  names = ([name for name, _ in tff.structure.iter_elements(table_type)]
+           if isinstance(table_type, tff.StructType) else None)
+  stacked = [
+      tf.ensure_shape(t, [max_keys] + t.shape.as_list()[1:])
+      for t in rows.batch(max_keys).get_single_element()]
+  if names is None:
+    return stacked[0]
+  if all(name is None for name in names):
+    return tuple(stacked)
+  return collections.OrderedDict(zip(names, stacked))
+
+
+def build_row_selection(table_type: Any, *, max_keys: int,
+                        stacked: bool = True) -> tff.Computation:
   """Builds the selection of each client's rows of server tables.
 
   Args:
@@ -45,12 +73,17 @@ def build_row_selection(table_type: Any, *, max_keys: int) -> tff.Computation:
       all with the same leading number of rows V. Tensors indexed on another
       axis (e.g. a [d, V] output kernel) are stored transposed by the caller.
     max_keys: M, the number of keys (rows) per client.
+    stacked: Whether each client gets its tables (a TF call per client that
+      stacks the rows), or the sequence of rows `federated_select` gives,
+      for the client's own TF code to stack (`stack_selected_rows`), which
+      saves that call.
 
   Returns:
     A federated computation of type
     `(<tables=T@SERVER,keys={int32[M]}@CLIENTS> -> {T_M}@CLIENTS)` where T_M
     is T with the leading dimension V replaced by M: row i of each client's
-    tables is row `keys[i]` of the server's.
+    tables is row `keys[i]` of the server's. Not `stacked`:
+    `{R*}@CLIENTS`, R the tuple of one key's rows.
 
   Raises:
     ValueError: If the tensors of `table_type` do not share a known row count,
@@ -76,14 +109,7 @@ def build_row_selection(table_type: Any, *, max_keys: int) -> tff.Computation:
 
   @tff.tensorflow.computation(tff.SequenceType(row_type))
   def stack_rows(rows):
-    stacked = [
-        tf.ensure_shape(t, [max_keys] + t.shape.as_list()[1:])
-        for t in rows.batch(max_keys).get_single_element()]
-    if names is None:
-      return stacked[0]
-    if all(name is None for name in names):
-      return tuple(stacked)
-    return collections.OrderedDict(zip(names, stacked))
+    return stack_selected_rows(rows, table_type, max_keys=max_keys)
 
   @tff.federated_computation(
       tff.FederatedType(table_type, tff.SERVER),
@@ -91,6 +117,8 @@ def build_row_selection(table_type: Any, *, max_keys: int) -> tff.Computation:
   def select_rows(tables, keys):
     max_key = tff.federated_value(num_rows - 1, tff.SERVER)
     rows = tff.federated_select(keys, max_key, tables, select_fn)
+    if not stacked:
+      return rows
     return tff.federated_map(stack_rows, rows)
 
   return select_rows
