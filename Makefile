@@ -170,7 +170,7 @@ bench-sparse-tags: $(STAMP)
 # Bytes per client and round time of sparse vs dense as V grows to 10^6.
 bench-select: $(STAMP)
 	mkdir -p docs/results/federated_select
-	"$(PY)" -m tff_nlp.bin.select_scaling \
+	"$(PY)" -m tff_nlp.bin.select_scaling --repeats=5 \
 	  --output_json=docs/results/federated_select/select_scaling.json
 
 # Vocabulary-sliced (federated_select of each client's embedding rows) vs

@@ -3,8 +3,9 @@
 One local worker (`local_cpp_context`), several local or remote workers with
 each round's clients split across them (`multi_worker_context`), the
 supervision of the workers (`tff_nlp.runtime.workers`), the absl flags that
-choose between them (`tff_nlp.runtime.flags`), and resident memory of this
-process and its workers (`tff_nlp.runtime.memory`).
+choose between them (`tff_nlp.runtime.flags`), resident memory of this
+process and its workers (`tff_nlp.runtime.memory`), and rounds whose server
+state stays in a worker between calls (`tff_nlp.runtime.resident`).
 """
 
 from tff_nlp.runtime.contexts import ContextSettings
