@@ -191,15 +191,14 @@ bench-vocab-slice: $(STAMP)
 # interrupted benchmark continues where it stopped; the report is copied to
 # docs/results/nmt_dynamic_pulling/ (discussed in
 # docs/results/nmt_dynamic_pulling.md). Finished engines (results and
-# translations) are kept in bench/archive/nmt_dynamic_pulling
+# translations, not weights) are kept in bench/archive/nmt_dynamic_pulling
 # (tff_nlp.bin.run_archive) and restored first, so a new machine trains only
-# the others. Of the weights only the generic engine's are kept (23 MB):
-# every other engine starts from them, and training it again on another
-# machine gives other weights (other CPU kernels), which the engines
-# already finished did not start from.
+# the others; the generic engine, restored without its weights, is trained
+# again only if an engine still to train starts from it (about an hour; on
+# the same machine kind it comes out identical, and train_nmt refuses to mix
+# engines that started from other generic weights).
 NMT_BENCH_DIR ?= runs/nmt_cpu
 NMT_ARCHIVED = '--files=results.json,config.json,predictions/*.jsonl'
-NMT_ARCHIVED_WEIGHTS = --only=generic- --files=model.npz
 bench-nmt: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
 	  --archive_dir=bench/archive/nmt_dynamic_pulling \
@@ -210,9 +209,6 @@ bench-nmt: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
 	  --archive_dir=bench/archive/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines $(NMT_ARCHIVED); \
-	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
-	  --archive_dir=bench/archive/nmt_dynamic_pulling \
-	  --runs_dir=$(NMT_BENCH_DIR)/engines $(NMT_ARCHIVED_WEIGHTS); \
 	test $$status = 0
 	mkdir -p docs/results/nmt_dynamic_pulling
 	cp $(NMT_BENCH_DIR)/results.md $(NMT_BENCH_DIR)/results.json \

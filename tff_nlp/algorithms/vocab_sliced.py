@@ -314,8 +314,8 @@ def build_vocab_sliced_process(
   # The tff_nlp.sparse aggregators return the embedding's mean as
   # IndexedSlices of the rows uploaded; TFF's server optimizer (the
   # finalizer) takes the whole [V, d] update.
-  embedding_is_slices = isinstance(aggregated_type[EMBEDDING],
-                                   tff.StructType)
+  embedding_is_slices = sparse.is_indexed_slices_type(
+      aggregated_type[EMBEDDING])
 
   @tff.tensorflow.computation(aggregated_type)
   def combine(aggregated):

@@ -37,10 +37,6 @@ _FILES = flags.DEFINE_list(
 _EXCLUDE = flags.DEFINE_list(
     'exclude', [], 'save: prefixes of run names not to keep (runs whose '
     'weights other runs start from).')
-_ONLY = flags.DEFINE_list(
-    'only', [], 'save: prefixes of the only run names to keep (e.g. '
-    '`--only=generic- --files=model.npz`: the weights every other run '
-    'starts from).')
 
 
 def main(argv) -> None:
@@ -48,8 +44,7 @@ def main(argv) -> None:
     raise errors.InputError(f'unexpected arguments: {argv[1:]}')
   if _ACTION.value == 'save':
     names = run_cache.archive(_RUNS_DIR.value, _ARCHIVE_DIR.value,
-                              files=_FILES.value, exclude=_EXCLUDE.value,
-                              only=_ONLY.value)
+                              files=_FILES.value, exclude=_EXCLUDE.value)
     print(f'{len(names)} finished run(s) kept in {_ARCHIVE_DIR.value}')
   else:
     names = run_cache.restore(_ARCHIVE_DIR.value, _RUNS_DIR.value)

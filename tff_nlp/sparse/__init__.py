@@ -31,6 +31,7 @@ IndexedSlices parts, each with its own aggregator.
 from tff_nlp.sparse.aggregation import Divisor
 from tff_nlp.sparse.aggregation import IndexedSlicesClippingFactory
 from tff_nlp.sparse.aggregation import indexed_slices_type
+from tff_nlp.sparse.aggregation import is_indexed_slices_type
 from tff_nlp.sparse.aggregation import IndexedSlicesMeanFactory
 from tff_nlp.sparse.aggregation import IndexedSlicesSumFactory
 from tff_nlp.sparse.aggregation import to_dense

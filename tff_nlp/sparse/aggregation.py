@@ -54,13 +54,18 @@ def indexed_slices_type(row_shape, dtype=np.float32) -> tff.StructType:
   ])
 
 
+def is_indexed_slices_type(value_type: tff.Type) -> bool:
+  """Whether `value_type` is `<indices=...,values=...>` (IndexedSlices)."""
+  return isinstance(value_type, tff.StructType) and [
+      name for name, _ in tff.structure.iter_elements(value_type)] == [
+          INDICES, VALUES]
+
+
 def _row_shape(value_type: tff.Type) -> tuple[list[int], np.dtype]:
   """Checks `value_type` is IndexedSlices; returns the row shape and dtype."""
   expected = ('<indices=int64[?],values=float[?,...]> (IndexedSlices: global '
               'row ids and their rows)')
-  if (not isinstance(value_type, tff.StructType)
-      or [name for name, _ in tff.structure.iter_elements(value_type)]
-      != [INDICES, VALUES]):
+  if not is_indexed_slices_type(value_type):
     raise TypeError(f'Expected a value of type {expected}, got {value_type}.')
   indices, values = value_type.indices, value_type.values
   if (not isinstance(indices, tff.TensorType) or indices.dtype != np.int64

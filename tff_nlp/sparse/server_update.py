@@ -21,12 +21,6 @@ import tensorflow_federated as tff
 from tff_nlp.sparse import aggregation
 
 
-def _is_slices(update_type: tff.Type) -> bool:
-  return isinstance(update_type, tff.StructType) and [
-      name for name, _ in tff.structure.iter_elements(update_type)] == [
-          aggregation.INDICES, aggregation.VALUES]
-
-
 def build_delta_finalizer(
     model_weights_type, *, learning_rate: float = 1.0,
     update_type: Optional[Any] = None,
@@ -70,7 +64,7 @@ def build_delta_finalizer(
                     f'{len(trainable_types)} trainable tensors: {update_type}')
   sparse_parts = []
   for i, (part, tensor) in enumerate(zip(elements, trainable_types)):
-    if _is_slices(part):
+    if aggregation.is_indexed_slices_type(part):
       part.values.check_assignable_from(tff.TensorType(
           tensor.dtype, [None] + list(tensor.shape[1:])))
       sparse_parts.append(i)

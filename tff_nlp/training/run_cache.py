@@ -83,8 +83,7 @@ _COMPRESSED_SUFFIXES = ('.jsonl',)
 
 def archive(runs_dir: str, archive_dir: str, *,
             files: Sequence[str] = ARCHIVED_FILES,
-            exclude: Sequence[str] = (),
-            only: Sequence[str] = ()) -> list[str]:
+            exclude: Sequence[str] = ()) -> list[str]:
   """Copies every finished run's small files into `archive_dir`.
 
   A benchmark's run folder holds checkpoints of gigabytes and is lost with
@@ -103,9 +102,6 @@ def archive(runs_dir: str, archive_dir: str, *,
     exclude: Prefixes of run names not to archive: runs whose weights later
       runs start from (a restored result without its weights would let
       them start from nothing).
-    only: If given, prefixes of the only run names to archive: e.g. the
-      weights (`files=['model.npz']`) of the one run every other run starts
-      from, so that a new machine need not train it again.
 
   Returns:
     The names of the runs archived (finished ones only, sorted).
@@ -116,7 +112,6 @@ def archive(runs_dir: str, archive_dir: str, *,
   for name in sorted(os.listdir(runs_dir)):
     source = os.path.join(runs_dir, name)
     if (any(name.startswith(p) for p in exclude)
-        or (only and not any(name.startswith(p) for p in only))
         or not os.path.isfile(os.path.join(source, RESULTS_FILE))):
       continue
     for pattern in files:
