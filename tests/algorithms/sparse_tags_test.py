@@ -99,6 +99,7 @@ class SparseTagProcessComputationTest(tf.test.TestCase,
 
   @parameterized.named_parameters(
       ('max_keys', dict(max_keys=0), 'max_keys must be > 0'),
+      ('block_size', dict(block_size=0), 'block_size must be > 0'),
       ('client_learning_rate', dict(client_learning_rate=0.0),
        'client_learning_rate must be > 0'),
       ('divisor', dict(divisor='rows'), "Unknown divisor 'rows'"),
@@ -124,29 +125,45 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
       ],
       divisor=['clients', 'touching_clients'],
       # Keys found in the round, or computed once and carried by the data.
-      keys_in_data=[False, True])
-  def test_matches_numpy_reference(self, max_keys, divisor, keys_in_data):
+      keys_in_data=[False, True],
+      # Keys of one row, or of blocks of 4 rows (blocks 0..3 of V = 13; with
+      # M = 2 client 0 selects blocks 0 and 3, whose row 12 is its OOV word
+      # and rows 13..15 are past the table).
+      block_size=[1, 4])
+  def test_matches_numpy_reference(self, max_keys, divisor, keys_in_data,
+                                   block_size):
     process = sparse_tags.build_sparse_tag_process(
         num_words=fx.V, num_tags=fx.T, max_keys=max_keys,
         client_learning_rate=fx.LR, divisor=divisor,
-        keys_in_data=keys_in_data)
+        keys_in_data=keys_in_data, block_size=block_size)
     table = fx.start_table()
     datasets = fx.datasets()
     if keys_in_data:
-      datasets = [sparse_tags.keyed_client_data(d, max_keys)
+      datasets = [sparse_tags.keyed_client_data(d, max_keys, block_size)
                   for d in datasets]
     new_table, metrics = fx.run_round(process, table, datasets)
     expected = fx.reference_round(table, fx.CLIENTS, max_keys=max_keys,
-                                  divisor=divisor)
+                                  divisor=divisor, block_size=block_size)
     np.testing.assert_allclose(new_table, expected, rtol=1e-5, atol=1e-6)
     # Rows 7..11 occur in no client's data: unchanged.
     np.testing.assert_array_equal(new_table[7:12], table[7:12])
     train = metrics['client_work']['train']
+    keys = [fx.reference_keys(c, max_keys=max_keys, block_size=block_size)
+            for c in fx.CLIENTS]
     self.assertEqual(train['num_examples'], 8)
-    self.assertEqual(train['selected_keys'],
-                     sum(min(n, max_keys) for n in (4, 6, 2)))
+    self.assertEqual(train['selected_keys'], sum(k[1] for k in keys))
+    self.assertEqual(train['rows_uploaded'], sum(len(k[0]) for k in keys))
+    # The clients have 4, 6 and 2 distinct words.
     self.assertEqual(train['truncated_clients'],
-                     sum(n > max_keys for n in (4, 6, 2)))
+                     sum(n > len(k[0]) for n, k in zip((4, 6, 2), keys)))
+    if block_size == 1:  # Hand-derived, without blocks.
+      self.assertEqual(train['selected_keys'],
+                       sum(min(n, max_keys) for n in (4, 6, 2)))
+    elif max_keys == 2:  # Hand-derived: blocks of rows 0-3, 4-7, 8-11, 12.
+      # Client 0: blocks 0 and 3 (5 rows); client 1: blocks 0 and 1 (8);
+      # client 2: block 1 (4). Each uploads all its words' rows.
+      self.assertEqual(train['selected_keys'], 5 + 8 + 4)
+      self.assertEqual(train['rows_uploaded'], 4 + 6 + 2)
     self.assertEqual(train['non_finite_clients'], 0)
 
   def test_dropped_tokens_are_counted(self):

@@ -54,16 +54,38 @@ def faulty_dataset(examples, fault):
   return tags.to_dataset(encoded, num_words=V, batch_size=2)
 
 
-def reference_client_updates(table, clients, *, max_keys, batch_size=2):
+def reference_keys(examples, *, max_keys, block_size=1):
+  """Numpy spec step 1: a client's trained word rows and its selected rows.
+
+  Keys are the words in the most examples, ties by smaller id; with blocks,
+  the blocks of `block_size` rows with the largest summed example counts,
+  ties by smaller block id, and the client trains the rows of its words in
+  them (the rest of a block has no gradient). Returns `(rows, selected)`:
+  the sorted word rows the client trains and uploads, and how many rows
+  (below V) its keys select.
+  """
+  encoded = tags.encode(examples, VOCAB)
+  counts = collections.Counter(int(i) for ids in encoded.word_ids for i in ids)
+  if block_size == 1:
+    keys = sorted(sorted(counts, key=lambda i: (-counts[i], i))[:max_keys])
+    return keys, len(keys)
+  scores = collections.Counter()
+  for word, count in counts.items():
+    scores[word // block_size] += count
+  blocks = sorted(scores, key=lambda b: (-scores[b], b))[:max_keys]
+  selected = sum(min(block_size, V - b * block_size) for b in blocks)
+  return sorted(w for w in counts if w // block_size in blocks), selected
+
+
+def reference_client_updates(table, clients, *, max_keys, block_size=1,
+                             batch_size=2):
   """Numpy spec steps 1-5: each client's (keys, initial minus trained rows)."""
   updates = []
   for examples in clients:
     encoded = tags.encode(examples, VOCAB)
     # 1. Keys: example counts, most frequent first, ties by smaller id.
-    counts = collections.Counter(
-        int(i) for ids in encoded.word_ids for i in ids)
-    ranked = sorted(counts, key=lambda i: (-counts[i], i))[:max_keys]
-    keys = sorted(ranked)
+    keys, _ = reference_keys(examples, max_keys=max_keys,
+                             block_size=block_size)
     local = {k: i for i, k in enumerate(keys)}
     # 2.-4. Select the rows, drop unselected words, SGD per batch.
     weights = table[keys].astype(np.float64)
@@ -84,13 +106,15 @@ def reference_client_updates(table, clients, *, max_keys, batch_size=2):
   return updates
 
 
-def reference_round(table, clients, *, max_keys, divisor, batch_size=2):
+def reference_round(table, clients, *, max_keys, divisor, block_size=1,
+                    batch_size=2):
   """A numpy re-implementation of one round (spec steps 1-7)."""
   total = np.zeros_like(table, np.float64)
   touches = np.zeros(len(table))
   contributing = 0
   for keys, rows in reference_client_updates(
-      table, clients, max_keys=max_keys, batch_size=batch_size):
+      table, clients, max_keys=max_keys, block_size=block_size,
+      batch_size=batch_size):
     # 6. Sum at the server.
     for k, update in zip(keys, rows):
       total[k] += update

@@ -16,7 +16,7 @@ class SelectScalingExecutionTest(tf.test.TestCase):
     with runtime.local_cpp_context() as context:
       rows = select_scaling.run(
           data_dir=None, dataset='trec6', vocab_sizes=[50, 500], max_keys=4,
-          num_clients=3, batch_size=16, learning_rate=1.0, repeats=1, seed=0,
+          blocks=[(2, 2)], num_clients=3, batch_size=16, learning_rate=1.0, repeats=1, seed=0,
           worker=context.worker)
     self.assertEqual([r['num_rows'] for r in rows], [50, 500])
     for r in rows:
@@ -31,12 +31,41 @@ class SelectScalingExecutionTest(tf.test.TestCase):
     # every V): 450 more rows of T float32 at V = 500.
     self.assertEqual(rows[1]['dense_bytes_down'] - rows[0]['dense_bytes_down'],
                      450 * rows[0]['num_tags'] * 4)
+    for r in rows:
+      rows_keys, blocks = r['sparse_variants']
+      # Keys of one row: M calls, M rows down.
+      self.assertEqual((rows_keys['select_calls_per_client'],
+                        rows_keys['rows_down_per_client']), (4, 4))
+      # Two keys of two rows: 2 calls, the same 4 rows down, the same bytes
+      # down (2 x [2, T] float32 values, and 2 int32 keys up, not 4).
+      self.assertEqual((blocks['select_calls_per_client'],
+                        blocks['rows_down_per_client']), (2, 4))
+      self.assertEqual(blocks['bytes_down'], r['sparse_bytes_down'])
+      # Up, against keys of one row: an int64 id and T float32 per row
+      # uploaded, and 2 int32 keys instead of 4 (the rest is the same).
+      self.assertAlmostEqual(
+          blocks['bytes_up'] - rows_keys['bytes_up'],
+          (blocks['rows_uploaded_per_client']
+           - rows_keys['rows_uploaded_per_client']) * (8 + 4 * r['num_tags'])
+          - 2 * 4, places=3)
+      for v in (rows_keys, blocks):
+        self.assertBetween(v['entries_kept'], 0.0, 1.0)
+        self.assertGreater(v['select_seconds_per_client'], 0)
+        # A client uploads at most the rows it downloaded.
+        self.assertLessEqual(v['rows_uploaded_per_client'], 4)
     # Sparse traffic does not depend on V.
     self.assertEqual(rows[0]['sparse_bytes_down'], rows[1]['sparse_bytes_down'])
     self.assertEqual(rows[0]['sparse_bytes_up'], rows[1]['sparse_bytes_up'])
     table = select_scaling.markdown(rows, max_keys=4, num_clients=3)
     self.assertIn('| 500 |', table)
     self.assertIn('state in runtime', table)
+    self.assertIn('| 500 | 2 × 2 |', table)
+
+  def test_bad_blocks_flag_is_named(self):
+    self.assertEqual(select_scaling._parse_blocks(['25x4', '10x16']),
+                     [(25, 4), (10, 16)])
+    with self.assertRaisesRegex(ValueError, "--blocks: .*got '25-4'"):
+      select_scaling._parse_blocks(['25-4'])
 
 
 if __name__ == '__main__':

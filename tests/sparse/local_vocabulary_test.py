@@ -86,6 +86,47 @@ class LocalVocabularyExecutionTest(tf.test.TestCase,
                       max_keys=0)
 
 
+  @parameterized.named_parameters(
+      # B = 4: tokens 2 -> block 0; 5, 7 -> block 1; 9, 11 -> block 2.
+      # Block scores (summed example counts): 0: 2, 1: 2 + 3 = 5, 2: 1 + 1.
+      ('one_block', 1, [1], 1),
+      # Block 1, then the tie of blocks 0 and 2 (2 each) by the smaller id.
+      ('two_blocks', 2, [0, 1], 2),
+      # Fewer blocks with a token than keys: padded with PAD_KEY (0).
+      ('padded', 4, [0, 1, 2, 0], 3),
+  )
+  def test_top_blocks(self, max_blocks, keys, num_keys):
+    ids, counts = sparse.example_counts(_dataset(_BATCHES))
+    result = sparse.top_blocks(ids, counts, max_blocks=max_blocks,
+                               block_size=4)
+    np.testing.assert_array_equal(result.keys, keys)
+    self.assertEqual(result.keys.dtype, tf.int32)
+    self.assertEqual(int(result.num_keys), num_keys)
+
+
+  @parameterized.named_parameters(
+      # Blocks 0, 1, 2 of 4 rows in V = 10 rows: rows 10 and 11 of block 2
+      # are past the table, so 10 real rows, then the padding block's rows.
+      ('last_block_short', [0, 1, 2, 0], 3, list(range(10)) + [0] * 6, 10),
+      # One real block (1: rows 4..7), one padding block.
+      ('padding_block', [1, 0], 1, [4, 5, 6, 7, 0, 0, 0, 0], 4),
+  )
+  def test_block_rows(self, blocks, num_blocks, rows, num_rows):
+    result = sparse.block_rows(
+        sparse.ClientKeys(keys=tf.constant(blocks, tf.int32),
+                          num_keys=tf.constant(num_blocks)),
+        block_size=4, num_rows=10)
+    np.testing.assert_array_equal(result.keys, rows)
+    self.assertEqual(int(result.num_keys), num_rows)
+
+
+  def test_block_size_must_be_positive(self):
+    with self.assertRaisesRegex(ValueError, 'block_size must be >= 1'):
+      sparse.top_blocks(tf.constant([1], tf.int64),
+                        tf.constant([1], tf.int64), max_blocks=1,
+                        block_size=0)
+
+
   def test_to_local_ids_finds_real_keys_only(self):
     keys = sparse.ClientKeys(keys=tf.constant([2, 5, 7, 0], tf.int32),
                              num_keys=tf.constant(3))

@@ -68,6 +68,16 @@ class RowSelectionComputationTest(tf.test.TestCase,
     with self.assertRaisesRegex(ValueError, match):
       sparse.build_row_selection(table_type, max_keys=2)
 
+  def test_type_signature_of_blocks(self):
+    select = sparse.build_row_selection(
+        tff.TensorType(np.float32, [13, 4]), max_keys=3, block_size=4)
+    self.assertEqual(str(select.type_signature),
+                     '(<tables=float32[13,4]@SERVER,keys={int32[3]}@CLIENTS>'
+                     ' -> {float32[12,4]}@CLIENTS)')
+    with self.assertRaisesRegex(ValueError, 'block_size must be >= 1'):
+      sparse.build_row_selection(tff.TensorType(np.float32, [13, 4]),
+                                 max_keys=3, block_size=0)
+
 
 class RowSelectionExecutionTest(tf.test.TestCase):
 
@@ -81,6 +91,48 @@ class RowSelectionExecutionTest(tf.test.TestCase):
     np.testing.assert_array_equal(first, [[10, 11], [0, 1], [4, 5]])
     np.testing.assert_array_equal(second, [[2, 3], [2, 3], [0, 1]])
 
+
+  def test_selects_blocks_of_rows(self):
+    # V = 5 rows in blocks of B = 2: block 2 is row 4, then row 4 again (the
+    # rows past V repeat row V - 1; the client's `block_rows` ignores them).
+    table_type = collections.OrderedDict(
+        emb=tff.TensorType(np.float32, [5, 2]),
+        bias=tff.TensorType(np.float32, [5]))
+    tables = collections.OrderedDict(
+        emb=np.arange(10, dtype=np.float32).reshape(5, 2),
+        bias=np.arange(5, dtype=np.float32) * 10)
+    for stacked in (True, False):
+      select = sparse.build_row_selection(table_type, max_keys=2,
+                                          block_size=2, stacked=stacked)
+      if stacked:
+        got = select(tables, [np.array([2, 0], np.int32),
+                              np.array([1, 1], np.int32)])
+      else:
+        @tff.tensorflow.computation(select.type_signature.result.member)
+        def stack(rows):
+          return sparse.stack_selected_rows(rows, table_type, max_keys=2,
+                                            block_size=2)
+
+        @tff.federated_computation(select.type_signature.parameter[0],
+                                   select.type_signature.parameter[1])
+        def select_and_stack(tables, keys):
+          return tff.federated_map(stack, select(tables, keys))
+
+        got = select_and_stack(tables, [np.array([2, 0], np.int32),
+                                        np.array([1, 1], np.int32)])
+      # Client 0: block 2 (rows 4, 4), block 0 (rows 0, 1).
+      np.testing.assert_array_equal(got[0]['emb'],
+                                    [[8, 9], [8, 9], [0, 1], [2, 3]])
+      np.testing.assert_array_equal(got[0]['bias'], [40, 40, 0, 10])
+      # Client 1: block 1 twice (rows 2, 3).
+      np.testing.assert_array_equal(got[1]['bias'], [20, 30, 20, 30])
+
+  def test_block_keys_are_bounded_by_the_block_count(self):
+    select = sparse.build_row_selection(tff.TensorType(np.float32, [5, 2]),
+                                        max_keys=1, block_size=2)
+    # Blocks 0..2 exist; block 3 would start past the table.
+    with self.assertRaisesRegex(Exception, 'past the last block'):
+      select(np.zeros([5, 2], np.float32), [np.array([3], np.int32)])
 
   def test_selects_rows_of_a_structure_of_tables(self):
     table_type = collections.OrderedDict(

@@ -7,12 +7,13 @@ tag over a bag of words (`tff_nlp.models.tag_regression`), a matrix W of
 shape [V, T]. In a round each client
 
 1. picks its keys: the M words that occur in the most of its examples
-   (`tff_nlp.sparse.client_keys`), padded to M;
-2. downloads those M rows of W with `tff.federated_select`;
+   (`tff_nlp.sparse.client_keys`), padded to M, or with `block_size` B the M
+   blocks of B rows whose words occur the most;
+2. downloads those M rows (M * B) of W with `tff.federated_select`;
 3. maps its batches to local word ids, dropping words it did not select;
 4. runs SGD on the local [M, T] model;
-5. uploads the update of its real rows as IndexedSlices (global ids, initial
-   minus trained rows);
+5. uploads the update of the rows of its words as IndexedSlices (global ids,
+   initial minus trained rows);
 
 and the server averages the updates row by row
 (`tff_nlp.sparse.IndexedSlicesMeanFactory`, dividing by the clients or, per
@@ -56,26 +57,35 @@ def _client_data_type(num_words: int, num_tags: int) -> tff.SequenceType:
 BATCHES = 'batches'
 
 
-def client_keys(dataset, max_keys: int) -> collections.OrderedDict:
-  """A client's keys: its `max_keys` words in the most examples.
+def client_keys(dataset, max_keys: int,
+                block_size: int = 1) -> collections.OrderedDict:
+  """A client's keys: its `max_keys` words (or blocks) in the most examples.
 
   Args:
     dataset: The client's batches (`tff_nlp.data.tags.to_dataset`).
     max_keys: M.
+    block_size: B; above 1 the keys are blocks of B word rows
+      (`tff_nlp.sparse.top_blocks`).
 
   Returns:
     `<keys=int32[M], num_keys=int32, distinct_tokens=int32>`: the keys
-    (`tff_nlp.sparse.top_keys`, padded to M), how many are real, and how
-    many distinct words the client has (more than M: it is truncated).
+    (`tff_nlp.sparse.top_keys` or `top_blocks`, padded to M), how many are
+    real, and how many distinct words the client has (if its keys cover
+    fewer, it is truncated).
   """
   token_ids, counts = sparse.example_counts(dataset)
-  keys = sparse.top_keys(token_ids, counts, max_keys=max_keys)
+  if block_size == 1:
+    keys = sparse.top_keys(token_ids, counts, max_keys=max_keys)
+  else:
+    keys = sparse.top_blocks(token_ids, counts, max_blocks=max_keys,
+                             block_size=block_size)
   return collections.OrderedDict(
       keys=keys.keys, num_keys=keys.num_keys,
       distinct_tokens=tf.size(token_ids))
 
 
-def keyed_client_data(dataset, max_keys: int) -> collections.OrderedDict:
+def keyed_client_data(dataset, max_keys: int,
+                      block_size: int = 1) -> collections.OrderedDict:
   """A client's data for `build_sparse_tag_process(keys_in_data=True)`.
 
   Its keys are computed here, once (eagerly, a pass over `dataset`), and
@@ -85,6 +95,7 @@ def keyed_client_data(dataset, max_keys: int) -> collections.OrderedDict:
   Args:
     dataset: The client's batches (`tff_nlp.data.tags.to_dataset`).
     max_keys: M, as given to the process.
+    block_size: B, as given to the process.
 
   Returns:
     `<keys=int32[M], num_keys=int32, distinct_tokens=int32, batches=B*>`
@@ -92,7 +103,7 @@ def keyed_client_data(dataset, max_keys: int) -> collections.OrderedDict:
   """
   data = collections.OrderedDict(
       (name, value.numpy())
-      for name, value in client_keys(dataset, max_keys).items())
+      for name, value in client_keys(dataset, max_keys, block_size).items())
   data[BATCHES] = dataset
   return data
 
@@ -105,7 +116,7 @@ class _SparseParts:
       client_learning_rate: float, client_epochs: int,
       server_learning_rate: float,
       aggregation_factory: tff.aggregators.UnweightedAggregationFactory,
-      keys_in_data: bool = False):
+      keys_in_data: bool = False, block_size: int = 1):
     self.table_type = tff.TensorType(np.float32, [num_words, num_tags])
     batches_type = _client_data_type(num_words, num_tags)
     self.weights_type = tff.types.to_type(tff.learning.models.ModelWeights(
@@ -113,7 +124,7 @@ class _SparseParts:
     # The rows arrive as federated_select's sequence and are stacked in the
     # client's training call (one TF call per client fewer).
     select = sparse.build_row_selection(self.table_type, max_keys=max_keys,
-                                        stacked=False)
+                                        stacked=False, block_size=block_size)
     rows_type = select.type_signature.result.member
     self.aggregator = aggregation_factory.create(
         sparse.indexed_slices_type([num_tags]))
@@ -132,7 +143,7 @@ class _SparseParts:
     self.initial_weights = initial_weights
 
     keys_fn = tff.tensorflow.computation(
-        lambda data: client_keys(data, max_keys), batches_type)
+        lambda data: client_keys(data, max_keys, block_size), batches_type)
     keys_type = keys_fn.type_signature.result
     # With keys_in_data, a client's data carries its keys (computed once per
     # client, `keyed_client_data`), so a round passes over its batches once.
@@ -145,12 +156,20 @@ class _SparseParts:
     @tff.tensorflow.computation(rows_type, keys_type, batches_type)
     def client_update(selected, keys, data):
       rows = sparse.stack_selected_rows(selected, table_type,
-                                        max_keys=max_keys)
+                                        max_keys=max_keys,
+                                        block_size=block_size)
       client = sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys'])
+      if block_size > 1:
+        client = sparse.block_rows(client, block_size=block_size,
+                                   num_rows=num_words)
+      local_rows = max_keys * block_size
 
       def train_on_batch(state, batch):
-        weights, loss_sum, examples, dropped = state
+        weights, loss_sum, examples, dropped, seen = state
         bag, batch_dropped = sparse.to_local_bag(batch['tokens'], client)
+        # The local rows of words in the client's data: the rows it trains.
+        seen = tf.tensor_scatter_nd_max(
+            seen, bag.indices[:, 1:], tf.ones_like(bag.indices[:, 1], tf.int32))
         with tf.GradientTape() as tape:
           tape.watch(weights)
           batch_loss = tag_regression.loss(
@@ -159,21 +178,28 @@ class _SparseParts:
         batch_size = tf.shape(batch['tags'])[0]
         return (weights - client_learning_rate * gradient,
                 loss_sum + batch_loss * tf.cast(batch_size, tf.float32),
-                examples + batch_size, dropped + batch_dropped)
+                examples + batch_size, dropped + batch_dropped, seen)
 
-      trained, loss_sum, examples, dropped = batch_loop.for_each_batch(
+      trained, loss_sum, examples, dropped, seen = batch_loop.for_each_batch(
           data.repeat(client_epochs),
-          (rows, tf.constant(0.0), tf.constant(0), tf.constant(0)),
+          (rows, tf.constant(0.0), tf.constant(0), tf.constant(0),
+           tf.zeros([local_rows], tf.int32)),
           train_on_batch)
-      update = (rows - trained)[:client.num_keys]
+      # Only the rows of the client's own words are uploaded: the others
+      # (the rest of a block) have no gradient. Without blocks these are
+      # exactly its real keys, each a word of its data.
+      trained_rows = tf.reshape(tf.where(seen > 0), [-1])
+      update = tf.gather(rows - trained, trained_rows)
       finite = tf.reduce_all(tf.math.is_finite(update))
       # A non-finite update is not uploaded at all (0 rows): it would
       # otherwise poison every row it touches at the server.
-      num_rows = tf.where(finite, client.num_keys, 0)
+      num_rows = tf.where(finite, tf.size(trained_rows), 0)
       return collections.OrderedDict(
           result=collections.OrderedDict(
               update=collections.OrderedDict(
-                  indices=tf.cast(client.keys[:num_rows], tf.int64),
+                  indices=tf.cast(tf.gather(client.keys,
+                                            trained_rows[:num_rows]),
+                                  tf.int64),
                   values=update[:num_rows]),
               # Read by no sparse aggregator (they weigh the clients that
               # sent rows); 1 for those clients, as in `Divisor.CLIENTS`.
@@ -185,7 +211,7 @@ class _SparseParts:
               selected_keys=client.num_keys,
               rows_uploaded=num_rows,
               truncated_clients=tf.cast(
-                  keys['distinct_tokens'] > max_keys, tf.int32),
+                  keys['distinct_tokens'] > tf.size(trained_rows), tf.int32),
               dropped_tokens=dropped // client_epochs,
               non_finite_clients=1 - tf.cast(finite, tf.int32)))
 
@@ -266,6 +292,7 @@ def build_sparse_tag_process(
     aggregation_factory: Optional[
         tff.aggregators.UnweightedAggregationFactory] = None,
     keys_in_data: bool = False,
+    block_size: int = 1,
 ) -> tff.learning.templates.LearningProcess:
   """Builds the partial-model (federated_select) tag learning process.
 
@@ -286,8 +313,8 @@ def build_sparse_tag_process(
       dropped_tokens, non_finite_clients>>, aggregator=<clients,
       rows_received, rows_touched>, finalizer=<update_non_finite>>`:
       `loss` is the example-weighted mean training loss, the counts are sums
-      over the round's clients (`truncated_clients`: clients with more than M
-      distinct words; `dropped_tokens`: (example, word) entries of words not
+      over the round's clients (`selected_keys`: real rows selected;
+      `truncated_clients`: clients with words outside their keys; `dropped_tokens`: (example, word) entries of words not
       selected, per epoch). With an `aggregation_factory`, `aggregator` is
       its measurements.
   *   `get_model_weights`, `set_model_weights`.
@@ -314,6 +341,13 @@ def build_sparse_tag_process(
       finding them in a pass over the client's batches. The rounds are the
       same; a pass over a client's data costs about as much as its training
       (`docs/results/federated_select.md`).
+    block_size: B, word rows per key. With B > 1 each client selects the
+      M blocks of B consecutive rows whose words occur in the most of its
+      examples (`tff_nlp.sparse.top_blocks`), downloads M * B rows in M
+      `federated_select` calls instead of one call per row, trains the rows
+      of its words among them and uploads only those. With a vocabulary
+      sorted by frequency a client's frequent words share blocks, so fewer
+      keys cover them; the price is the rest of each block downloaded.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -325,14 +359,15 @@ def build_sparse_tag_process(
   _check_positive(num_words=num_words, num_tags=num_tags, max_keys=max_keys,
                   client_learning_rate=client_learning_rate,
                   client_epochs=client_epochs,
-                  server_learning_rate=server_learning_rate)
+                  server_learning_rate=server_learning_rate,
+                  block_size=block_size)
   return _SparseParts(
       num_words=num_words, num_tags=num_tags, max_keys=max_keys,
       client_learning_rate=client_learning_rate, client_epochs=client_epochs,
       server_learning_rate=server_learning_rate,
       aggregation_factory=_aggregation_factory(
           num_words, divisor, aggregation_factory),
-      keys_in_data=keys_in_data).compose()
+      keys_in_data=keys_in_data, block_size=block_size).compose()
 
 
 def build_sparse_tag_round(

@@ -10,6 +10,10 @@ per client, one run measures, side by side:
     round, from the same state, interleaved), with the server state sent
     from Python every round (`process.next`) and kept in the worker
     (`tff_nlp.runtime.ResidentProcess`);
+*   the same for sparse rounds whose keys name blocks of B rows
+    (`--blocks`, e.g. 25 keys of 4 rows: the same rows down as M = 100, a
+    quarter of the `federated_select` calls), with the selection alone timed
+    per client and the share of (example, word) entries the clients keep;
 *   the server-side work of the sparse round, timed alone: the
     IndexedSlices mean (O(rows uploaded)) and applying it to its rows of the
     [V, T] model (which, called from Python, also moves the model into the
@@ -56,6 +60,10 @@ _VOCAB_SIZES = flags.DEFINE_list(
     'vocab_sizes', ['1000', '10000', '100000', '1000000'],
     'Word rows V (words plus OOV buckets) to measure.')
 _MAX_KEYS = flags.DEFINE_integer('max_keys', 100, 'M, rows per client.')
+_BLOCKS = flags.DEFINE_list(
+    'blocks', ['25x4', '10x16'],
+    'Sparse variants whose keys name blocks of rows, as KEYSxB: KEYS keys of '
+    'B rows each (empty: none).')
 _NUM_CLIENTS = flags.DEFINE_integer('num_clients', 10, 'Clients per round.')
 _BATCH_SIZE = config_flags.define('batch_size', 16)
 _LEARNING_RATE = flags.DEFINE_float('learning_rate', 20.0, 'Client SGD rate.')
@@ -119,35 +127,96 @@ def _resident_seconds(process, state, client_data, worker, repeats):
     return _median_seconds(lambda: resident.next(client_data), repeats)
 
 
-def measure(num_rows, *, examples, partition, batch_size, max_keys,
+def _select_seconds_per_client(num_rows, num_tags, keys, block_size, repeats):
+  """Median time of `federated_select` alone (rows stacked), per client."""
+  select = sparse.build_row_selection(
+      tff.TensorType(np.float32, [num_rows, num_tags]), max_keys=len(keys[0]),
+      block_size=block_size)
+  table = np.zeros([num_rows, num_tags], np.float32)
+  select(table, keys)  # Warm-up.
+  return _median_seconds(lambda: select(table, keys), repeats) / len(keys)
+
+
+def _parse_blocks(values):
+  """`['25x4', ...]` as `[(25, 4), ...]`, or a ValueError naming --blocks."""
+  blocks = []
+  for value in values:
+    keys, _, size = value.partition('x')
+    if not (keys.isdigit() and size.isdigit() and int(keys) > 0
+            and int(size) > 0):
+      raise ValueError(f'--blocks: expected KEYSxB with positive integers '
+                       f'(e.g. 25x4), got {value!r}.')
+    blocks.append((int(keys), int(size)))
+  return blocks
+
+
+class _Setting:
+  """One vocabulary size: the clients' data and the processes' shape."""
+
+  def __init__(self, num_rows, *, examples, partition, batch_size,
+               learning_rate, repeats, worker):
+    vocab = _vocabularies(examples, num_rows)
+    encoded = tags_lib.encode(examples, vocab)
+    clients = [encoded.subset(i) for i in partition.train_indices]
+    self.datasets = [tags_lib.to_dataset(c, num_words=num_rows,
+                                         batch_size=batch_size)
+                     for c in clients]
+    # (example, word) entries, for the share the sparse clients keep.
+    self.entries = sum(len(ids) for c in clients for ids in c.word_ids)
+    self.num_rows, self.num_tags = num_rows, vocab.num_tag_columns
+    self.learning_rate, self.repeats, self.worker = (learning_rate, repeats,
+                                                     worker)
+
+  def shape(self):
+    return dict(num_words=self.num_rows, num_tags=self.num_tags,
+                client_learning_rate=self.learning_rate)
+
+  def sparse(self, max_keys, block_size, *, from_python):
+    """A sparse variant: bytes, rounds, keys and selection times, coverage."""
+    # Each client's keys are computed once (a client's keys change only
+    # with its data) and travel with its batches: a round passes over a
+    # client's data once, to train.
+    start = time.perf_counter()
+    data = [algorithms.keyed_client_data(d, max_keys, block_size)
+            for d in self.datasets]
+    keys_seconds = (time.perf_counter() - start) / len(data)
+    process = algorithms.build_sparse_tag_process(
+        **self.shape(), max_keys=max_keys, keys_in_data=True,
+        block_size=block_size)
+    state = process.initialize()
+    # Warm-up round: tracing, compilation, and the rows actually moved.
+    train = process.next(state, data).metrics['client_work']['train']
+    rows_up = train['rows_uploaded'] / len(data)
+    traffic = analysis.round_communication(process.next)
+    result = collections.OrderedDict(
+        max_keys=max_keys, block_size=block_size,
+        select_calls_per_client=max_keys,
+        rows_down_per_client=max_keys * block_size,
+        rows_uploaded_per_client=rows_up,
+        entries_kept=1 - train['dropped_tokens'] / self.entries,
+        bytes_down=traffic.bytes_down(rows_up),
+        bytes_up=traffic.bytes_up(rows_up),
+        resident_round_seconds=_resident_seconds(
+            process, state, data, self.worker, self.repeats),
+        select_seconds_per_client=_select_seconds_per_client(
+            self.num_rows, self.num_tags, [d['keys'] for d in data],
+            block_size, self.repeats),
+        keys_once_per_client_seconds=keys_seconds)
+    return result, (process, state, data) if from_python else None
+
+
+def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
             learning_rate, repeats, worker):
-  """One vocabulary size: bytes and times of both processes."""
-  vocab = _vocabularies(examples, num_rows)
-  encoded = tags_lib.encode(examples, vocab)
-  clients = [encoded.subset(i) for i in partition.train_indices]
-  sparse_data = [tags_lib.to_dataset(c, num_words=num_rows,
-                                     batch_size=batch_size) for c in clients]
-  dense_data = [tag_regression.as_keras_batches(d) for d in sparse_data]
-  shape = dict(num_words=num_rows, num_tags=vocab.num_tag_columns)
-  # Each client's keys are computed once (a client's keys change only with
-  # its data) and travel with its batches: a round passes over a client's
-  # data once, to train.
-  start = time.perf_counter()
-  sparse_data = [algorithms.keyed_client_data(d, max_keys)
-                 for d in sparse_data]
-  keys_seconds = (time.perf_counter() - start) / len(sparse_data)
-  sparse_process = algorithms.build_sparse_tag_process(
-      **shape, max_keys=max_keys, client_learning_rate=learning_rate,
-      keys_in_data=True)
-  dense_process = algorithms.build_dense_tag_process(
-      **shape, client_learning_rate=learning_rate)
-  sparse_state = sparse_process.initialize()
+  """One vocabulary size: bytes and times of every process."""
+  setting = _Setting(num_rows, examples=examples, partition=partition,
+                     batch_size=batch_size, learning_rate=learning_rate,
+                     repeats=repeats, worker=worker)
+  base, (sparse_process, sparse_state, sparse_data) = setting.sparse(
+      max_keys, 1, from_python=True)
+  dense_data = [tag_regression.as_keras_batches(d) for d in setting.datasets]
+  dense_process = algorithms.build_dense_tag_process(**setting.shape())
   dense_state = dense_process.initialize()
-  # Warm-up rounds: tracing, compilation, and the rows actually uploaded.
-  metrics = sparse_process.next(sparse_state, sparse_data).metrics
-  dense_process.next(dense_state, dense_data)
-  rows = metrics['aggregator']['rows_received'] / len(clients)
-  sparse_traffic = analysis.round_communication(sparse_process.next)
+  dense_process.next(dense_state, dense_data)  # Warm-up.
   dense_traffic = analysis.round_communication(dense_process.next)
   sparse_seconds, dense_seconds = [], []
   for _ in range(repeats):  # Interleaved, so drift hits both alike.
@@ -155,26 +224,26 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys,
         lambda: sparse_process.next(sparse_state, sparse_data), 1))
     dense_seconds.append(_median_seconds(
         lambda: dense_process.next(dense_state, dense_data), 1))
-  sparse_resident = _resident_seconds(sparse_process, sparse_state,
-                                      sparse_data, worker, repeats)
-  dense_resident = _resident_seconds(dense_process, dense_state, dense_data,
-                                     worker, repeats)
   aggregate, apply = _server_side_seconds(
-      num_rows, vocab.num_tag_columns, max_keys, len(clients), repeats)
+      num_rows, setting.num_tags, max_keys, len(sparse_data), repeats)
   return collections.OrderedDict(
-      num_rows=num_rows, num_tags=vocab.num_tag_columns,
-      rows_uploaded_per_client=rows,
-      sparse_bytes_down=sparse_traffic.bytes_down(rows),
-      sparse_bytes_up=sparse_traffic.bytes_up(rows),
+      num_rows=num_rows, num_tags=setting.num_tags,
+      rows_uploaded_per_client=base['rows_uploaded_per_client'],
+      sparse_bytes_down=base['bytes_down'],
+      sparse_bytes_up=base['bytes_up'],
       dense_bytes_down=dense_traffic.bytes_down(),
       dense_bytes_up=dense_traffic.bytes_up(),
       sparse_round_seconds=statistics.median(sparse_seconds),
       dense_round_seconds=statistics.median(dense_seconds),
-      sparse_resident_round_seconds=sparse_resident,
-      keys_once_per_client_seconds=keys_seconds,
-      dense_resident_round_seconds=dense_resident,
+      sparse_resident_round_seconds=base['resident_round_seconds'],
+      keys_once_per_client_seconds=base['keys_once_per_client_seconds'],
+      dense_resident_round_seconds=_resident_seconds(
+          dense_process, dense_state, dense_data, worker, repeats),
       sparse_server_aggregate_seconds=aggregate,
-      sparse_server_apply_seconds=apply)
+      sparse_server_apply_seconds=apply,
+      sparse_variants=[base] + [
+          setting.sparse(keys, size, from_python=False)[0]
+          for keys, size in blocks])
 
 
 def _kb(value):
@@ -224,11 +293,32 @@ def markdown(rows, *, max_keys, num_clients) -> str:
         f'{r["sparse_server_aggregate_seconds"]:.3f} + '
         f'{r["sparse_server_apply_seconds"]:.3f} | '
         f'{1000 * r["keys_once_per_client_seconds"]:.1f} |')
+  lines += [
+      '',
+      'Sparse variants, state in runtime: keys of one row (M keys) or of '
+      'blocks of B rows. `federated_select` makes one call per key; '
+      '"select ms" is the selection alone, per client; "entries kept" is the '
+      'share of the clients\' (example, word) entries among their rows.',
+      '',
+      '| V (rows) | keys × B | rows down | rows up | KB down | KB up | '
+      'entries kept | select ms per client | round s | dense ÷ sparse |',
+      '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ]
+  for r in rows:
+    for v in r['sparse_variants']:
+      lines.append(
+          f'| {r["num_rows"]:,} | {v["max_keys"]} × {v["block_size"]} | '
+          f'{v["rows_down_per_client"]} | '
+          f'{v["rows_uploaded_per_client"]:.0f} | {_kb(v["bytes_down"])} | '
+          f'{_kb(v["bytes_up"])} | {v["entries_kept"]:.3f} | '
+          f'{1000 * v["select_seconds_per_client"]:.1f} | '
+          f'{v["resident_round_seconds"]:.2f} | '
+          f'{r["dense_resident_round_seconds"] / v["resident_round_seconds"]:.1f}× |')
   return '\n'.join(lines)
 
 
-def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
-        learning_rate, repeats, seed, worker):
+def run(*, data_dir, dataset, vocab_sizes, max_keys, blocks, num_clients,
+        batch_size, learning_rate, repeats, seed, worker):
   task = data_lib.load_dataset(dataset, data_dir)
   examples = tags_lib.examples_from_labels(
       task.train.texts, [task.label_names[i] for i in task.train.labels])
@@ -239,7 +329,8 @@ def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
   for num_rows in vocab_sizes:
     rows.append(measure(num_rows, examples=examples, partition=partition,
                         batch_size=batch_size, max_keys=max_keys,
-                        learning_rate=learning_rate, repeats=repeats,
+                        blocks=blocks, learning_rate=learning_rate,
+                        repeats=repeats,
                         worker=worker))
     print(json.dumps(rows[-1]), flush=True)
   return rows
@@ -248,9 +339,11 @@ def run(*, data_dir, dataset, vocab_sizes, max_keys, num_clients, batch_size,
 def main(argv):
   del argv
   vocab_sizes = [int(v) for v in _VOCAB_SIZES.value]
+  blocks = _parse_blocks(_BLOCKS.value)
   with runtime_flags.context_from_flags() as context:
     rows = run(data_dir=_DATA_DIR.value, dataset=_DATASET.value,
-               worker=context.worker, vocab_sizes=vocab_sizes, max_keys=_MAX_KEYS.value,
+               worker=context.worker, vocab_sizes=vocab_sizes,
+               max_keys=_MAX_KEYS.value, blocks=blocks,
                num_clients=_NUM_CLIENTS.value, batch_size=_BATCH_SIZE.value,
                learning_rate=_LEARNING_RATE.value, repeats=_REPEATS.value,
                seed=_SEED.value)

@@ -7,9 +7,11 @@ large-model federated learning via federated_select and sparse aggregation"
 (restated in `shared/docs/federated_select.md`); one round:
 
 1. Keys (`local_vocabulary.client_keys`): each client keeps the M tokens that
-   occur in the most of its examples, padded to M, with the real count.
+   occur in the most of its examples, padded to M, with the real count; or
+   (`top_blocks`, `block_rows`) the M blocks of B consecutive rows whose
+   tokens occur the most, so that a key brings B rows.
 2. Select (`selection.build_row_selection`): `tff.federated_select` sends each
-   client the rows at its keys, stacked into an M-row local table.
+   client the rows at its keys, stacked into an M-row (M * B) local table.
 3. Remap (`local_vocabulary.to_local_bag`): global token ids become positions
    in the key list; tokens not selected are dropped (and counted).
 4. Train the local model (task code, e.g. `tff_nlp.algorithms.sparse_tags`).
@@ -39,6 +41,7 @@ from tff_nlp.sparse.composer import build_split_aggregator
 from tff_nlp.sparse.composer import DENSE
 from tff_nlp.sparse.composer import compose_partial_model_process
 from tff_nlp.sparse.local_vocabulary import bag_to_sparse
+from tff_nlp.sparse.local_vocabulary import block_rows
 from tff_nlp.sparse.local_vocabulary import client_keys
 from tff_nlp.sparse.local_vocabulary import ClientKeys
 from tff_nlp.sparse.local_vocabulary import example_counts
@@ -46,6 +49,7 @@ from tff_nlp.sparse.local_vocabulary import PAD_KEY
 from tff_nlp.sparse.local_vocabulary import sparse_to_bag
 from tff_nlp.sparse.local_vocabulary import to_local_bag
 from tff_nlp.sparse.local_vocabulary import to_local_ids
+from tff_nlp.sparse.local_vocabulary import top_blocks
 from tff_nlp.sparse.local_vocabulary import top_keys
 from tff_nlp.sparse.selection import build_row_selection
 from tff_nlp.sparse.selection import stack_selected_rows

@@ -109,6 +109,67 @@ def top_keys(token_ids: tf.Tensor, counts: tf.Tensor, *,
                     num_keys=num_keys)
 
 
+def top_blocks(token_ids: tf.Tensor, counts: tf.Tensor, *, max_blocks: int,
+               block_size: int) -> ClientKeys:
+  """The `max_blocks` row blocks whose tokens occur the most, padded.
+
+  Block b holds rows `[b * block_size, (b + 1) * block_size)`. A block's
+  score is the sum of `counts` of the client's tokens in it, so a block of
+  several frequent tokens beats a block of one; ties go to the smaller block
+  id (as in `top_keys`, which this is applied to blocks).
+
+  Args:
+    token_ids: int64[K], distinct global token ids in ascending order.
+    counts: int64[K], how often each occurs (e.g. from `example_counts`).
+    max_blocks: The number of keys (blocks) a client selects.
+    block_size: B, rows per block.
+
+  Returns:
+    `ClientKeys` of block ids: `min(blocks with a token, max_blocks)` real
+    block ids in ascending order, then `PAD_KEY`.
+  """
+  if block_size < 1:
+    raise ValueError(f'block_size must be >= 1, got {block_size}.')
+  # `token_ids` ascend, so their blocks ascend too: `tf.unique` keeps them
+  # in ascending order.
+  blocks, segment = tf.unique(token_ids // block_size, out_idx=tf.int64)
+  scores = tf.math.unsorted_segment_sum(counts, segment, tf.size(blocks))
+  return top_keys(blocks, scores, max_keys=max_blocks)
+
+
+def block_rows(blocks: ClientKeys, *, block_size: int,
+               num_rows: int) -> ClientKeys:
+  """The rows of a client's blocks, as the keys of its local table.
+
+  Local row `k * block_size + j` is global row `blocks.keys[k] * block_size +
+  j`, which is how `build_row_selection(..., block_size=B)` stacks a block
+  key's rows. The real rows are those of the real blocks below `num_rows`:
+  they ascend and come first (only the highest block can reach past the last
+  row), so the result is a `ClientKeys` over rows like `top_keys`'s, and
+  `to_local_ids` / `to_local_bag` apply unchanged.
+
+  Args:
+    blocks: The client's block keys (`top_blocks`).
+    block_size: B.
+    num_rows: V, the server table's row count.
+
+  Returns:
+    `ClientKeys` of `len(blocks.keys) * block_size` row ids, the first
+    `num_keys` real, then `PAD_KEY`.
+  """
+  rows = tf.reshape(
+      blocks.keys[:, tf.newaxis] * block_size
+      + tf.range(block_size, dtype=blocks.keys.dtype)[tf.newaxis, :], [-1])
+  real = tf.logical_and(
+      tf.range(tf.size(rows)) < blocks.num_keys * block_size,
+      rows < num_rows)
+  num_keys = tf.reduce_sum(tf.cast(real, tf.int32))
+  return ClientKeys(
+      keys=tf.where(tf.range(tf.size(rows)) < num_keys, rows,
+                    tf.constant(PAD_KEY, rows.dtype)),
+      num_keys=num_keys)
+
+
 def client_keys(dataset: tf.data.Dataset, *, max_keys: int,
                 tokens_key: str = 'tokens') -> ClientKeys:
   """`top_keys` of a client's `example_counts` (step 1 of a round)."""
