@@ -128,16 +128,23 @@ class PopulationRunTest(tf.test.TestCase, parameterized.TestCase):
                                 self._POPULATION)
 
 
-class RunSparseTagsExecutionTest(tf.test.TestCase):
+class RunSparseTagsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
-  def test_run_sparse_equals_dense_when_every_word_is_selected(self):
-    # Four trec6 clients, a 200-word vocabulary and M = V: no client drops a
-    # word, so the sparse round is FedAvg with uniform weights and both
-    # methods must give the same test metrics.
+  @parameterized.named_parameters(
+      # M = V rows.
+      ('rows', 201, 1),
+      # 51 keys of 4 rows: blocks 0..50 cover rows 0..203, so all V = 201.
+      ('blocks', 51, 4))
+  def test_run_sparse_equals_dense_when_every_word_is_selected(
+      self, max_keys, block_size):
+    # Four trec6 clients, a 200-word vocabulary and every row selected: no
+    # client drops a word, so the sparse round is FedAvg with uniform weights
+    # and both methods must give the same test metrics.
     output_dir = self.create_tempdir().full_path
     data = experiment.TagDataConfig(dataset='trec6', num_clients=4,
                                     max_words=200, min_train_examples=20)
-    train = experiment.TagTrainingConfig(max_keys=201,
+    train = experiment.TagTrainingConfig(max_keys=max_keys,
+                                         block_size=block_size,
                                          client_learning_rate=20,
                                          batch_size=64, k_values=(1, 2))
     summary = experiment.run_sparse_tags(
@@ -151,10 +158,11 @@ class RunSparseTagsExecutionTest(tf.test.TestCase):
       self.assertAlmostEqual(sparse['final'][key], value, delta=1e-6,
                              msg=key)
     self.assertEqual(summary['task']['clients_over_max_keys'], 0)
-    # Down: the dense model vs M = V selected rows of T float32 each.
+    # Down: the dense model vs the M * B selected rows of T float32 each.
     num_tags = summary['task']['num_tags']
     self.assertEqual(dense['bytes_down_per_client'], 4 * 201 * num_tags + 4)
-    self.assertEqual(sparse['bytes_down_per_client'], 4 * 201 * num_tags)
+    self.assertEqual(sparse['bytes_down_per_client'],
+                     4 * max_keys * block_size * num_tags)
     for name in (experiment.RESULTS_FILE, experiment.TABLE_FILE,
                  experiment.CONFIG_FILE, experiment.PLOT_FILE):
       self.assertTrue(os.path.exists(os.path.join(output_dir, name)), name)

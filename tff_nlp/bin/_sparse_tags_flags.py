@@ -30,7 +30,12 @@ DATA = config_flags.define_config(
 TRAINING = config_flags.define_config(
     sparse_tags.TagTrainingConfig, specs={
         'max_keys': config_flags.Spec(
-            'M: rows a sparse client selects.', lower_bound=1),
+            'M: keys a sparse client selects (rows, or blocks of rows).',
+            lower_bound=1),
+        'block_size': config_flags.Spec(
+            'B: rows per key of a sparse client (1: a key is a row; B > 1: '
+            'M blocks of B rows, fewer federated_select calls).',
+            lower_bound=1),
         'client_epochs': config_flags.Spec(
             'Passes over a client\'s data per round (the dense baseline '
             'supports 1).', lower_bound=1),

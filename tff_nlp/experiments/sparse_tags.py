@@ -101,7 +101,9 @@ class TagTrainingConfig:
   """Client training and evaluation, the same for every method.
 
   Attributes:
-    max_keys: M, rows a sparse client selects.
+    max_keys: M, keys a sparse client selects (rows, or blocks of rows).
+    block_size: B, rows per key of a sparse client (1: a key is a row; see
+      `algorithms.build_sparse_tag_process`).
     client_learning_rate: Client SGD step size.
     client_epochs: Passes over a client's data per round.
     batch_size: Client batch size.
@@ -109,13 +111,14 @@ class TagTrainingConfig:
   """
 
   max_keys: int = 1000
+  block_size: int = 1
   client_learning_rate: float = 1.0
   client_epochs: int = 1
   batch_size: int = 16
   k_values: tuple[int, ...] = (1, 3)
 
   def __post_init__(self):
-    for name in ('max_keys', 'client_epochs', 'batch_size'):
+    for name in ('max_keys', 'block_size', 'client_epochs', 'batch_size'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
     if not self.client_learning_rate > 0:
@@ -207,7 +210,7 @@ def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
     raise ValueError(f'Unknown method {method!r}; expected one of '
                      f'{list(METHODS)}.')
   return algorithms.build_sparse_tag_process(
-      **shape, max_keys=training.max_keys,
+      **shape, max_keys=training.max_keys, block_size=training.block_size,
       client_learning_rate=training.client_learning_rate,
       client_epochs=training.client_epochs,
       divisor='clients' if method == SPARSE else 'touching_clients')
@@ -491,8 +494,10 @@ def run_sparse_tags(
           client_examples_min=min(sizes), client_examples_max=max(sizes),
           test_examples=len(task.test), num_words=vocab.num_word_rows,
           num_tags=vocab.num_tag_columns,
-          clients_over_max_keys=sum(d > training.max_keys
-                                    for d in task.distinct_words),
+          # Clients with more distinct words than the rows they select.
+          clients_over_max_keys=sum(
+              d > training.max_keys * training.block_size
+              for d in task.distinct_words),
           distinct_words_median=float(np.median(task.distinct_words)),
           dense_model_bytes=4 * vocab.num_word_rows * vocab.num_tag_columns),
       methods=results)
@@ -502,9 +507,11 @@ def run_sparse_tags(
         f'# Partial models on {data.dataset}: sparse vs dense FedAvg\n\n'
         f'{len(sizes)} clients ({data.partition}; {min(sizes)}–{max(sizes)} '
         f'training examples), V = {vocab.num_word_rows} word rows, T = '
-        f'{vocab.num_tag_columns} tag columns, M = {training.max_keys}; '
-        f'{summary["task"]["clients_over_max_keys"]} clients have more than '
-        f'M distinct words. {loop.rounds} rounds, '
+        f'{vocab.num_tag_columns} tag columns, M = {training.max_keys}'
+        + (f' keys of B = {training.block_size} rows'
+           if training.block_size > 1 else '') + '; '
+        f'{summary["task"]["clients_over_max_keys"]} clients have more '
+        f'distinct words than the rows they select. {loop.rounds} rounds, '
         f'{loop.clients_per_round or "all"} clients per round. Test '
         f'precision/recall@k (%) after the last round:\n\n'
         + results_table(results, training.k_values) + '\n')
