@@ -177,15 +177,13 @@ bench-sparse-tags: $(STAMP)
 	  docs/results/federated_select/blocks_50x4/
 
 # Bytes per client and round time of sparse vs dense as V grows to 10^6.
-# Three runs (about 3.5 minutes each on an idle machine): the round times
-# drift by up to 40% between runs, so the doc reports every run.
+# About 8 minutes on an idle machine. Round times drift by up to 40% between
+# runs, so the resident sparse and dense rounds alternate and the speed-up
+# comes with a paired 95% interval.
 bench-select: $(STAMP)
 	mkdir -p docs/results/federated_select
-	for i in 1 2 3; do \
-	  "$(PY)" -m tff_nlp.bin.select_scaling --repeats=5 \
-	    --output_json=docs/results/federated_select/select_scaling_run$$i.json \
-	    || exit 1; \
-	done
+	"$(PY)" -m tff_nlp.bin.select_scaling --repeats=12 \
+	  --output_json=docs/results/federated_select/select_scaling.json
 
 # Vocabulary-sliced (federated_select of each client's embedding rows) vs
 # dense FedAvg on the text-to-SQL clients, cpu preset; each run is cached

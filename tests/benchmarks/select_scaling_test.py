@@ -50,6 +50,12 @@ class SelectScalingExecutionTest(tf.test.TestCase):
           - 2 * 4, places=3)
       for v in (rows_keys, blocks):
         self.assertBetween(v['entries_kept'], 0.0, 1.0)
+        # Each variant's rounds are paired with dense rounds: a ratio with
+        # its interval around it.
+        self.assertGreater(v['paired_dense_round_seconds'], 0)
+        low, high = v['dense_over_sparse_ci95']
+        self.assertBetween(v['dense_over_sparse'], low, high)
+        self.assertGreater(low, 0)
         self.assertGreater(v['select_seconds_per_client'], 0)
         # A client uploads at most the rows it downloaded.
         self.assertLessEqual(v['rows_uploaded_per_client'], 4)

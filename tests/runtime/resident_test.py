@@ -46,6 +46,38 @@ class ResidentProcessExecutionTest(tf.test.TestCase):
     self.assertGreater(np.abs(
         process.get_model_weights(resident_state).trainable[0]).sum(), 0)
 
+  def test_two_resident_processes_share_a_worker(self):
+    # select_scaling interleaves a dense and several sparse resident
+    # processes on one worker, opening and closing the sparse ones while the
+    # dense one lives on: each must still equal its own process.next rounds.
+    first = _process()
+    second = sparse_tags.build_sparse_tag_process(
+        num_words=fx.V, num_tags=fx.T, max_keys=2, client_learning_rate=fx.LR)
+    with runtime.local_cpp_context() as context:
+      want = []
+      for process in (first, second):
+        state = process.initialize()
+        for _ in range(2):
+          state = process.next(state, fx.datasets()).state
+        want.append(process.get_model_weights(state).trainable[0])
+      with runtime.ResidentProcess(first, context.worker,
+                                   num_clients=len(fx.CLIENTS)) as one:
+        one.set_state(first.initialize())
+        one.next(fx.datasets())
+        with runtime.ResidentProcess(second, context.worker,
+                                     num_clients=len(fx.CLIENTS)) as two:
+          two.set_state(second.initialize())
+          for _ in range(2):
+            two.next(fx.datasets())
+          got_second = second.get_model_weights(two.state()).trainable[0]
+        # The first one's state outlives the second's executor.
+        one.next(fx.datasets())
+        got_first = first.get_model_weights(one.state()).trainable[0]
+    np.testing.assert_allclose(got_first, want[0], rtol=1e-6)
+    np.testing.assert_allclose(got_second, want[1], rtol=1e-6)
+    # M = 3 and M = 2 train different rows: the two states are not mixed up.
+    self.assertGreater(np.abs(want[0] - want[1]).max(), 1e-4)
+
   def test_refuses_misuse(self):
     process = _process()
     with runtime.local_cpp_context() as context:

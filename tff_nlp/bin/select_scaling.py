@@ -9,7 +9,9 @@ per client, one run measures, side by side:
 *   the median wall time of a round of each process (after one warm-up
     round, from the same state, interleaved), with the server state sent
     from Python every round (`process.next`) and kept in the worker
-    (`tff_nlp.runtime.ResidentProcess`);
+    (`tff_nlp.runtime.ResidentProcess`); with the state in the worker, each
+    sparse variant's rounds alternate with the dense process's, and the
+    speed-up dense ÷ sparse comes with a paired-bootstrap 95% interval;
 *   the same for sparse rounds whose keys name blocks of B rows
     (`--blocks`, e.g. 25 keys of 4 rows: the same rows down as M = 100, a
     quarter of the `federated_select` calls), with the selection alone timed
@@ -52,6 +54,7 @@ from tff_nlp import runtime
 from tff_nlp import sparse
 from tff_nlp.bin import config_flags
 from tff_nlp.data import tags as tags_lib
+from tff_nlp.metrics import continual
 from tff_nlp.models import tag_regression
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -119,13 +122,36 @@ def _server_side_seconds(num_rows, num_tags, max_keys, num_clients, repeats):
   return aggregate, apply
 
 
-def _resident_seconds(process, state, client_data, worker, repeats):
-  """Median round time with the state kept in `worker` (after a warm-up)."""
-  with runtime.ResidentProcess(process, worker,
-                               num_clients=len(client_data)) as resident:
-    resident.set_state(state)
-    resident.next(client_data)
-    return _median_seconds(lambda: resident.next(client_data), repeats)
+def _resident(process, state, client_data, worker):
+  """`process` with `state` kept in `worker`, after a warm-up round."""
+  resident = runtime.ResidentProcess(process, worker,
+                                     num_clients=len(client_data))
+  resident.set_state(state)
+  resident.next(client_data)
+  return resident
+
+
+def _paired_resident_seconds(sparse_round, dense_round, repeats):
+  """Interleaved rounds of both resident processes, and their ratio.
+
+  Round times drift by tens of percent between runs of this benchmark, so
+  the ratio is taken pair by pair: each sparse round is followed by a dense
+  one. The ratio's point estimate and 95% interval are the geometric mean
+  of dense ÷ sparse over the pairs and the paired bootstrap of the mean log
+  ratio (`metrics.continual.pair_bootstrap_difference`), exponentiated.
+  """
+  sparse_seconds, dense_seconds = [], []
+  for _ in range(repeats):
+    sparse_seconds.append(_median_seconds(sparse_round, 1))
+    dense_seconds.append(_median_seconds(dense_round, 1))
+  log_ratio = continual.pair_bootstrap_difference(
+      [np.log(dense_seconds)], [np.log(sparse_seconds)])
+  return collections.OrderedDict(
+      resident_round_seconds=statistics.median(sparse_seconds),
+      paired_dense_round_seconds=statistics.median(dense_seconds),
+      dense_over_sparse=float(np.exp(log_ratio.estimate)),
+      dense_over_sparse_ci95=[float(np.exp(log_ratio.low)),
+                              float(np.exp(log_ratio.high))])
 
 
 def _select_seconds_per_client(num_rows, num_tags, keys, block_size, repeats):
@@ -183,8 +209,13 @@ class _Setting:
     return dict(num_words=self.num_rows, num_tags=self.num_tags,
                 client_learning_rate=self.learning_rate)
 
-  def sparse(self, max_keys, block_size, *, from_python):
-    """A sparse variant: bytes, rounds, keys and selection times, coverage."""
+  def sparse(self, max_keys, block_size, *, dense_round):
+    """A sparse variant: bytes, rounds, keys and selection times, coverage.
+
+    Its resident rounds are timed interleaved with `dense_round` (one round
+    of the resident dense process). Returns the results, and the process,
+    its state and its clients' data.
+    """
     # Each client's keys are computed once (a client's keys change only
     # with its data) and travel with its batches: a round passes over a
     # client's data once, to train.
@@ -208,13 +239,14 @@ class _Setting:
         entries_kept=1 - train['dropped_tokens'] / self.entries,
         bytes_down=traffic.bytes_down(rows_up),
         bytes_up=traffic.bytes_up(rows_up),
-        resident_round_seconds=_resident_seconds(
-            process, state, data, self.worker, self.repeats),
         select_seconds_per_client=_select_seconds_per_client(
             self.num_rows, self.num_tags, [d['keys'] for d in data],
             block_size, self.repeats),
         keys_once_per_client_seconds=keys_seconds)
-    return result, (process, state, data) if from_python else None
+    with _resident(process, state, data, self.worker) as resident:
+      result.update(_paired_resident_seconds(
+          lambda: resident.next(data), dense_round, self.repeats))
+    return result, (process, state, data)
 
 
 def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
@@ -223,13 +255,19 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
   setting = _Setting(num_rows, examples=examples, partition=partition,
                      batch_size=batch_size, learning_rate=learning_rate,
                      repeats=repeats, worker=worker)
-  base, (sparse_process, sparse_state, sparse_data) = setting.sparse(
-      max_keys, 1, from_python=True)
   dense_data = [tag_regression.as_keras_batches(d) for d in setting.datasets]
   dense_process = algorithms.build_dense_tag_process(**setting.shape())
   dense_state = dense_process.initialize()
   dense_process.next(dense_state, dense_data)  # Warm-up.
   dense_traffic = analysis.round_communication(dense_process.next)
+  # Two resident processes share the worker (tests/runtime/resident_test.py).
+  with _resident(dense_process, dense_state, dense_data, worker) as dense:
+    dense_round = lambda: dense.next(dense_data)
+    base, (sparse_process, sparse_state, sparse_data) = setting.sparse(
+        max_keys, 1, dense_round=dense_round)
+    variants = [base] + [
+        setting.sparse(keys, size, dense_round=dense_round)[0]
+        for keys, size in blocks]
   sparse_seconds, dense_seconds = [], []
   for _ in range(repeats):  # Interleaved, so drift hits both alike.
     sparse_seconds.append(_median_seconds(
@@ -249,13 +287,15 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
       dense_round_seconds=statistics.median(dense_seconds),
       sparse_resident_round_seconds=base['resident_round_seconds'],
       keys_once_per_client_seconds=base['keys_once_per_client_seconds'],
-      dense_resident_round_seconds=_resident_seconds(
-          dense_process, dense_state, dense_data, worker, repeats),
+      dense_resident_round_seconds=base['paired_dense_round_seconds'],
       sparse_server_aggregate_seconds=aggregate,
       sparse_server_apply_seconds=apply,
-      sparse_variants=[base] + [
-          setting.sparse(keys, size, from_python=False)[0]
-          for keys, size in blocks])
+      sparse_variants=variants)
+
+
+def _ratio(variant):
+  low, high = variant['dense_over_sparse_ci95']
+  return f'{variant["dense_over_sparse"]:.1f}× [{low:.1f}, {high:.1f}]'
 
 
 def _kb(value):
@@ -301,7 +341,7 @@ def markdown(rows, *, max_keys, num_clients) -> str:
         f'{r["dense_round_seconds"]:.2f} | '
         f'{r["sparse_resident_round_seconds"]:.2f} | '
         f'{r["dense_resident_round_seconds"]:.2f} | '
-        f'{r["dense_resident_round_seconds"] / r["sparse_resident_round_seconds"]:.1f}× | '
+        f'{_ratio(r["sparse_variants"][0])} | '
         f'{r["sparse_server_aggregate_seconds"]:.3f} + '
         f'{r["sparse_server_apply_seconds"]:.3f} | '
         f'{1000 * r["keys_once_per_client_seconds"]:.1f} |')
@@ -313,8 +353,9 @@ def markdown(rows, *, max_keys, num_clients) -> str:
       'share of the clients\' (example, word) entries among their rows.',
       '',
       '| V (rows) | keys × B | rows down | rows up | KB down | KB up | '
-      'entries kept | select ms per client | round s | dense ÷ sparse |',
-      '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+      'entries kept | select ms per client | round s | dense round s '
+      '(interleaved) | dense ÷ sparse [95%] |',
+      '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for r in rows:
     for v in r['sparse_variants']:
@@ -325,7 +366,7 @@ def markdown(rows, *, max_keys, num_clients) -> str:
           f'{_kb(v["bytes_up"])} | {v["entries_kept"]:.3f} | '
           f'{1000 * v["select_seconds_per_client"]:.1f} | '
           f'{v["resident_round_seconds"]:.2f} | '
-          f'{r["dense_resident_round_seconds"] / v["resident_round_seconds"]:.1f}× |')
+          f'{v["paired_dense_round_seconds"]:.2f} | {_ratio(v)} |')
   return '\n'.join(lines)
 
 
