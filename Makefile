@@ -177,7 +177,7 @@ bench-sparse-tags: $(STAMP)
 	  docs/results/federated_select/blocks_50x4/
 
 # Bytes per client and round time of sparse vs dense as V grows to 10^6.
-# About 8 minutes on an idle machine. Round times drift by up to 40% between
+# About 9 minutes on an idle machine. Round times drift by up to 40% between
 # runs, so the resident sparse and dense rounds alternate and the speed-up
 # comes with a paired 95% interval.
 bench-select: $(STAMP)
