@@ -166,15 +166,6 @@ bench-sparse-tags: $(STAMP)
 	mkdir -p docs/results/federated_select
 	cp $(SPARSE_TAGS_DIR)/results.md $(SPARSE_TAGS_DIR)/results.json \
 	  $(SPARSE_TAGS_DIR)/*.png docs/results/federated_select/
-	# The same rows down with keys of blocks: 50 keys of 4 rows.
-	"$(PY)" -m tff_nlp.bin.train_sparse_tags \
-	  --flagfile=tff_nlp/bin/flags/train_sparse_tags.cpu.flags \
-	  --methods=sparse,sparse_per_row --max_keys=50 --block_size=4 \
-	  --output_dir=$(SPARSE_TAGS_DIR)_blocks --progress=off
-	mkdir -p docs/results/federated_select/blocks_50x4
-	cp $(SPARSE_TAGS_DIR)_blocks/results.md \
-	  $(SPARSE_TAGS_DIR)_blocks/results.json \
-	  docs/results/federated_select/blocks_50x4/
 
 # Bytes per client and round time of sparse vs dense as V grows to 10^6.
 # About 9 minutes on an idle machine. Round times drift by up to 40% between
