@@ -64,21 +64,19 @@ def client_keys(dataset, max_keys: int,
   Args:
     dataset: The client's batches (`tff_nlp.data.tags.to_dataset`).
     max_keys: M.
-    block_size: B; above 1 the keys are blocks of B word rows
-      (`tff_nlp.sparse.top_blocks`).
+    block_size: B; the keys are blocks of B word rows
+      (`tff_nlp.sparse.top_blocks`), with B = 1 the words themselves.
 
   Returns:
     `<keys=int32[M], num_keys=int32, distinct_tokens=int32>`: the keys
-    (`tff_nlp.sparse.top_keys` or `top_blocks`, padded to M), how many are
+    (`tff_nlp.sparse.top_blocks`, padded to M), how many are
     real, and how many distinct words the client has (if its keys cover
     fewer, it is truncated).
   """
   token_ids, counts = sparse.example_counts(dataset)
-  if block_size == 1:
-    keys = sparse.top_keys(token_ids, counts, max_keys=max_keys)
-  else:
-    keys = sparse.top_blocks(token_ids, counts, max_blocks=max_keys,
-                             block_size=block_size)
+  # With B = 1 the blocks are the words and this is `top_keys`.
+  keys = sparse.top_blocks(token_ids, counts, max_blocks=max_keys,
+                           block_size=block_size)
   return collections.OrderedDict(
       keys=keys.keys, num_keys=keys.num_keys,
       distinct_tokens=tf.size(token_ids))
@@ -158,10 +156,10 @@ class _SparseParts:
       rows = sparse.stack_selected_rows(selected, table_type,
                                         max_keys=max_keys,
                                         block_size=block_size)
-      client = sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys'])
-      if block_size > 1:
-        client = sparse.block_rows(client, block_size=block_size,
-                                   num_rows=num_words)
+      # The rows of the client's blocks (with B = 1, its keys unchanged).
+      client = sparse.block_rows(
+          sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys']),
+          block_size=block_size, num_rows=num_words)
       local_rows = max_keys * block_size
 
       def train_on_batch(state, batch):

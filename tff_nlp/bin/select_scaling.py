@@ -131,6 +131,15 @@ def _resident(process, state, client_data, worker):
   return resident
 
 
+def _alternating_seconds(first, second, repeats):
+  """Times of `repeats` calls of each, alternating, so drift hits both."""
+  first_seconds, second_seconds = [], []
+  for _ in range(repeats):
+    first_seconds.append(_median_seconds(first, 1))
+    second_seconds.append(_median_seconds(second, 1))
+  return first_seconds, second_seconds
+
+
 def _paired_resident_seconds(sparse_round, dense_round, repeats):
   """Interleaved rounds of both resident processes, and their ratio.
 
@@ -140,10 +149,8 @@ def _paired_resident_seconds(sparse_round, dense_round, repeats):
   of dense ÷ sparse over the pairs and the paired bootstrap of the mean log
   ratio (`metrics.continual.pair_bootstrap_difference`), exponentiated.
   """
-  sparse_seconds, dense_seconds = [], []
-  for _ in range(repeats):
-    sparse_seconds.append(_median_seconds(sparse_round, 1))
-    dense_seconds.append(_median_seconds(dense_round, 1))
+  sparse_seconds, dense_seconds = _alternating_seconds(
+      sparse_round, dense_round, repeats)
   log_ratio = continual.pair_bootstrap_difference(
       [np.log(dense_seconds)], [np.log(sparse_seconds)])
   return collections.OrderedDict(
@@ -268,12 +275,9 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
     variants = [base] + [
         setting.sparse(keys, size, dense_round=dense_round)[0]
         for keys, size in blocks]
-  sparse_seconds, dense_seconds = [], []
-  for _ in range(repeats):  # Interleaved, so drift hits both alike.
-    sparse_seconds.append(_median_seconds(
-        lambda: sparse_process.next(sparse_state, sparse_data), 1))
-    dense_seconds.append(_median_seconds(
-        lambda: dense_process.next(dense_state, dense_data), 1))
+  sparse_seconds, dense_seconds = _alternating_seconds(
+      lambda: sparse_process.next(sparse_state, sparse_data),
+      lambda: dense_process.next(dense_state, dense_data), repeats)
   aggregate, apply = _server_side_seconds(
       num_rows, setting.num_tags, max_keys, len(sparse_data), repeats)
   return collections.OrderedDict(
