@@ -29,6 +29,10 @@ class TrainSparseTagsBinaryExecutionTest(parameterized.TestCase,
       (['--methods=dense,median'], '--methods must name distinct methods'),
       (['--k_values=1,0'], '--k_values must be positive integers'),
       (['--dataset=nowhere'], 'Dataset folder .*nowhere.* not found'),
+      (['--seeds=0,x'], '--seeds: expected integers, got 0,x'),
+      (['--seeds=1,1'], r'--seeds: \[1, 1\] repeats a seed'),
+      (['--report_only'], '--report_only and --compare_with need --seeds'),
+      (['--seeds=0', '--report_only'], 'no seed of \\[0\\] has finished'),
   )
   def test_bad_input_exits_2_with_one_line(self, args, message):
     result = _run(os.path.join(self.create_tempdir().full_path, 'run'),

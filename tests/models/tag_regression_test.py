@@ -63,6 +63,15 @@ class TagRegressionExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(result['recall'], recall, rtol=1e-6, atol=1e-12)
     self.assertEqual((result['examples'], result['examples_with_tags']), (3, 2))
 
+  @parameterized.parameters([
+      (1, [1, 0, 0]),  # As in test_precision_recall_at_k.
+      (2, [2, 1, 0]),
+  ])
+  def test_hits_at_k_per_example(self, k, hits):
+    self.assertEqual(
+        tag_regression.hits_at_k(_SCORES, _TAGS, k=k, num_real_tags=3)
+        .tolist(), hits)
+
   def test_k_must_be_in_range(self):
     with self.assertRaisesRegex(ValueError, r'k must be in \[1, 3\]'):
       tag_regression.precision_recall_at_k(_SCORES, _TAGS, k=4,

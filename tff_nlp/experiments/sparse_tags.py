@@ -224,12 +224,27 @@ def _test_bag(test: tags_lib.EncodedTags, num_words: int) -> tf.SparseTensor:
       dense_shape=[len(test), num_words])
 
 
+def _test_scores(weights: np.ndarray, task: TagTask) -> np.ndarray:
+  return tf.sparse.sparse_dense_matmul(
+      _test_bag(task.test, task.vocabularies.num_word_rows),
+      tf.constant(weights, tf.float32)).numpy()
+
+
+def test_hits_at_1(weights: np.ndarray, task: TagTask) -> list[int]:
+  """Per test example, 1 if its top-scored tag is a true tag, else 0.
+
+  The outcomes behind precision@1, in test-set order, for the paired
+  bootstrap over test examples (`tff_nlp.experiments.sparse_tags_seeds`).
+  """
+  return tag_regression.hits_at_k(
+      _test_scores(weights, task), task.test.tags, k=1,
+      num_real_tags=len(task.vocabularies.tags)).tolist()
+
+
 def evaluate(weights: np.ndarray, task: TagTask,
              k_values: Sequence[int]) -> collections.OrderedDict:
   """precision@k and recall@k on the test set for each k."""
-  scores = tf.sparse.sparse_dense_matmul(
-      _test_bag(task.test, task.vocabularies.num_word_rows),
-      tf.constant(weights, tf.float32)).numpy()
+  scores = _test_scores(weights, task)
   metrics = collections.OrderedDict()
   for k in k_values:
     result = tag_regression.precision_recall_at_k(
@@ -392,7 +407,15 @@ def run_method(method: str, task: TagTask, *, training: TagTrainingConfig,
       dropped_tokens_per_round=(float(np.mean(
           [r['train']['client_work']['train']['dropped_tokens']
            for r in rounds])) if method != DENSE else 0.0),
-      seconds=time.perf_counter() - start)
+      # Of this call (short when the run was finished and only reloads) and
+      # of every round (the training time, across resumes).
+      seconds=time.perf_counter() - start,
+      rounds_seconds=float(sum(r['round_seconds'] for r in rounds)),
+      # The final model's, also when the run was finished before (resumed
+      # from its last checkpoint).
+      test_hits_at_1=test_hits_at_1(
+          np.asarray(process.get_model_weights(run.state).trainable[0]),
+          task))
 
 
 def results_table(results: dict[str, Any], k_values: Sequence[int]) -> str:

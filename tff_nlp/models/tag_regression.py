@@ -95,6 +95,32 @@ def as_keras_batches(dataset: tf.data.Dataset) -> tf.data.Dataset:
   return dataset.map(lambda batch: (batch['tokens'], batch['tags']))
 
 
+def hits_at_k(scores: np.ndarray, tags: np.ndarray, *, k: int,
+              num_real_tags: int) -> np.ndarray:
+  """Per example, how many of its k top-scored in-vocabulary tags are true.
+
+  Only the first `num_real_tags` columns are ranked; equal scores rank the
+  lower tag id first. `hits / k` is each example's precision@k (with k = 1,
+  its 0/1 outcome, as paired bootstraps over test examples need).
+
+  Args:
+    scores: float [n, T] model scores.
+    tags: {0, 1} [n, T] true tags.
+    k: How many top tags to predict (1 <= k <= num_real_tags).
+    num_real_tags: In-vocabulary tag columns.
+
+  Returns:
+    int [n] hit counts in [0, k].
+  """
+  if not 1 <= k <= num_real_tags:
+    raise ValueError(f'k must be in [1, {num_real_tags}], got {k}.')
+  scores = np.asarray(scores)[:, :num_real_tags]
+  tags = np.asarray(tags)[:, :num_real_tags] > 0
+  # Stable sort on -score: equal scores rank the lower tag id first.
+  top = np.argsort(-scores, axis=1, kind='stable')[:, :k]
+  return np.take_along_axis(tags, top, axis=1).sum(axis=1)
+
+
 def precision_recall_at_k(
     scores: np.ndarray, tags: np.ndarray, *, k: int, num_real_tags: int
 ) -> collections.OrderedDict[str, float]:
@@ -115,14 +141,8 @@ def precision_recall_at_k(
   Returns:
     OrderedDict(precision, recall, examples, examples_with_tags).
   """
-  if not 1 <= k <= num_real_tags:
-    raise ValueError(f'k must be in [1, {num_real_tags}], got {k}.')
-  scores = np.asarray(scores)[:, :num_real_tags]
-  tags = np.asarray(tags)[:, :num_real_tags] > 0
-  # Stable sort on -score: equal scores rank the lower tag id first.
-  top = np.argsort(-scores, axis=1, kind='stable')[:, :k]
-  hits = np.take_along_axis(tags, top, axis=1).sum(axis=1)
-  true_counts = tags.sum(axis=1)
+  hits = hits_at_k(scores, tags, k=k, num_real_tags=num_real_tags)
+  true_counts = (np.asarray(tags)[:, :num_real_tags] > 0).sum(axis=1)
   with_tags = true_counts > 0
   return collections.OrderedDict(
       precision=float(np.mean(hits / k)) if len(hits) else 0.0,

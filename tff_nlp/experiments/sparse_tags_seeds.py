@@ -1,0 +1,356 @@
+"""The partial-model comparison over seeds: means, intervals, paired differences.
+
+`run_seeds` runs `sparse_tags.run_sparse_tags` once per seed, each in its own
+`<output_dir>/seed_<s>` (so each resumes on its own); seed s both splits the
+clients and orders their data. Then, in `seeds.json` and `seeds.md`:
+
+*   per method (`summarize_method`): the mean over seeds of every final test
+    metric with its Student-t 95% interval (`intervals.seed_interval`), and
+    the seed-mean bytes per client and round time;
+*   per comparison A - B of precision@1 (`compare`): the Student-t interval of
+    the per-seed differences (seeds are paired: the same split and client
+    data per seed) and the paired bootstrap over test examples of each
+    example's 0/1 top-1 outcome, all seeds together
+    (`intervals.client_difference`), each with its verdict ('no difference'
+    when the interval holds 0).
+
+`compare_runs` makes the same comparison of one method between two such
+runs that differ in their keys (e.g. 200 one-row keys against 50 keys of 4
+rows), seed by seed.
+"""
+
+import collections
+from collections.abc import Mapping, Sequence
+import dataclasses
+import json
+import os
+from typing import Any, Optional
+
+from absl import logging
+import numpy as np
+
+from tff_nlp import errors
+from tff_nlp import training as training_lib
+from tff_nlp.experiments import sparse_tags
+from tff_nlp.metrics import intervals
+
+SUMMARY_FILE = 'seeds.json'
+SUMMARY_TABLE_FILE = 'seeds.md'
+COMPARISON_FILE = 'comparison.json'
+COMPARISON_TABLE_FILE = 'comparison.md'
+# The paper-style questions: does selecting rows cost accuracy against the
+# whole model, and does dividing by the clients per row help?
+COMPARISONS = ((sparse_tags.SPARSE, sparse_tags.DENSE),
+               (sparse_tags.SPARSE_PER_ROW, sparse_tags.DENSE),
+               (sparse_tags.SPARSE_PER_ROW, sparse_tags.SPARSE))
+# Seed-averaged numbers of a method's results besides its final metrics.
+MEAN_KEYS = ('bytes_down_per_client', 'bytes_up_per_client',
+             'round_seconds_median', 'rounds_seconds',
+             'dropped_tokens_per_round')
+
+PerSeed = Mapping[int, Mapping[str, Any]]
+
+
+def seed_dir(output_dir: str, seed: int) -> str:
+  return os.path.join(output_dir, f'seed_{seed}')
+
+
+def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
+  """One method over its seeds.
+
+  Args:
+    per_seed: seed -> the method's results in that seed's run
+      (`sparse_tags.run_method`).
+
+  Returns:
+    `label`, `seeds` (the per-seed final metrics), `final` (metric -> mean
+    over seeds), `final_ci95` (metric -> [low, high], None with one seed)
+    and the seed-mean of every `MEAN_KEYS` number.
+  """
+  if not per_seed:
+    raise ValueError('No seed to summarize.')
+  runs = list(per_seed.values())
+  summary = collections.OrderedDict(
+      label=runs[0]['label'],
+      seeds=collections.OrderedDict(
+          (str(s), r['final']) for s, r in per_seed.items()),
+      final=collections.OrderedDict(), final_ci95=collections.OrderedDict())
+  for metric in runs[0]['final']:
+    interval = intervals.seed_interval([r['final'][metric] for r in runs])
+    summary['final'][metric] = interval.estimate
+    summary['final_ci95'][metric] = interval.bounds()
+  for key in MEAN_KEYS:
+    if all(key in r for r in runs):
+      summary[key] = float(np.mean([r[key] for r in runs]))
+  return summary
+
+
+def _hits(result: Mapping[str, Any], where: str) -> np.ndarray:
+  """The 0/1 top-1 outcomes, checked against the recorded precision@1."""
+  hits = np.asarray(result['test_hits_at_1'], np.float64)
+  recorded = result['final'].get('precision_at_1')
+  if recorded is not None and abs(hits.mean() - recorded) > 1e-9:
+    raise errors.InputError(
+        f'{where}: the test outcomes give precision@1 {hits.mean():.6f}, '
+        f'the run recorded {recorded:.6f}; they are not of one model.')
+  return hits
+
+
+def compare(a: PerSeed, b: PerSeed, *, names: tuple[str, str],
+            num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+            seed: int = 0) -> collections.OrderedDict:
+  """Precision@1 of A - B over the seeds both ran, with two intervals.
+
+  Args:
+    a: seed -> method A's results (`sparse_tags.run_method`).
+    b: seed -> method B's, on the same test set.
+    names: (A, B), for errors and verdicts.
+    num_replicates: Replicates of the paired bootstrap.
+    seed: Its seed.
+
+  Returns:
+    `seeds` (the common ones), `difference` (mean over seeds of P@1(A) -
+    P@1(B)), `per_seed`, `seed_ci95` and `seed_verdict` (Student-t over the
+    per-seed differences), `bootstrap_ci95` and `bootstrap_verdict` (the
+    paired bootstrap over test examples, seeds held fixed).
+
+  Raises:
+    ValueError: If A and B share no seed.
+    InputError: If their test outcomes differ in length or do not give
+      their recorded precision@1.
+  """
+  common = [s for s in a if s in b]
+  if not common:
+    raise ValueError(f'{names[0]} and {names[1]} share no seed.')
+  hits_a = [_hits(a[s], f'{names[0]}, seed {s}') for s in common]
+  hits_b = [_hits(b[s], f'{names[1]}, seed {s}') for s in common]
+  if {len(h) for h in hits_a + hits_b} != {len(hits_a[0])}:
+    raise errors.InputError(
+        f'{names[0]} and {names[1]}: test outcomes of different lengths; '
+        f'the runs were not scored on one test set.')
+  per_seed = [float(x.mean() - y.mean()) for x, y in zip(hits_a, hits_b)]
+  by_seed = intervals.seed_interval(per_seed)
+  by_example = intervals.client_difference(
+      np.stack(hits_a), np.stack(hits_b), num_replicates=num_replicates,
+      seed=seed)
+  return collections.OrderedDict(
+      a=names[0], b=names[1], seeds=list(common),
+      difference=by_seed.estimate, per_seed=per_seed,
+      seed_ci95=by_seed.bounds(),
+      seed_verdict=intervals.verdict(by_seed, *names),
+      bootstrap_ci95=[by_example.low, by_example.high],
+      bootstrap_verdict=intervals.verdict(by_example, *names))
+
+
+def _by_method(per_seed_runs: PerSeed) -> dict[str, dict[int, Any]]:
+  methods = collections.OrderedDict()
+  for seed, run in per_seed_runs.items():
+    for method, result in run['methods'].items():
+      methods.setdefault(method, collections.OrderedDict())[seed] = result
+  return methods
+
+
+def summarize(per_seed_runs: PerSeed) -> collections.OrderedDict:
+  """Every method and every `COMPARISONS` pair present, over the seeds.
+
+  Args:
+    per_seed_runs: seed -> that seed's `run_sparse_tags` results.
+
+  Returns:
+    `seeds`, `task` (the first seed's), `methods` (method ->
+    `summarize_method`) and `comparisons` ('A - B' -> `compare`).
+  """
+  by_method = _by_method(per_seed_runs)
+  return collections.OrderedDict(
+      seeds=list(per_seed_runs),
+      task=next(iter(per_seed_runs.values()))['task'],
+      methods=collections.OrderedDict(
+          (m, summarize_method(runs)) for m, runs in by_method.items()),
+      comparisons=collections.OrderedDict(
+          (f'{a} - {b}', compare(by_method[a], by_method[b], names=(a, b)))
+          for a, b in COMPARISONS if a in by_method and b in by_method))
+
+
+def _pct(value: Optional[float]) -> str:
+  return '–' if value is None else f'{100 * value:.2f}'
+
+
+def _pct_interval(bounds: Optional[Sequence[float]]) -> str:
+  if bounds is None:
+    return 'n=1'
+  return f'[{100 * bounds[0]:.2f}, {100 * bounds[1]:.2f}]'
+
+
+def _signed_interval(bounds: Optional[Sequence[float]]) -> str:
+  if bounds is None:
+    return 'n=1'
+  return f'[{100 * bounds[0]:+.2f}, {100 * bounds[1]:+.2f}]'
+
+
+def comparisons_table(comparisons: Mapping[str, Any]) -> str:
+  """Markdown: one row per A - B of precision@1 (points), with verdicts."""
+  lines = ['| A − B (precision@1) | seeds | difference (points) | 95% over '
+           'seeds | verdict | 95% paired bootstrap over test examples | '
+           'verdict |', '|---|---:|---:|---|---|---|---|']
+  for name, c in comparisons.items():
+    lines.append(
+        f'| {name} | {len(c["seeds"])} | {100 * c["difference"]:+.2f} | '
+        f'{_signed_interval(c["seed_ci95"])} | {c["seed_verdict"]} | '
+        f'{_signed_interval(c["bootstrap_ci95"])} | '
+        f'{c["bootstrap_verdict"]} |')
+  return '\n'.join(lines)
+
+
+def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
+  """Markdown: methods (means and 95% intervals over seeds), comparisons."""
+  header = ['Method'] + [f'{m}@{k}' for k in k_values for m in ('P', 'R')]
+  header += ['P@1 95% over seeds', 'KB down / client / round',
+             'KB up / client / round', 'round s (median)',
+             'training min / run']
+  lines = ['| ' + ' | '.join(header) + ' |',
+           '|---|' + '---:|' * (len(header) - 1)]
+  for method in summary['methods'].values():
+    cells = [method['label']]
+    for k in k_values:
+      for metric in ('precision', 'recall'):
+        cells.append(_pct(method['final'].get(f'{metric}_at_{k}')))
+    cells += [_pct_interval(method['final_ci95'].get('precision_at_1')),
+              f'{method["bytes_down_per_client"] / 1024:.1f}',
+              f'{method["bytes_up_per_client"] / 1024:.1f}',
+              f'{method["round_seconds_median"]:.2f}',
+              f'{method.get("rounds_seconds", float("nan")) / 60:.1f}']
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return ('\n'.join(lines) + '\n\n'
+          + comparisons_table(summary['comparisons']))
+
+
+def _read_seed(output_dir: str, seed: int) -> Optional[dict[str, Any]]:
+  path = os.path.join(seed_dir(output_dir, seed), sparse_tags.RESULTS_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding='utf-8') as f:
+    return json.load(f)
+
+
+def _check_seeds(seeds: Sequence[int]) -> None:
+  if not seeds:
+    raise errors.InputError('--seeds: no seed given.')
+  if len(set(seeds)) != len(seeds):
+    raise errors.InputError(f'--seeds: {list(seeds)} repeats a seed.')
+
+
+def run_seeds(*, data_dir: Optional[str], output_dir: str,
+              data: sparse_tags.TagDataConfig,
+              training: sparse_tags.TagTrainingConfig,
+              loop: training_lib.LoopConfig, seeds: Sequence[int],
+              methods: Sequence[str] = sparse_tags.METHODS,
+              report_only: bool = False) -> collections.OrderedDict:
+  """`run_sparse_tags` once per seed, then the summary over seeds.
+
+  Args:
+    data_dir: The `shared/data` folder; None finds it.
+    output_dir: Holds `seed_<s>/` (one run each, resumable) and the summary.
+    data: Data and vocabularies.
+    training: Client training and evaluation.
+    loop: Rounds and cadence; its seed is replaced by each of `seeds`.
+    seeds: Distinct seeds, run in this order.
+    methods: A subset of `sparse_tags.METHODS`, in table order.
+    report_only: Train nothing: summarize the seeds already finished (the
+      others are logged as missing).
+
+  Returns:
+    The summary written to `seeds.json` (`summarize`).
+
+  Raises:
+    InputError: On no or repeated seeds, or no finished seed to report.
+  """
+  _check_seeds(seeds)
+  per_seed = collections.OrderedDict()
+  for seed in seeds:
+    if report_only:
+      run = _read_seed(output_dir, seed)
+      if run is None:
+        logging.warning('sparse_tags: seed %d has not finished; left out.',
+                        seed)
+        continue
+      per_seed[seed] = run
+    else:
+      per_seed[seed] = sparse_tags.run_sparse_tags(
+          data_dir=data_dir, output_dir=seed_dir(output_dir, seed), data=data,
+          training=training, loop=dataclasses.replace(loop, seed=seed),
+          methods=methods)
+  if not per_seed:
+    raise errors.InputError(f'{output_dir}: no seed of {list(seeds)} has '
+                            f'finished.')
+  summary = summarize(per_seed)
+  training_lib.write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
+  with open(os.path.join(output_dir, SUMMARY_TABLE_FILE), 'w',
+            encoding='utf-8') as f:
+    f.write(f'# Partial models on {data.dataset} over seeds '
+            f'{", ".join(map(str, per_seed))}\n\nMeans over seeds of the '
+            f'test metrics (%) after the last round; seed s splits the '
+            f'clients and orders their data. Each seed\'s own report is in '
+            f'`seed_<s>/`.\n\n'
+            + summary_table(summary, training.k_values) + '\n')
+  return summary
+
+
+def compare_runs(a_dir: str, b_dir: str, *, seeds: Sequence[int],
+                 output_dir: Optional[str] = None) -> collections.OrderedDict:
+  """Each method both multi-seed runs have, A - B, seed by seed.
+
+  Args:
+    a_dir: A run of `run_seeds` (e.g. block keys).
+    b_dir: Another, of the same seeds and data (e.g. one-row keys).
+    seeds: The seeds to compare; each must have finished in both.
+    output_dir: Where to write `comparison.json` and `comparison.md`; None
+      writes nothing.
+
+  Returns:
+    `a`, `b` (the directories), `training_differs` (the training settings
+    that differ, A's and B's) and `comparisons` (method -> `compare`).
+
+  Raises:
+    InputError: If a seed is missing in either run, the runs differ in
+      anything but training settings, or share no method.
+  """
+  _check_seeds(seeds)
+  runs = {}
+  for name, directory in (('A', a_dir), ('B', b_dir)):
+    runs[name] = collections.OrderedDict()
+    for seed in seeds:
+      run = _read_seed(directory, seed)
+      if run is None:
+        raise errors.InputError(f'{directory}: seed {seed} has not finished '
+                                f'({seed_dir(directory, seed)}).')
+      runs[name][seed] = run
+  a_config, b_config = (runs[n][seeds[0]]['config']['experiment']
+                        for n in ('A', 'B'))
+  if a_config['data'] != b_config['data'] or (
+      a_config['clients_per_round'] != b_config['clients_per_round']):
+    raise errors.InputError(f'{a_dir} and {b_dir} differ in their data or '
+                            f'sampling; only training settings may differ.')
+  a_methods, b_methods = _by_method(runs['A']), _by_method(runs['B'])
+  shared = [m for m in a_methods if m in b_methods]
+  if not shared:
+    raise errors.InputError(f'{a_dir} and {b_dir} share no method.')
+  result = collections.OrderedDict(
+      a=a_dir, b=b_dir,
+      training_differs=collections.OrderedDict(
+          (key, [a_config['training'][key], b_config['training'].get(key)])
+          for key in a_config['training']
+          if a_config['training'][key] != b_config['training'].get(key)),
+      comparisons=collections.OrderedDict(
+          (m, compare(a_methods[m], b_methods[m], names=('A', 'B')))
+          for m in shared))
+  if output_dir is not None:
+    training_lib.write_json(os.path.join(output_dir, COMPARISON_FILE), result)
+    differs = ', '.join(f'{k} {a} (A) vs {b} (B)'
+                        for k, (a, b) in result['training_differs'].items())
+    with open(os.path.join(output_dir, COMPARISON_TABLE_FILE), 'w',
+              encoding='utf-8') as f:
+      f.write(f'# A = `{a_dir}` against B = `{b_dir}`\n\nThey differ in: '
+              f'{differs or "nothing"}. Each method A − B, seeds '
+              f'{", ".join(map(str, seeds))}:\n\n'
+              + comparisons_table(result['comparisons']) + '\n')
+  return result
