@@ -18,6 +18,8 @@ from tff_nlp.experiments import sparse_tags_seeds as seeds_lib
 def _result(hits, label='m', **extra):
   """A method's results in one seed's run, as `sparse_tags.run_method`."""
   return dict(label=label, test_hits_at_1=list(hits),
+              eval_curve=[dict(round=0, precision_at_1=0.0),
+                          dict(round=1, precision_at_1=float(np.mean(hits)))],
               final=collections.OrderedDict(
                   precision_at_1=float(np.mean(hits)), **extra),
               bytes_down_per_client=1024.0, bytes_up_per_client=2048.0,
@@ -48,6 +50,9 @@ class SummaryTest(tf.test.TestCase, parameterized.TestCase):
                         [0.2 - 0.248414, 0.2 + 0.248414], atol=1e-6)
     self.assertEqual(list(summary['seeds']), ['0', '1', '2'])
     self.assertEqual(summary['rounds_seconds'], 60.0)
+    self.assertEqual(summary['precision_at_1_curve'], [
+        dict(round=0, mean=0.0, low=0.0, high=0.0),
+        dict(round=1, mean=7 / 12, low=0.5, high=0.75)])
 
   def test_compare_gives_both_intervals(self):
     result = seeds_lib.compare(_A, _B, names=('A', 'B'), num_replicates=500)
@@ -144,6 +149,8 @@ class RunSeedsExecutionTest(tf.test.TestCase):
     self.assertEqual(json.loads(json.dumps(run(report_only=True))), written)
     with open(os.path.join(output_dir, seeds_lib.SUMMARY_TABLE_FILE)) as f:
       self.assertIn('| Sparse, ÷ clients (tutorial) |', f.read())
+    self.assertTrue(os.path.exists(
+        os.path.join(output_dir, seeds_lib.SUMMARY_PLOT_FILE)))
 
     # Another run of seed 0 with other keys, compared method by method.
     other_dir = self.create_tempdir().full_path

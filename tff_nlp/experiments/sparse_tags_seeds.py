@@ -36,6 +36,7 @@ from tff_nlp.metrics import intervals
 
 SUMMARY_FILE = 'seeds.json'
 SUMMARY_TABLE_FILE = 'seeds.md'
+SUMMARY_PLOT_FILE = 'seeds_precision_at_1.png'
 COMPARISON_FILE = 'comparison.json'
 COMPARISON_TABLE_FILE = 'comparison.md'
 # The paper-style questions: does selecting rows cost accuracy against the
@@ -64,8 +65,9 @@ def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
 
   Returns:
     `label`, `seeds` (the per-seed final metrics), `final` (metric -> mean
-    over seeds), `final_ci95` (metric -> [low, high], None with one seed)
-    and the seed-mean of every `MEAN_KEYS` number.
+    over seeds), `final_ci95` (metric -> [low, high], None with one seed),
+    the seed-mean of every `MEAN_KEYS` number, and `precision_at_1_curve`
+    (per evaluated round: mean, low and high over seeds).
   """
   if not per_seed:
     raise ValueError('No seed to summarize.')
@@ -82,6 +84,16 @@ def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
   for key in MEAN_KEYS:
     if all(key in r for r in runs):
       summary[key] = float(np.mean([r[key] for r in runs]))
+  # Precision@1 by round over the seeds (mean, lowest, highest), for the
+  # plot; the rounds every seed evaluated.
+  curves = [{p['round']: p['precision_at_1'] for p in r['eval_curve']
+             if 'precision_at_1' in p} for r in runs]
+  rounds = sorted(set.intersection(*(set(c) for c in curves)))
+  summary['precision_at_1_curve'] = [
+      collections.OrderedDict(
+          round=i, mean=float(np.mean([c[i] for c in curves])),
+          low=min(c[i] for c in curves), high=max(c[i] for c in curves))
+      for i in rounds]
   return summary
 
 
@@ -224,6 +236,29 @@ def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
           + comparisons_table(summary['comparisons']))
 
 
+def write_plot(summary: Mapping[str, Any], path: str) -> None:
+  """Precision@1 by round per method: the seed mean, shaded lowest-highest."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  figure, axis = plt.subplots(figsize=(6, 4))
+  for method in summary['methods'].values():
+    curve = method['precision_at_1_curve']
+    rounds = [p['round'] for p in curve]
+    line, = axis.plot(rounds, [100 * p['mean'] for p in curve], marker='o',
+                      label=method['label'])
+    axis.fill_between(rounds, [100 * p['low'] for p in curve],
+                      [100 * p['high'] for p in curve],
+                      color=line.get_color(), alpha=0.2)
+  axis.set_xlabel('round')
+  axis.set_ylabel(f'test precision@1 (%), {len(summary["seeds"])} seeds')
+  axis.legend()
+  axis.grid(alpha=0.3)
+  figure.tight_layout()
+  figure.savefig(path, dpi=120)
+  plt.close(figure)
+
+
 def _read_seed(output_dir: str, seed: int) -> Optional[dict[str, Any]]:
   path = os.path.join(seed_dir(output_dir, seed), sparse_tags.RESULTS_FILE)
   if not os.path.exists(path):
@@ -292,6 +327,7 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
             f'clients and orders their data. Each seed\'s own report is in '
             f'`seed_<s>/`.\n\n'
             + summary_table(summary, training.k_values) + '\n')
+  write_plot(summary, os.path.join(output_dir, SUMMARY_PLOT_FILE))
   return summary
 
 
