@@ -1,5 +1,6 @@
 """Tests of `ResidentProcess`: rounds with the server state kept in a worker."""
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
@@ -17,9 +18,11 @@ def _flat(structure):
   return [np.asarray(x) for x in tf.nest.flatten(structure)]
 
 
-class ResidentProcessExecutionTest(tf.test.TestCase):
+class ResidentProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
-  def test_rounds_equal_process_next_rounds(self):
+  @parameterized.named_parameters(('data_from_python', False),
+                                  ('data_in_the_worker', True))
+  def test_rounds_equal_process_next_rounds(self, data_in_worker):
     process = _process()
     start = process.initialize()
     with runtime.local_cpp_context() as context:
@@ -32,7 +35,11 @@ class ResidentProcessExecutionTest(tf.test.TestCase):
       with runtime.ResidentProcess(process, context.worker,
                                    num_clients=len(fx.CLIENTS)) as resident:
         resident.set_state(start)
-        metrics = [resident.next(fx.datasets()) for _ in range(2)]
+        # Kept in the worker, the same datasets serve both rounds (each
+        # iterated anew, as process.next does with its argument).
+        data = (resident.put_client_data(fx.datasets()) if data_in_worker
+                else None)
+        metrics = [resident.next(data or fx.datasets()) for _ in range(2)]
         resident_state = resident.state()
     for got, want in zip(metrics, expected_metrics):
       self.assertEqual(got['client_work']['train']['num_examples'],
@@ -88,6 +95,13 @@ class ResidentProcessExecutionTest(tf.test.TestCase):
       resident.set_state(process.initialize())
       with self.assertRaisesRegex(ValueError, 'client_data has 1 clients'):
         resident.next(fx.datasets()[:1])
+      with self.assertRaisesRegex(ValueError, 'client_data has 1 clients'):
+        resident.put_client_data(fx.datasets()[:1])
+      with runtime.ResidentProcess(process, context.worker,
+                                   num_clients=len(fx.CLIENTS)) as other:
+        elsewhere = other.put_client_data(fx.datasets())
+        with self.assertRaisesRegex(ValueError, 'another ResidentProcess'):
+          resident.next(elsewhere)
       resident.close()
       with self.assertRaisesRegex(ValueError, 'num_clients must be >= 1'):
         runtime.ResidentProcess(process, context.worker, num_clients=0)

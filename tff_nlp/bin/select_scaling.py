@@ -8,8 +8,9 @@ per client, one run measures, side by side:
     sparse clients actually uploaded;
 *   the median wall time of a round of each process (after one warm-up
     round, from the same state, interleaved), with the server state sent
-    from Python every round (`process.next`) and kept in the worker
-    (`tff_nlp.runtime.ResidentProcess`); with the state in the worker, each
+    from Python every round (`process.next`) and kept in the worker with
+    the clients' data (`tff_nlp.runtime.ResidentProcess`, as a deployment
+    keeps the model at the server and the data at the clients); there, each
     sparse variant's rounds alternate with the dense process's, and the
     speed-up dense ÷ sparse comes with a paired-bootstrap 95% interval;
 *   the same for sparse rounds whose keys name blocks of B rows
@@ -123,12 +124,18 @@ def _server_side_seconds(num_rows, num_tags, max_keys, num_clients, repeats):
 
 
 def _resident(process, state, client_data, worker):
-  """`process` with `state` kept in `worker`, after a warm-up round."""
+  """`process` with `state` and `client_data` kept in `worker`.
+
+  Returns the `ResidentProcess`, after a warm-up round, and the handle of
+  its client data (`ResidentProcess.put_client_data`): the clients hold
+  their data, so the timed rounds do not send it from Python.
+  """
   resident = runtime.ResidentProcess(process, worker,
                                      num_clients=len(client_data))
   resident.set_state(state)
-  resident.next(client_data)
-  return resident
+  data = resident.put_client_data(client_data)
+  resident.next(data)
+  return resident, data
 
 
 def _alternating_seconds(first, second, repeats):
@@ -250,9 +257,10 @@ class _Setting:
             self.num_rows, self.num_tags, [d['keys'] for d in data],
             block_size, self.repeats),
         keys_once_per_client_seconds=keys_seconds)
-    with _resident(process, state, data, self.worker) as resident:
+    resident, resident_data = _resident(process, state, data, self.worker)
+    with resident:
       result.update(_paired_resident_seconds(
-          lambda: resident.next(data), dense_round, self.repeats))
+          lambda: resident.next(resident_data), dense_round, self.repeats))
     return result, (process, state, data)
 
 
@@ -268,8 +276,10 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
   dense_process.next(dense_state, dense_data)  # Warm-up.
   dense_traffic = analysis.round_communication(dense_process.next)
   # Two resident processes share the worker (tests/runtime/resident_test.py).
-  with _resident(dense_process, dense_state, dense_data, worker) as dense:
-    dense_round = lambda: dense.next(dense_data)
+  dense, dense_resident_data = _resident(dense_process, dense_state,
+                                         dense_data, worker)
+  with dense:
+    dense_round = lambda: dense.next(dense_resident_data)
     base, (sparse_process, sparse_state, sparse_data) = setting.sparse(
         max_keys, 1, dense_round=dense_round)
     variants = [base] + [
@@ -329,7 +339,8 @@ def markdown(rows, *, max_keys, num_clients) -> str:
       'Round seconds (medians). "State from Python": `process.next(state, '
       'data)`, the server state sent to the worker and back every round; '
       '"state in runtime": `tff_nlp.runtime.ResidentProcess`, the state '
-      'kept in the worker, only metrics returned. Sparse clients carry '
+      'and the clients\' data kept in the worker, only metrics returned. '
+      'Sparse clients carry '
       'their keys, computed once per client (last column, not in the '
       'rounds).',
       '',

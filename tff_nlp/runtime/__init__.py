@@ -14,6 +14,7 @@ from tff_nlp.runtime.contexts import local_cpp_context
 from tff_nlp.runtime.contexts import multi_worker_context
 from tff_nlp.runtime.contexts import set_local_cpp_context
 from tff_nlp.runtime.multi_worker import SplittingContext
+from tff_nlp.runtime.resident import ResidentClientData
 from tff_nlp.runtime.resident import ResidentProcess
 from tff_nlp.runtime.workers import owned_worker_pids
 from tff_nlp.runtime.workers import RemoteWorker

@@ -20,6 +20,12 @@ an evaluation).
 
 Every round must have `num_clients` clients: TFF's executor is made for one
 number of clients, and the state lives in that executor.
+
+The clients' data can be kept in the worker too (`put_client_data`), for
+rounds over the same clients and data: in a deployment each client holds its
+data, so sending every client's dataset from Python each round is a cost of
+the simulation, not of the round (about 0.1 s for ten clients of TREC-6
+batches). A dataset kept this way is still iterated anew in every round.
 """
 
 import asyncio
@@ -28,6 +34,13 @@ from typing import Any
 import tensorflow_federated as tff
 
 from tff_nlp.runtime import workers as workers_lib
+
+
+class ResidentClientData:
+  """Client data kept in a `ResidentProcess`'s worker (`put_client_data`)."""
+
+  def __init__(self, value, owner):
+    self._value, self._owner = value, owner
 
 
 class ResidentProcess:
@@ -82,12 +95,34 @@ class ResidentProcess:
     self._state = self._run(self._executor.create_value(
         tff.tensorflow.transform_args(state), self._state_type))
 
+  def put_client_data(self, client_data: Any) -> ResidentClientData:
+    """Puts a round's client data in the worker, for `next` to reuse.
+
+    Args:
+      client_data: Client data as for `process.next`, one element per
+        client.
+
+    Returns:
+      A handle that `next` takes in place of the data, as often as wanted.
+
+    Raises:
+      ValueError: If `client_data` has not `num_clients` elements.
+    """
+    self._check_clients(client_data)
+    return ResidentClientData(self._run(self._executor.create_value(
+        tff.tensorflow.transform_args(client_data), self._data_type)), self)
+
+  def _check_clients(self, client_data):
+    if len(client_data) != self.num_clients:
+      raise ValueError(f'client_data has {len(client_data)} clients; this '
+                       f'ResidentProcess runs rounds of {self.num_clients}.')
+
   def next(self, client_data: Any) -> Any:
     """One round on the state in the worker; returns the metrics only.
 
     Args:
       client_data: The round's client data (as for `process.next`), one
-        element per client.
+        element per client; or a `ResidentClientData` of this process.
 
     Returns:
       The round's metrics (`metrics` of `process.next`'s result), a Python
@@ -95,17 +130,25 @@ class ResidentProcess:
 
     Raises:
       RuntimeError: Before `set_state`.
-      ValueError: If `client_data` has not `num_clients` elements.
+      ValueError: If `client_data` has not `num_clients` elements, or is
+        another `ResidentProcess`'s.
     """
     if self._state is None:
       raise RuntimeError('ResidentProcess.next before set_state(state).')
-    if len(client_data) != self.num_clients:
-      raise ValueError(f'client_data has {len(client_data)} clients; this '
-                       f'ResidentProcess runs rounds of {self.num_clients}.')
+    if isinstance(client_data, ResidentClientData):
+      if client_data._owner is not self:  # pylint: disable=protected-access
+        raise ValueError('client_data was put in another ResidentProcess '
+                         '(each has its own executor).')
+      resident_data = client_data._value  # pylint: disable=protected-access
+    else:
+      self._check_clients(client_data)
+      resident_data = None
 
     async def round_():
-      data = await self._executor.create_value(
-          tff.tensorflow.transform_args(client_data), self._data_type)
+      data = resident_data
+      if data is None:
+        data = await self._executor.create_value(
+            tff.tensorflow.transform_args(client_data), self._data_type)
       argument = await self._executor.create_struct([self._state, data])
       output = await self._executor.create_call(self._next, argument)
       state = await self._executor.create_selection(output, 0)
