@@ -43,7 +43,10 @@ $(STAMP): requirements.txt requirements-tff.txt pyproject.toml
 
 # Two pytest workers (pytest-xdist), a test file each at a time: the suite
 # is mostly single-threaded Python around small TensorFlow ops, so two
-# processes use both cores. TEST_WORKERS=0 runs it in one process.
+# processes use both cores. tests/conftest.py refines loadfile: the slowest
+# files start first, and the SIGKILL-resume cases and the notebooks are
+# shared between the workers test by test. TEST_WORKERS=0 runs it in one
+# process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	"$(PY)" -m pytest -n $(TEST_WORKERS) --dist=loadfile --durations=15 tests

@@ -30,6 +30,73 @@ def tff_context():
   assert not leftover, f'TFF worker_binary processes left running: {leftover}'
 
 
+# --- Scheduling on pytest-xdist workers (`make test`: -n 2 --dist=loadfile).
+#
+# loadfile keeps each file on one worker (module state such as the
+# functools.cache of a trained run, setUpClass, one worker's TFF context per
+# file), but xdist queues the files by how many tests they hold, so the few
+# files of a few minutes-long tests came last and one worker ran them alone
+# while the other idled. `_Scheduling` is loadfile with two changes:
+#
+# * the files below go first, slowest first (longest processing time first:
+#   the many small files then fill the gaps of both workers at the end);
+# * the tests of the files in _PER_TEST are units of their own, so the two
+#   workers share them. Only files whose tests share nothing (their own
+#   temporary directories, subprocesses and TFF workers told apart by a mark
+#   in their environment) may be listed there.
+#
+# The order is that of `make test`'s --durations on 2 cores (whole files;
+# the split files by their slowest test). It only decides when a file
+# starts: a file missing here runs as before, just later.
+_SLOW_FIRST = (
+    'tests/bin/sigkill_resume_test.py',  # 5 tests, 1-3 minutes each
+    'tests/experiments/nmt_test.py',  # two tests of about 3 minutes
+    'tests/colabs/notebooks_test.py',  # 4 notebooks, 0.5-2.5 minutes each
+    'tests/experiments/text2sql_test.py',
+    'tests/experiments/fcl_test.py',
+    'tests/bazel_test.py',
+)
+_PER_TEST = ('tests/bin/sigkill_resume_test.py',
+             'tests/colabs/notebooks_test.py')
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+  if config.getvalue('dist') != 'loadfile':
+    return None
+  from xdist.scheduler import loadfile  # pylint: disable=g-import-not-at-top
+
+  class _Scheduling(loadfile.LoadFileScheduling):
+    """loadfile, slow files first, the _PER_TEST files split by test."""
+
+    def _split_scope(self, nodeid):
+      path = nodeid.split('::', 1)[0]
+      return nodeid if path in _PER_TEST else path
+
+    def schedule(self):
+      if self.collection is None and self.collection_is_completed:
+        # Without its loadscopereorder (most tests first), xdist queues the
+        # units in collection order: order the collections, the slow files
+        # by _SLOW_FIRST, the others by xdist's own rule.
+        config.option.loadscopereorder = False
+        counts = {}
+        for nodeid in next(iter(self.registered_collections.values())):
+          path = nodeid.split('::', 1)[0]
+          counts[path] = counts.get(path, 0) + 1
+
+        def rank(nodeid):
+          path = nodeid.split('::', 1)[0]
+          if path in _SLOW_FIRST:
+            return (0, _SLOW_FIRST.index(path))
+          return (1, -counts[path])
+
+        for node, ids in self.registered_collections.items():
+          self.registered_collections[node] = sorted(ids, key=rank)
+      super().schedule()
+
+  return _Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
   """Drops `tf.test.TestCase.test_session`, a context manager, not a test."""
   del config

@@ -4,7 +4,9 @@ A notebook that raises fails the test with the failing cell's traceback.
 Notebooks run in their own Jupyter kernel (this Python), from the colabs/
 folder, with `TFF_NLP_NOTEBOOK_ROUNDS=2` so training cells stay short; the
 kernel starts and stops its own TFF worker (the notebooks close their
-context), which the check at the end makes sure of.
+context), which the check at the end makes sure of. The notebooks share
+nothing, so `make test` may run two at once, one on each pytest worker
+(tests/conftest.py).
 """
 
 import glob
@@ -13,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from unittest import mock
+import uuid
 
 from absl.testing import parameterized
 import nbclient
@@ -27,23 +30,31 @@ _COLABS_DIR = os.path.join(
 _NOTEBOOKS = sorted(glob.glob(os.path.join(_COLABS_DIR, '*.ipynb')))
 
 
-def _worker_pids() -> set[int]:
-  """The `worker_binary` processes started from the colabs/ folder.
+_MARK_VAR = 'TFF_NLP_NOTEBOOK_TEST_MARK'
+
+
+def _worker_pids(mark: str) -> set[int]:
+  """The live `worker_binary` processes started by one notebook's kernel.
 
   The kernel's workers are not children of this process, so
   `runtime.owned_worker_pids()` does not see them. They inherit the kernel's
-  working directory, colabs/, which tells them apart from the workers of
-  other TFF programs running on the machine at the same time.
+  environment, whose `_MARK_VAR` (a value of its own per test) tells them
+  apart from the workers of other TFF programs running on the machine at the
+  same time, another notebook's included (its working directory, colabs/,
+  would not).
   """
   result = subprocess.run(['pgrep', '-f', 'worker_binary'],
                           capture_output=True, text=True, check=False)
   pids = set()
   for pid in result.stdout.split():
     try:
-      cwd = os.readlink(f'/proc/{pid}/cwd')
+      with open(f'/proc/{pid}/environ', 'rb') as f:
+        environ = f.read().split(b'\0')
+      with open(f'/proc/{pid}/stat', 'rb') as f:
+        state = f.read().rsplit(b')', 1)[-1].split()[0]
     except OSError:  # Ended meanwhile, or not ours to inspect.
       continue
-    if os.path.realpath(cwd) == os.path.realpath(_COLABS_DIR):
+    if f'{_MARK_VAR}={mark}'.encode() in environ and state != b'Z':
       pids.add(int(pid))
   return pids
 
@@ -59,9 +70,10 @@ class NotebooksExecutionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       (os.path.basename(p), p) for p in _NOTEBOOKS)
   def test_notebook_runs(self, path):
+    mark = uuid.uuid4().hex
     self.enter_context(mock.patch.dict(os.environ, {
-        'TFF_NLP_NOTEBOOK_ROUNDS': '2', 'TF_CPP_MIN_LOG_LEVEL': '2'}))
-    workers_before = _worker_pids()
+        'TFF_NLP_NOTEBOOK_ROUNDS': '2', 'TF_CPP_MIN_LOG_LEVEL': '2',
+        _MARK_VAR: mark}))
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         notebook,
@@ -83,7 +95,7 @@ class NotebooksExecutionTest(tf.test.TestCase, parameterized.TestCase):
         for o in c.outputs
     )
     self.assertIn('nothing to do', install_outputs)
-    leftover = _worker_pids() - workers_before
+    leftover = _worker_pids(mark)
     self.assertFalse(leftover, f'{path} left TFF workers running: {leftover}')
 
   def test_local_instructions_are_commands_that_exist(self):

@@ -186,15 +186,37 @@ def _check_generic_weights(run_dir: str, results: dict[str, Any]) -> None:
         f'{path} to train the generic engine again.')
 
 
+class _Built:
+  """What engines of one `run_nmt` call share: processes and evaluators.
+
+  Building a process traces the model into TFF computations (most of a
+  small engine's time), and the BLEU evaluator builds and traces its decoder;
+  neither depends on the seed, the data or the starting weights, so engines
+  of the same configuration (every seed's, and e.g. a single-domain engine
+  and the generic one) build them once.
+  """
+
+  def __init__(self):
+    self._built = {}
+
+  def get(self, key: tuple[Any, ...], build):
+    """`build()`, or what it returned for `key` before."""
+    if key not in self._built:
+      self._built[key] = build()
+    return self._built[key]
+
+
 def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
                        initial: Optional[Sequence[np.ndarray]],
                        model: seq2seq.Seq2SeqConfig,
                        training: nmt_task.TrainingConfig,
                        loop: training_lib.LoopConfig,
-                       run_dir: str, seed: int) -> tuple[list[np.ndarray],
-                                                         list[dict]]:
+                       run_dir: str, seed: int,
+                       built: _Built) -> tuple[list[np.ndarray], list[dict]]:
   """`epochs` epochs on `data` (a one-client FedAvg round per epoch)."""
-  process = nmt_task.build_centralized_process(model, training)
+  process = built.get(
+      ('centralized', model, training),
+      lambda: nmt_task.build_centralized_process(model, training))
   rounds = nmt_task.centralized_rounds(data, training, epochs)
   initial_weights = None
   if initial is not None:
@@ -217,11 +239,13 @@ def _train_federated(task: nmt_task.NmtTask, spec: EngineSpec, *,
                      model: seq2seq.Seq2SeqConfig,
                      training: nmt_task.TrainingConfig,
                      loop: training_lib.LoopConfig, run_dir: str, seed: int,
-                     evaluate_fn=None):
+                     built: _Built, evaluate_fn=None):
   """Rounds of `spec.mode` dynamic pulling from the generic engine."""
-  process = nmt_task.build_federated_process(
+  key = ('federated', model, training, len(task.domains), spec.mode,
+         spec.change_norm, spec.server_optimizer)
+  process = built.get(key, lambda: nmt_task.build_federated_process(
       model, training, num_clients=len(task.domains), mode=spec.mode,
-      change_norm=spec.change_norm, server_optimizer=spec.server_optimizer)
+      change_norm=spec.change_norm, server_optimizer=spec.server_optimizer))
   template = process.get_model_weights(process.initialize())
   run = training_lib.run_training(
       process,
@@ -249,6 +273,7 @@ def run_engine(
     loop: training_lib.LoopConfig,
     run_dir: str,
     generic_dir: Optional[str] = None,
+    built: Optional[_Built] = None,
 ) -> dict[str, Any]:
   """Trains one engine (resuming), scores it on every domain's test set.
 
@@ -264,6 +289,8 @@ def run_engine(
       client models), `predictions/`, `results.json`.
     generic_dir: The generic engine's directory (needed by every kind but
       `generic` and `single`).
+    built: Processes and evaluators built by earlier engines of the same
+      `run_nmt` call, reused when their configuration is this engine's.
 
   Returns:
     The content of `results.json`: BLEU per scored model and domain, the
@@ -281,7 +308,10 @@ def run_engine(
                        'generic_dir.')
     initial = load_weights(os.path.join(generic_dir, MODEL_FILE))
     started_from = _check_started_from(run_dir, initial)
-  evaluator = BleuEvaluator(task, model, training)
+  built = built or _Built()
+  # Its task is the same for every engine of a `run_nmt` call.
+  evaluator = built.get(('evaluator', model, training),
+                        lambda: BleuEvaluator(task, model, training))
   records = {}
   clients = {}
   if spec.kind in nmt_engines.FROM_SCRATCH:
@@ -289,24 +319,25 @@ def run_engine(
     weights, records['train'] = _train_centralized(
         domain['train'], epochs=training.pretrain_epochs, initial=None,
         model=model, training=training, loop=loop, run_dir=run_dir,
-        seed=seed)
+        seed=seed, built=built)
   elif spec.kind == 'finetuned':
     weights, records['train'] = _train_centralized(
         task.splits[spec.domain]['train'], epochs=training.finetune_epochs,
         initial=initial, model=model, training=training, loop=loop,
-        run_dir=run_dir, seed=seed)
+        run_dir=run_dir, seed=seed, built=built)
   elif spec.kind == 'combined':
     weights, records['train'] = _train_centralized(
         nmt_task.union([task.splits[d]['train'] for d in task.domains]),
         epochs=training.finetune_epochs, initial=initial, model=model,
-        training=training, loop=loop, run_dir=run_dir, seed=seed)
+        training=training, loop=loop, run_dir=run_dir, seed=seed,
+        built=built)
   elif spec.kind == 'chained':
     weights = initial
     for domain in [d for d in task.domains if d != task.generic_domain]:
       weights, records[domain] = _train_centralized(
           task.splits[domain]['train'], epochs=training.finetune_epochs,
           initial=weights, model=model, training=training, loop=loop,
-          run_dir=os.path.join(run_dir, domain), seed=seed)
+          run_dir=os.path.join(run_dir, domain), seed=seed, built=built)
   else:
     def dev_bleu(model_weights):
       scores, _ = evaluator.bleu(_trainable(model_weights), split='dev')
@@ -316,7 +347,8 @@ def run_engine(
 
     weights, clients, records['federated'] = _train_federated(
         task, spec, initial=initial, model=model, training=training,
-        loop=loop, run_dir=run_dir, seed=seed, evaluate_fn=dev_bleu)
+        loop=loop, run_dir=run_dir, seed=seed, built=built,
+        evaluate_fn=dev_bleu)
   _save_weights(os.path.join(run_dir, MODEL_FILE), weights)
 
   scored = {SERVER if spec.kind == 'federated' else spec.name: weights}
@@ -455,6 +487,7 @@ def run_nmt(
                  dir_of(spec, seed), results_file=RESULTS_FILE) is None]
   runs = collections.OrderedDict()
   generic_dir = None
+  built = _Built()
   for seed in seeds:
     results = runs[seed] = collections.OrderedDict()
     for spec in needed:
@@ -484,7 +517,8 @@ def run_nmt(
         logging.info('%s, seed %d: training in %s', spec.name, seed, run_dir)
         done = run_engine(spec, task=task, model=model, training=training,
                           loop=dataclasses.replace(loop, seed=seed),
-                          run_dir=run_dir, generic_dir=generic_dir)
+                          run_dir=run_dir, generic_dir=generic_dir,
+                          built=built)
       else:
         logging.info('%s, seed %d: done before, read from %s', spec.name,
                      seed, run_dir)
