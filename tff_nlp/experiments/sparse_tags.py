@@ -24,6 +24,7 @@ computation (`tff_nlp.analysis.communication`). A run writes `config.json`,
 import collections
 from collections.abc import Sequence
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Optional
@@ -149,6 +150,19 @@ class TagTask:
   train: Optional[tags_lib.EncodedTags] = None
   train_labels: Optional[np.ndarray] = None
 
+  @functools.cached_property
+  def test_bag(self) -> tf.SparseTensor:
+    """The test set as one [examples, word rows] bag of counts.
+
+    Built on first use and kept: every evaluation of a run scores it.
+    """
+    rows = np.repeat(np.arange(len(self.test)),
+                     [len(i) for i in self.test.word_ids])
+    return tf.SparseTensor(
+        indices=np.stack([rows, np.concatenate(self.test.word_ids)], axis=1),
+        values=np.concatenate(self.test.word_counts).astype(np.float32),
+        dense_shape=[len(self.test), self.vocabularies.num_word_rows])
+
 
 def prepare_task(data_dir: Optional[str], config: TagDataConfig, *,
                  seed: int) -> TagTask:
@@ -216,18 +230,9 @@ def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
       divisor='clients' if method == SPARSE else 'touching_clients')
 
 
-def _test_bag(test: tags_lib.EncodedTags, num_words: int) -> tf.SparseTensor:
-  rows = np.repeat(np.arange(len(test)), [len(i) for i in test.word_ids])
-  return tf.SparseTensor(
-      indices=np.stack([rows, np.concatenate(test.word_ids)], axis=1),
-      values=np.concatenate(test.word_counts).astype(np.float32),
-      dense_shape=[len(test), num_words])
-
-
 def _test_scores(weights: np.ndarray, task: TagTask) -> np.ndarray:
   return tf.sparse.sparse_dense_matmul(
-      _test_bag(task.test, task.vocabularies.num_word_rows),
-      tf.constant(weights, tf.float32)).numpy()
+      task.test_bag, tf.constant(weights, tf.float32)).numpy()
 
 
 def test_hits_at_1(weights: np.ndarray, task: TagTask) -> list[int]:

@@ -24,8 +24,8 @@ number of clients, and the state lives in that executor.
 The clients' data can be kept in the worker too (`put_client_data`), for
 rounds over the same clients and data: in a deployment each client holds its
 data, so sending every client's dataset from Python each round is a cost of
-the simulation, not of the round (about 0.1 s for ten clients of TREC-6
-batches). A dataset kept this way is still iterated anew in every round.
+the simulation, not of the round (about 0.03 s for ten clients of TREC-6
+batches on idle cores, `select_scaling`). A dataset kept this way is still iterated anew in every round.
 """
 
 import asyncio
@@ -135,20 +135,14 @@ class ResidentProcess:
     """
     if self._state is None:
       raise RuntimeError('ResidentProcess.next before set_state(state).')
-    if isinstance(client_data, ResidentClientData):
-      if client_data._owner is not self:  # pylint: disable=protected-access
-        raise ValueError('client_data was put in another ResidentProcess '
-                         '(each has its own executor).')
-      resident_data = client_data._value  # pylint: disable=protected-access
-    else:
-      self._check_clients(client_data)
-      resident_data = None
+    if not isinstance(client_data, ResidentClientData):
+      client_data = self.put_client_data(client_data)
+    elif client_data._owner is not self:  # pylint: disable=protected-access
+      raise ValueError('client_data was put in another ResidentProcess '
+                       '(each has its own executor).')
+    data = client_data._value  # pylint: disable=protected-access
 
     async def round_():
-      data = resident_data
-      if data is None:
-        data = await self._executor.create_value(
-            tff.tensorflow.transform_args(client_data), self._data_type)
       argument = await self._executor.create_struct([self._state, data])
       output = await self._executor.create_call(self._next, argument)
       state = await self._executor.create_selection(output, 0)
