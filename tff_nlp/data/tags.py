@@ -247,15 +247,20 @@ def batches_from_flat(word_ids: tf.Tensor, word_counts: tf.Tensor,
   # `from_tensor_slices` TF's graph type inference rejects with a long
   # "Type inference failed" warning.
   num_examples = tf.shape(tags, out_type=tf.int64)[0]
+  # Every entry's row within its batch, computed once for the dataset: a
+  # `tf.repeat` per batch was most of the cost of a pass over a client's
+  # data (TREC-6, 10 clients, batches of 16: 0.49-0.73 s a pass against
+  # 0.29-0.45 s, measured in-process; the elements are the same).
+  rows = tf.repeat(tf.range(num_examples) % batch_size,
+                   row_splits[1:] - row_splits[:-1])
 
   def to_bag(start):
     end = tf.minimum(start + batch_size, num_examples)
     first, last = row_splits[start], row_splits[end]
-    lengths = row_splits[start + 1:end + 1] - row_splits[start:end]
-    rows = tf.repeat(tf.range(end - start), lengths)
     return collections.OrderedDict(
         tokens=collections.OrderedDict(
-            indices=tf.stack([rows, word_ids[first:last]], axis=1),
+            indices=tf.stack([rows[first:last], word_ids[first:last]],
+                             axis=1),
             values=word_counts[first:last],
             dense_shape=tf.stack([end - start,
                                   tf.constant(num_words, tf.int64)])),
