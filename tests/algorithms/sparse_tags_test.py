@@ -11,6 +11,7 @@ from tests.algorithms import tag_fixtures as fx
 from tff_nlp import sparse
 from tff_nlp import training
 from tff_nlp.algorithms import sparse_tags
+from tff_nlp.data import tags as tags_data
 from tff_nlp.models import tag_regression
 
 
@@ -76,7 +77,8 @@ class SparseTagProcessComputationTest(tf.test.TestCase,
         process.next.type_signature.parameter[1],
         tff.FederatedType(collections.OrderedDict(
             keys=tff.TensorType(np.int32, [3]), num_keys=np.int32,
-            distinct_tokens=np.int32, batches=batches), tff.CLIENTS))
+            distinct_tokens=np.int32, dropped_tokens=np.int32,
+            batches=batches), tff.CLIENTS))
     # The rest of the process is the plain one's.
     tff.test.assert_types_equivalent(process.next.type_signature.result,
                                      plain.next.type_signature.result)
@@ -166,13 +168,44 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(train['rows_uploaded'], 4 + 6 + 2)
     self.assertEqual(train['non_finite_clients'], 0)
 
-  def test_dropped_tokens_are_counted(self):
+  @parameterized.parameters(False, True)
+  def test_dropped_tokens_are_counted(self, keys_in_data):
     process = sparse_tags.build_sparse_tag_process(
-        num_words=fx.V, num_tags=fx.T, max_keys=1, client_learning_rate=fx.LR)
-    _, metrics = fx.run_round(process, fx.start_table(), fx.datasets()[:1])
+        num_words=fx.V, num_tags=fx.T, max_keys=1, client_learning_rate=fx.LR,
+        keys_in_data=keys_in_data)
+    datasets = fx.datasets()[:1]
+    if keys_in_data:
+      datasets = [sparse_tags.keyed_client_data(datasets[0], 1)]
+    _, metrics = fx.run_round(process, fx.start_table(), datasets)
     # Client 0 keeps w1 (in all 3 examples): entries per example are
     # {w0, w1, zz}, {w1, w2}, {w0, w1}: 7 entries, 3 kept, 4 dropped.
     self.assertEqual(metrics['client_work']['train']['dropped_tokens'], 4)
+
+  def test_keyed_client_data_holds_the_local_batches(self):
+    data = sparse_tags.keyed_client_data(fx.datasets()[0], max_keys=1)
+    # Client 0 keeps w1 (id 1, in all 3 examples), local row 0. Its
+    # examples {w0, w1 x2, zz}, {w1, w2} | {w0, w1} in batches of 2 become
+    # {0: 2}, {0: 1} | {0: 1}; w0 x2, zz and w2 (4 entries) are dropped.
+    self.assertEqual(list(data['keys']), [1])
+    self.assertEqual(data['dropped_tokens'], 4)
+    batches = list(data['batches'])
+    self.assertLen(batches, 2)
+    expected = [([[0, 0], [1, 0]], [2, 1], [2, 1]), ([[0, 0]], [1], [1, 1])]
+    for batch, (indices, values, dense_shape) in zip(batches, expected):
+      np.testing.assert_array_equal(batch['tokens']['indices'], indices)
+      np.testing.assert_array_equal(batch['tokens']['values'], values)
+      np.testing.assert_array_equal(batch['tokens']['dense_shape'],
+                                    dense_shape)
+    np.testing.assert_array_equal(
+        np.concatenate([b['tags'] for b in batches]),
+        [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
+
+  def test_keyed_client_data_refuses_batches_of_several_sizes(self):
+    encoded = tags_data.encode(fx.CLIENTS[0], fx.VOCAB)
+    one, two = (tags_data.to_dataset(encoded.subset(i), num_words=fx.V,
+                                     batch_size=2) for i in ([0], [1, 2]))
+    with self.assertRaisesRegex(ValueError, r'batches of \[1, 2\]'):
+      sparse_tags.keyed_client_data(one.concatenate(two), max_keys=1)
 
   def test_equals_dense_fedavg_when_nothing_is_dropped(self):
     # Two rounds; M = V keeps every word, so sparse == FedAvg with uniform

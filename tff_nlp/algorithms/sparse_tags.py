@@ -55,6 +55,7 @@ def _client_data_type(num_words: int, num_tags: int) -> tff.SequenceType:
 
 
 BATCHES = 'batches'
+DROPPED_TOKENS = 'dropped_tokens'
 
 
 def client_keys(dataset, max_keys: int,
@@ -86,23 +87,61 @@ def keyed_client_data(dataset, max_keys: int,
                       block_size: int = 1) -> collections.OrderedDict:
   """A client's data for `build_sparse_tag_process(keys_in_data=True)`.
 
-  Its keys are computed here, once (eagerly, a pass over `dataset`), and
-  travel with the batches, so a round does not pass over the client's data a
-  second time to find them; keep the result for the client's later rounds.
+  Its keys are computed here, once (eagerly, a pass over `dataset`), and its
+  batches are re-indexed to them (steps 1 and 3 of a round, done once), so a
+  round neither passes over the client's data to find its keys nor maps each
+  batch to local ids: the batches it trains on are already over its local
+  rows. A deployed client would keep its data so; keep the result for the
+  client's later rounds.
 
   Args:
-    dataset: The client's batches (`tff_nlp.data.tags.to_dataset`).
+    dataset: The client's batches (`tff_nlp.data.tags.to_dataset`: every
+      batch but the last of one size).
     max_keys: M, as given to the process.
     block_size: B, as given to the process.
 
   Returns:
-    `<keys=int32[M], num_keys=int32, distinct_tokens=int32, batches=B*>`
-    (`client_keys`, then the batches).
+    `<keys=int32[M], num_keys=int32, distinct_tokens=int32,
+    dropped_tokens=int32, batches=B*>`: `client_keys`; the (example, word)
+    entries of words outside the keys, dropped from the batches; and the
+    batches, whose bags are over the client's M * B local rows (dense shape
+    [batch, M * B]) instead of the V global ones.
+
+  Raises:
+    ValueError: If the batches are not all of one size but the last.
   """
+  keys = client_keys(dataset, max_keys, block_size)
+  batches = list(dataset)
+  sizes = [int(tf.shape(b['tags'])[0]) for b in batches]
+  if any(n != sizes[0] for n in sizes[:-1]) or sizes[-1:] > sizes[:1]:
+    raise ValueError('keyed_client_data re-batches the data in batches of '
+                     'one size (the last may be smaller); got batches of '
+                     f'{sizes}.')
+  word_ids, word_counts, dropped = [], [], 0
+  for batch in batches:
+    client = sparse.block_rows(
+        sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys']),
+        block_size=block_size,
+        num_rows=int(batch['tokens']['dense_shape'][1]))
+    bag, batch_dropped = sparse.to_local_bag(batch['tokens'], client)
+    dropped += int(batch_dropped)
+    # The bag's entries are in example order: split them per example.
+    ends = np.cumsum(np.bincount(bag.indices[:, 0].numpy(),
+                                 minlength=int(tf.shape(batch['tags'])[0])))
+    word_ids.extend(np.split(bag.indices[:, 1].numpy(), ends[:-1]))
+    word_counts.extend(np.split(bag.values.numpy(), ends[:-1]))
+  num_tags = dataset.element_spec['tags'].shape[1]
+  local = tags_data.EncodedTags(
+      word_ids=tuple(word_ids), word_counts=tuple(word_counts),
+      tags=(np.concatenate([b['tags'].numpy() for b in batches]) if batches
+            else np.zeros([0, num_tags], np.float32)),
+      oov_words=-1, oov_tags=-1)
   data = collections.OrderedDict(
-      (name, value.numpy())
-      for name, value in client_keys(dataset, max_keys, block_size).items())
-  data[BATCHES] = dataset
+      (name, value.numpy()) for name, value in keys.items())
+  data[DROPPED_TOKENS] = np.int32(dropped)
+  data[BATCHES] = tags_data.to_dataset(
+      local, num_words=max_keys * block_size,
+      batch_size=sizes[0] if sizes else 1)
   return data
 
 
@@ -143,13 +182,30 @@ class _SparseParts:
     keys_fn = tff.tensorflow.computation(
         lambda data: client_keys(data, max_keys, block_size), batches_type)
     keys_type = keys_fn.type_signature.result
-    # With keys_in_data, a client's data carries its keys (computed once per
-    # client, `keyed_client_data`), so a round passes over its batches once.
-    self.data_type = (tff.StructWithPythonType(
-        list(tff.structure.iter_elements(keys_type))
-        + [(BATCHES, batches_type)], collections.OrderedDict)
-                      if keys_in_data else batches_type)
+    if keys_in_data:
+      # A client's data carries its keys and its batches over its local rows
+      # (computed once per client, `keyed_client_data`), so a round passes
+      # over its batches once, to train, and maps no ids.
+      keys_type = tff.StructWithPythonType(
+          list(tff.structure.iter_elements(keys_type))
+          + [(DROPPED_TOKENS, np.int32)], collections.OrderedDict)
+      self.data_type = tff.StructWithPythonType(
+          list(tff.structure.iter_elements(keys_type))
+          + [(BATCHES, batches_type)], collections.OrderedDict)
+    else:
+      self.data_type = batches_type
     table_type = self.table_type
+
+    def local_bag(tokens, client):
+      if not keys_in_data:
+        return sparse.to_local_bag(tokens, client)
+      # Already local; the width as a constant keeps the gradient's shape
+      # [M * B, T] static.
+      return tf.SparseTensor(
+          indices=tokens['indices'], values=tokens['values'],
+          dense_shape=tf.stack([tokens['dense_shape'][0],
+                                tf.constant(max_keys * block_size,
+                                            tf.int64)])), tf.constant(0)
 
     @tff.tensorflow.computation(rows_type, keys_type, batches_type)
     def client_update(selected, keys, data):
@@ -164,7 +220,7 @@ class _SparseParts:
 
       def train_on_batch(state, batch):
         weights, loss_sum, examples, dropped, seen = state
-        bag, batch_dropped = sparse.to_local_bag(batch['tokens'], client)
+        bag, batch_dropped = local_bag(batch['tokens'], client)
         # The local rows of words in the client's data: the rows it trains.
         seen = tf.tensor_scatter_nd_max(
             seen, bag.indices[:, 1:], tf.ones_like(bag.indices[:, 1], tf.int32))
@@ -210,7 +266,8 @@ class _SparseParts:
               rows_uploaded=num_rows,
               truncated_clients=tf.cast(
                   keys['distinct_tokens'] > tf.size(trained_rows), tf.int32),
-              dropped_tokens=dropped // client_epochs,
+              dropped_tokens=(keys[DROPPED_TOKENS] if keys_in_data
+                              else dropped // client_epochs),
               non_finite_clients=1 - tf.cast(finite, tf.int32)))
 
     @tff.tensorflow.computation(client_update.type_signature.result['stats'])
@@ -297,7 +354,9 @@ def build_sparse_tag_process(
   Client data D are batches B = `<tokens=<indices=int64[?,2],values=int32[?],
   dense_shape=int64[2]>,tags=float32[?,T]>` (`tff_nlp.data.tags.to_dataset`),
   B*; with `keys_in_data`, `<keys=int32[M], num_keys=int32,
-  distinct_tokens=int32, batches=B*>` (`keyed_client_data`). The process (`tff_nlp.sparse.compose_partial_model_process`) has methods:
+  distinct_tokens=int32, dropped_tokens=int32, batches=B*>`
+  (`keyed_client_data`; the bags over the client's M * B local rows). The
+  process (`tff_nlp.sparse.compose_partial_model_process`) has methods:
 
   *   `initialize`: `( -> S@SERVER)`, S a
       `tff.learning.templates.LearningAlgorithmState` whose
@@ -334,11 +393,12 @@ def build_sparse_tag_process(
       `tff_nlp.sparse.IndexedSlicesClippingFactory` around
       `IndexedSlicesMeanFactory`; stateful ones keep their state
       between rounds. None: `IndexedSlicesMeanFactory(V, divisor)`.
-    keys_in_data: Whether each client's data carries its keys
-      (`keyed_client_data`, computed once per client) instead of the round
-      finding them in a pass over the client's batches. The rounds are the
-      same; a pass over a client's data costs about as much as its training
-      (`docs/results/federated_select.md`).
+    keys_in_data: Whether each client's data carries its keys and its
+      batches already over its local rows (`keyed_client_data`, computed
+      once per client) instead of the round finding the keys in a pass over
+      the client's batches and mapping every batch to local ids. The rounds
+      are the same; a pass over a client's data costs about as much as its
+      training (`docs/results/federated_select.md`).
     block_size: B, word rows per key. With B > 1 each client selects the
       M blocks of B consecutive rows whose words occur in the most of its
       examples (`tff_nlp.sparse.top_blocks`), downloads M * B rows in M

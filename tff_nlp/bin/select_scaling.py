@@ -231,8 +231,8 @@ class _Setting:
     its state and its clients' data.
     """
     # Each client's keys are computed once (a client's keys change only
-    # with its data) and travel with its batches: a round passes over a
-    # client's data once, to train.
+    # with its data) and travel with its batches, already over its local
+    # rows: a round passes over a client's data once, to train.
     start = time.perf_counter()
     data = [algorithms.keyed_client_data(d, max_keys, block_size)
             for d in self.datasets]
@@ -341,13 +341,13 @@ def markdown(rows, *, max_keys, num_clients) -> str:
       '"state in runtime": `tff_nlp.runtime.ResidentProcess`, the state '
       'and the clients\' data kept in the worker, only metrics returned. '
       'Sparse clients carry '
-      'their keys, computed once per client (last column, not in the '
-      'rounds).',
+      'their keys and their batches over their local rows, computed once '
+      'per client (`keyed_client_data`; last column, not in the rounds).',
       '',
       '| V (rows) | sparse, state from Python | dense, state from Python | '
       'sparse, state in runtime | dense, state in runtime | dense ÷ sparse '
       '(state in runtime) | sparse server-side s (aggregate + apply, from '
-      'Python) | keys, once per client, ms |',
+      'Python) | keys and local batches, once per client, ms |',
       '|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for r in rows:
