@@ -186,11 +186,13 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # Client 0 keeps w1 (id 1, in all 3 examples), local row 0. Its
     # examples {w0, w1 x2, zz}, {w1, w2} | {w0, w1} in batches of 2 become
     # {0: 2}, {0: 1} | {0: 1}; w0 x2, zz and w2 (4 entries) are dropped.
+    # The second batch is padded to the first's 2 entries with a count of 0.
     self.assertEqual(list(data['keys']), [1])
     self.assertEqual(data['dropped_tokens'], 4)
     batches = list(data['batches'])
     self.assertLen(batches, 2)
-    expected = [([[0, 0], [1, 0]], [2, 1], [2, 1]), ([[0, 0]], [1], [1, 1])]
+    expected = [([[0, 0], [1, 0]], [2, 1], [2, 1]),
+                ([[0, 0], [0, 0]], [1, 0], [1, 1])]
     for batch, (indices, values, dense_shape) in zip(batches, expected):
       np.testing.assert_array_equal(batch['tokens']['indices'], indices)
       np.testing.assert_array_equal(batch['tokens']['values'], values)
@@ -228,6 +230,23 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(np.abs(dense_table).max(), 0.01)
     np.testing.assert_allclose(sparse_table, dense_table, atol=1e-5)
 
+  def test_dense_rounds_on_padded_batches_equal_mapped_ones(self):
+    # Entries of count 0 add nothing: the same floats, not just close ones.
+    process = sparse_tags.build_dense_tag_process(
+        num_words=fx.V, num_tags=fx.T, client_learning_rate=fx.LR)
+    encoded = [tags_data.encode(c, fx.VOCAB) for c in fx.CLIENTS]
+    mapped = [tag_regression.as_keras_batches(d) for d in fx.datasets()]
+    padded = [tags_data.to_padded_dataset(e, num_words=fx.V, batch_size=2,
+                                          keras_pairs=True) for e in encoded]
+    tables = []
+    for datasets in (mapped, padded):
+      state = process.initialize()
+      for _ in range(2):
+        state = process.next(state, datasets).state
+      tables.append(process.get_model_weights(state).trainable[0])
+    self.assertGreater(np.abs(tables[0]).max(), 0.01)
+    np.testing.assert_array_equal(tables[1], tables[0])
+
   def test_tutorial_round_equals_process_round(self):
     kwargs = dict(num_words=fx.V, num_tags=fx.T, max_keys=3,
                   client_learning_rate=fx.LR)
@@ -255,6 +274,14 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     table = fx.start_table()
     new_table, metrics = fx.run_round(process, table, datasets)
+    # The same round with keys and local batches carried by the data.
+    keyed_table, keyed = fx.run_round(
+        sparse_tags.build_sparse_tag_process(
+            num_words=fx.V, num_tags=fx.T, max_keys=3,
+            client_learning_rate=fx.LR, keys_in_data=True),
+        table, [sparse_tags.keyed_client_data(d, 3) for d in datasets])
+    np.testing.assert_array_equal(keyed_table, new_table)
+    self.assertEqual(keyed, metrics)
     self.assertTrue(np.isfinite(new_table).all())
     train = metrics['client_work']['train']
     for key, value in expected.items():

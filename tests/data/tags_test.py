@@ -137,6 +137,42 @@ class TagsExecutionTest(tf.test.TestCase, parameterized.TestCase):
                      tags.element_type_spec(vocab.num_tag_columns))
     self.assertFalse(list(dataset))
 
+  @parameterized.product(batch_size=[1, 2, 5, 9], keras_pairs=[False, True])
+  def test_to_padded_dataset_matches_numpy_reference(self, batch_size,
+                                                     keras_pairs):
+    vocab = tags.TagVocabularies(words=('a', 'b', 'c'), tags=('y', 'x'))
+    encoded = tags.encode(_examples() * 3, vocab)  # 9 examples.
+    got = list(tags.to_padded_dataset(
+        encoded, num_words=vocab.num_word_rows, batch_size=batch_size,
+        keras_pairs=keras_pairs))
+    want = _reference_batches(encoded, vocab.num_word_rows, batch_size, None)
+    self.assertEqual(len(got), len(want))
+    widths = set()
+    for batch, (bags, tag_rows) in zip(got, want):
+      tokens, batch_tags = batch if keras_pairs else (batch['tokens'],
+                                                      batch['tags'])
+      indices, values = tokens['indices'].numpy(), tokens['values'].numpy()
+      np.testing.assert_array_equal(tokens['dense_shape'], bags.shape)
+      np.testing.assert_array_equal(batch_tags, tag_rows)
+      dense = np.zeros(bags.shape, np.int32)
+      np.add.at(dense, (indices[:, 0], indices[:, 1]), values)
+      np.testing.assert_array_equal(dense, bags)
+      # The padding: count 0 at (example 0, word 0), after the real entries.
+      real = np.count_nonzero(bags)
+      np.testing.assert_array_equal(indices[real:], 0)
+      np.testing.assert_array_equal(values[real:], 0)
+      self.assertTrue(np.all(values[:real] > 0))
+      widths.add(len(values))
+    self.assertLen(widths, 1)  # Every batch padded to the same count.
+
+  def test_to_padded_dataset_of_no_examples_is_empty(self):
+    vocab = tags.TagVocabularies(words=('a',), tags=('y',))
+    dataset = tags.to_padded_dataset(tags.encode([], vocab), num_words=2,
+                                     batch_size=2)
+    self.assertTrue(dataset.element_spec['tokens']['indices'].shape
+                    .is_compatible_with([None, 2]))
+    self.assertFalse(list(dataset))
+
   def test_batch_builder_rejects_other_tag_widths(self):
     vocab = tags.TagVocabularies(words=('a', 'b'), tags=('y', 'x'))
     builder = tags.BatchBuilder(num_words=3, num_tags=5, batch_size=2)

@@ -105,7 +105,8 @@ def keyed_client_data(dataset, max_keys: int,
     dropped_tokens=int32, batches=B*>`: `client_keys`; the (example, word)
     entries of words outside the keys, dropped from the batches; and the
     batches, whose bags are over the client's M * B local rows (dense shape
-    [batch, M * B]) instead of the V global ones.
+    [batch, M * B]) instead of the V global ones, stored as padded tensors
+    (`tff_nlp.data.tags.to_padded_dataset`: entries of count 0 pad them).
 
   Raises:
     ValueError: If the batches are not all of one size but the last.
@@ -117,19 +118,27 @@ def keyed_client_data(dataset, max_keys: int,
     raise ValueError('keyed_client_data re-batches the data in batches of '
                      'one size (the last may be smaller); got batches of '
                      f'{sizes}.')
-  word_ids, word_counts, dropped = [], [], 0
-  for batch in batches:
-    client = sparse.block_rows(
-        sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys']),
-        block_size=block_size,
-        num_rows=int(batch['tokens']['dense_shape'][1]))
-    bag, batch_dropped = sparse.to_local_bag(batch['tokens'], client)
-    dropped += int(batch_dropped)
-    # The bag's entries are in example order: split them per example.
-    ends = np.cumsum(np.bincount(bag.indices[:, 0].numpy(),
-                                 minlength=int(tf.shape(batch['tags'])[0])))
-    word_ids.extend(np.split(bag.indices[:, 1].numpy(), ends[:-1]))
-    word_counts.extend(np.split(bag.values.numpy(), ends[:-1]))
+  # All examples as one bag [examples, V], mapped in one call.
+  starts = np.cumsum([0] + sizes)
+  num_rows = (int(batches[0]['tokens']['dense_shape'][1]) if batches
+              else max_keys * block_size)
+  bag = collections.OrderedDict(
+      indices=np.concatenate(
+          [np.zeros([0, 2], np.int64)]
+          + [b['tokens']['indices'].numpy() + [start, 0]
+             for b, start in zip(batches, starts)]),
+      values=np.concatenate([np.zeros([0], np.int32)] + [
+          b['tokens']['values'].numpy() for b in batches]),
+      dense_shape=np.array([starts[-1], num_rows], np.int64))
+  local_bag, dropped = sparse.to_local_bag(bag, sparse.block_rows(
+      sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys']),
+      block_size=block_size, num_rows=num_rows))
+  # The bag's entries are in example order: split them per example.
+  ends = np.cumsum(np.bincount(local_bag.indices[:, 0].numpy(),
+                               minlength=starts[-1]))[:-1]
+  word_ids, word_counts = (
+      (np.split(local_bag.indices[:, 1].numpy(), ends),
+       np.split(local_bag.values.numpy(), ends)) if batches else ([], []))
   num_tags = dataset.element_spec['tags'].shape[1]
   local = tags_data.EncodedTags(
       word_ids=tuple(word_ids), word_counts=tuple(word_counts),
@@ -138,8 +147,10 @@ def keyed_client_data(dataset, max_keys: int,
       oov_words=-1, oov_tags=-1)
   data = collections.OrderedDict(
       (name, value.numpy()) for name, value in keys.items())
-  data[DROPPED_TOKENS] = np.int32(dropped)
-  data[BATCHES] = tags_data.to_dataset(
+  data[DROPPED_TOKENS] = dropped.numpy()
+  # Stored, not mapped: the worker then instantiates no function per
+  # round to iterate them (`tags_data.to_padded_dataset`).
+  data[BATCHES] = tags_data.to_padded_dataset(
       local, num_words=max_keys * block_size,
       batch_size=sizes[0] if sizes else 1)
   return data
@@ -222,8 +233,9 @@ class _SparseParts:
         weights, loss_sum, examples, dropped, seen = state
         bag, batch_dropped = local_bag(batch['tokens'], client)
         # The local rows of words in the client's data: the rows it trains.
+        # (Entries of count 0 are padding, `tags_data.to_padded_dataset`.)
         seen = tf.tensor_scatter_nd_max(
-            seen, bag.indices[:, 1:], tf.ones_like(bag.indices[:, 1], tf.int32))
+            seen, bag.indices[:, 1:], tf.cast(bag.values > 0, tf.int32))
         with tf.GradientTape() as tape:
           tape.watch(weights)
           batch_loss = tag_regression.loss(
