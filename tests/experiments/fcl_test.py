@@ -1,9 +1,12 @@
 """Tests of the federated continual-learning experiment (runs, cache, report)."""
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
+import tempfile
+from typing import Any, NamedTuple
 from unittest import mock
 
 from absl.testing import parameterized
@@ -213,6 +216,46 @@ class MaxWeightShareExecutionTest(tf.test.TestCase):
         fcl.TrainingConfig(max_weight_share=value)
 
 
+_SEEDED_METHODS = ('fedseit', 'fedseit_no_foreign')
+
+
+class _SeededRuns(NamedTuple):
+  output_dir: str
+  results: dict[str, Any]
+  contexts_made: list[runtime_contexts.CppContext]
+  # Per run_method call: whether it ran in the context made for its seed.
+  in_own_context: list[bool]
+
+
+@functools.cache
+def _seeded_runs() -> _SeededRuns:
+  """`run_fcl` of `_SEEDED_METHODS`, seeds 0 and 1, a fresh context per seed.
+
+  Run once: the seeds test checks it, the report test reads its runs.
+  """
+  output_dir = tempfile.mkdtemp(prefix='fcl_seeds')
+  contexts_made = []
+  in_own_context = []
+
+  def fresh_context():
+    contexts_made.append(runtime_contexts.local_cpp_context())
+    return contexts_made[-1]
+
+  real_run_method = fcl.run_method
+
+  def run_method(*args, **kwargs):
+    in_own_context.append(tff.framework.get_context_stack().current
+                          is contexts_made[-1].tff_context)
+    return real_run_method(*args, **kwargs)
+
+  with mock.patch.object(fcl, 'run_method', run_method):
+    results = fcl.run_fcl(datasets=['trec6'], methods=list(_SEEDED_METHODS),
+                          data=_DATA, training=_TRAINING,
+                          output_dir=output_dir, seeds=(0, 1), command='cmd',
+                          context_fn=fresh_context)
+  return _SeededRuns(output_dir, results, contexts_made, in_own_context)
+
+
 class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
@@ -275,9 +318,15 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_report(self):
     output_dir = self.create_tempdir().full_path
+    # At seed 0 the FedSeIT runs are the seeds test's seed-0 runs (the same
+    # configuration and run directory): read from a copy, not trained again.
+    training = dataclasses.replace(_TRAINING, seed=0)
+    self.assertEqual(fcl.replicate(_DATA, _TRAINING, 0), (_DATA, training))
+    shutil.copytree(os.path.join(_seeded_runs().output_dir, 'runs'),
+                    os.path.join(output_dir, 'runs'))
     results = fcl.run_fcl(datasets=['trec6'],
                           methods=['local', 'fedseit', 'fedseit_no_foreign'],
-                          data=_DATA, training=_TRAINING,
+                          data=_DATA, training=training,
                           output_dir=output_dir, command='cmd')
     with open(os.path.join(output_dir, 'results.md'), encoding='utf-8') as f:
       report = f.read()
@@ -296,27 +345,10 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
                      0.0)
 
   def test_seeds_are_replicates_with_their_own_tasks_and_intervals(self):
-    output_dir = self.create_tempdir().full_path
-    methods = ['fedseit', 'fedseit_no_foreign']
-    contexts_made = []
-
-    def fresh_context():
-      contexts_made.append(runtime_contexts.local_cpp_context())
-      return contexts_made[-1]
-
-    real_run_method = fcl.run_method
-
-    def run_method(*args, **kwargs):
-      # Every run trains in the context of its dataset and seed.
-      self.assertIs(tff.framework.get_context_stack().current,
-                    contexts_made[-1].tff_context)
-      return real_run_method(*args, **kwargs)
-
-    with mock.patch.object(fcl, 'run_method', run_method):
-      results = fcl.run_fcl(datasets=['trec6'], methods=methods, data=_DATA,
-                            training=_TRAINING, output_dir=output_dir,
-                            seeds=(0, 1), command='cmd',
-                            context_fn=fresh_context)
+    output_dir, results, contexts_made, in_own_context = _seeded_runs()
+    methods = list(_SEEDED_METHODS)
+    # Every run trains in the context of its dataset and seed.
+    self.assertEqual(in_own_context, [True] * 4)
     # One worker per seed, each stopped after its seed's runs.
     self.assertLen(contexts_made, 2)
     self.assertNotEqual(*(c.worker.pid for c in contexts_made))
