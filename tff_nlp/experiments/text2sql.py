@@ -110,14 +110,24 @@ class _DevEvaluator:
       with open(self._info_path) as f:
         self.best = json.load(f)[DEV_METRIC]
 
-  def __call__(self, model_weights):
+  def scorer(self):
+    """(Keras model, predictor, token metrics fn) this evaluator scores with.
+
+    Built on first use, after the learning process: a Keras model built
+    before TFF traces `model_fn` fails when first called in a tf.function
+    afterwards ("invalid state", a v1 layer). The unit's test scoring
+    reuses them (every weight of either parser is trainable, so
+    `load_best` sets the whole model): building and tracing them again
+    costs more than a small run's rounds.
+    """
     if self._keras_model is None:
-      # Built on first use, after the learning process: a Keras model built
-      # before TFF traces `model_fn` fails when first called in a
-      # tf.function afterwards ("invalid state", a v1 layer).
       self._keras_model = self._parser.keras_model()
       self._predict = self._parser.predictor(self._keras_model)
       self._token_metrics_fn = self._parser.metrics_fn(self._keras_model)
+    return self._keras_model, self._predict, self._token_metrics_fn
+
+  def __call__(self, model_weights):
+    self.scorer()
     model_weights.assign_weights_to(self._keras_model)
     # Client by client: a batch then holds one client's SQL, of similar
     # lengths, and stops decoding when its longest output ends.
@@ -309,6 +319,9 @@ def run_text2sql(
         lambda v: v.numpy(),
         seq2seq_model_fn.load_model_weights(model, init_checkpoint))
   predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
+  # Building a process traces the model (most of a small run's time); the
+  # finetuning units of one learning rate share one.
+  processes = {}
   for unit in text2sql_process.training_units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
                if training.paradigm == 'finetune'
@@ -320,9 +333,14 @@ def run_text2sql(
     aggregator, accounting = (
         _model_aggregator(aggregation, training, loop, num_clients)
         if aggregation is not None else (None, None))
-    process = text2sql_process.build_process(
-        training, parser, unit, vocab_slice_keys, num_examples_fallback,
-        model_aggregator=aggregator)
+    # Only the finetuning paradigm has several units, each of one client
+    # and without `aggregation`: they differ in their learning rate only.
+    key = text2sql_process.unit_learning_rate(training, unit)
+    if key not in processes:
+      processes[key] = text2sql_process.build_process(
+          training, parser, unit, vocab_slice_keys, num_examples_fallback,
+          model_aggregator=aggregator)
+    process = processes[key]
     run = training_lib.run_training(
         process,
         client_data_fn=text2sql_process.build_client_data_fn(
@@ -343,13 +361,11 @@ def run_text2sql(
     unit_records[unit.name] = run.records
     if accounting is not None:
       unit_privacy[unit.name] = accounting.to_json(loop.rounds)
-    keras_model = parser.keras_model()
+    keras_model, predict, token_metrics_fn = evaluator.scorer()
     evaluator.load_best(keras_model)
     # Either parser's weights: `save_checkpoint` is not seq2seq-specific.
     seq2seq.save_checkpoint(keras_model, os.path.join(
         output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
-    predict = parser.predictor(keras_model)
-    token_metrics_fn = parser.metrics_fn(keras_model)
     for client in unit.test_clients:
       test = task.splits[client]['test']
       predictions[client] = (test, predict(client, test))

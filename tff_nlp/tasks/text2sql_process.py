@@ -162,6 +162,18 @@ def training_units(training: text2sql_task.TrainingConfig,
                list(clients))]
 
 
+def unit_learning_rate(training: text2sql_task.TrainingConfig,
+                       unit: Unit) -> float:
+  """The client learning rate of `unit`: its client's when finetuning.
+
+  The only part of `build_process`'s process that differs between the
+  units of one run.
+  """
+  if training.paradigm == 'finetune':
+    return training.learning_rates[unit.train_clients[0]]
+  return training.learning_rates.default
+
+
 def build_process(training: text2sql_task.TrainingConfig,
                   parser: Seq2SeqParser | TemplateParser, unit: Unit,
                   vocab_slice_keys: int = 0,
@@ -193,9 +205,7 @@ def build_process(training: text2sql_task.TrainingConfig,
     data (`build_client_data_fn`).
   """
   optimizer = algorithms.CLIENT_OPTIMIZERS[training.client_optimizer]
-  learning_rate = (training.learning_rates[unit.train_clients[0]]
-                   if training.paradigm == 'finetune'
-                   else training.learning_rates.default)
+  learning_rate = unit_learning_rate(training, unit)
   federated = training.paradigm == 'federated'
   if model_aggregator is not None and (vocab_slice_keys or not federated):
     raise ValueError(
