@@ -58,11 +58,19 @@ def _run(output_dir, **training_kwargs):
 
 
 @functools.cache
+def _shared_run(**training_kwargs):
+  """`_run` of one configuration, once per session: (its dir, its results).
+
+  For the tests that only read a run, so that tests asserting different
+  things about the same configuration train it once.
+  """
+  output_dir = pathlib.Path(tempfile.mkdtemp(prefix='run'))
+  return output_dir, _run(output_dir, **training_kwargs)
+
+
 def _pretrained():
-  """A finished centralized run: what `init_from` starts from (run once)."""
-  output_dir = pathlib.Path(tempfile.mkdtemp(prefix='pretrained'))
-  _run(output_dir, paradigm='centralized')
-  return output_dir
+  """A finished centralized run: what `init_from` starts from."""
+  return _shared_run(paradigm='centralized')[0]
 
 
 class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
@@ -84,8 +92,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_runs_two_rounds_and_reports_consistently(
       self, training_kwargs, unit_dirs):
-    tmp_path = pathlib.Path(self.create_tempdir().full_path)
-    results = _run(tmp_path, **training_kwargs)
+    tmp_path, results = _shared_run(**training_kwargs)
 
     for unit_dir in unit_dirs:
       records = training.read_json_lines(
@@ -596,19 +603,23 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # With dropout on: masks are keyed by (seed, global model, batch, step),
     # not drawn from stateful random ops (models/dropout_seeds.py).
     assert _MODEL.dropout > 0.0
-    runs = {}
+    lorar = dict(paradigm='federated', algorithm='fedavg', weighting='lorar')
+    # Run 'a' is the smoke test's run of the same configuration.
+    run_dirs = {'a': _shared_run(**lorar)[0]}
     for name, model in (
-        ('a', _MODEL), ('b', _MODEL),
+        ('b', _MODEL),
         ('no_dropout', dataclasses.replace(_MODEL, dropout=0.0))):
+      run_dirs[name] = tmp_path / name
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / name), data=_DATA,
+          data_dir=None, output_dir=str(run_dirs[name]), data=_DATA,
           model=model, loop=_LOOP, training=text2sql_task.TrainingConfig(
-              paradigm='federated', algorithm='fedavg', weighting='lorar',
               local_epochs=text2sql_task.PerClient(1),
-              batch_sizes=text2sql_task.PerClient(4)))
-      with np.load(tmp_path / name / 'federated' / 'best_model.npz') as f:
+              batch_sizes=text2sql_task.PerClient(4), **lorar))
+    runs = {}
+    for name, run_dir in run_dirs.items():
+      with np.load(run_dir / 'federated' / 'best_model.npz') as f:
         weights = {k: f[k] for k in f.files}
-      with open(tmp_path / name / 'federated' / 'metrics.jsonl') as f:
+      with open(run_dir / 'federated' / 'metrics.jsonl') as f:
         rounds = [json.loads(line) for line in f]
       # Everything but wall-clock times.
       metrics = [{k: v for k, v in r.items() if not k.endswith('_seconds')}
