@@ -7,9 +7,11 @@ checked on hand-made results.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import pathlib
+import tempfile
 
 from absl.testing import parameterized
 import numpy as np
@@ -271,13 +273,25 @@ def _run(output_dir, engines, seeds=(0,), report_only=False):
       command='cmd')
 
 
+_TINY_ENGINES = ('single:ubuntu_l10n', 'finetuned:ubuntu_l10n', 'chained',
+                 'federated:dp_l', 'federated:controllers')
+
+
+@functools.cache
+def _tiny_run():
+  """`_run` of `_TINY_ENGINES` (seed 0), once: (its dir, its results).
+
+  Its generic engine is also the reference of the pretrain settings' test.
+  """
+  output_dir = pathlib.Path(tempfile.mkdtemp(prefix='tiny'))
+  return output_dir, _run(output_dir, _TINY_ENGINES)[0]
+
+
 class RunNmtExecutionTest(tf.test.TestCase):
 
   def test_tiny_run_trains_every_kind_and_reports(self):
-    tmp_path = pathlib.Path(self.create_tempdir().full_path)
-    engines = ['single:ubuntu_l10n', 'finetuned:ubuntu_l10n', 'chained',
-               'federated:dp_l', 'federated:controllers']
-    results = _run(tmp_path, engines)[0]
+    tmp_path, results = _tiny_run()
+    engines = list(_TINY_ENGINES)
     # The generic engine is trained first: the others start from it.
     self.assertEqual(list(results), [
         'generic', 'single-ubuntu_l10n', 'finetuned-ubuntu_l10n', 'chained',
@@ -482,20 +496,24 @@ class RunNmtExecutionTest(tf.test.TestCase):
     # Learning rate 0.05 and no dropout overridden by the pretrain_*
     # settings train the same weights as 1e-3 and dropout 0.1 given
     # directly: the generic engine never sees the fine-tuning recipe.
-    weights = []
-    for name, model, training_config in (
-        ('direct', dataclasses.replace(_MODEL, dropout=0.1),
-         dataclasses.replace(_TRAINING, learning_rate=1e-3)),
-        ('override', dataclasses.replace(_MODEL, dropout=0.0),
-         dataclasses.replace(_TRAINING, learning_rate=0.05,
-                             pretrain_learning_rate=1e-3,
-                             pretrain_dropout=0.1))):
-      tmp_path = pathlib.Path(self.create_tempdir(name).full_path)
-      nmt.run_nmt(engines=[nmt.EngineSpec('generic')], data_dir=None,
-                  output_dir=str(tmp_path), data=_DATA, model=model,
-                  training=training_config, loop=_LOOP, command='cmd')
-      run_dir, = (tmp_path / 'engines').iterdir()
-      weights.append(nmt.load_weights(str(run_dir / nmt.MODEL_FILE)))
+    # 'direct': the tiny run's generic engine (seed 0, _MODEL and _TRAINING
+    # set no pretrain_* option).
+    self.assertEqual((_MODEL.dropout, _TRAINING.learning_rate), (0.1, 1e-3))
+    self.assertEqual(nmt_task.pretraining_configs(_MODEL, _TRAINING),
+                     (_MODEL, _TRAINING))
+    tiny_dir, tiny_results = _tiny_run()
+    weights = [nmt.load_weights(str(
+        tiny_dir / tiny_results['generic']['run_dir'] / nmt.MODEL_FILE))]
+    tmp_path = pathlib.Path(self.create_tempdir('override').full_path)
+    nmt.run_nmt(engines=[nmt.EngineSpec('generic')], data_dir=None,
+                output_dir=str(tmp_path), data=_DATA,
+                model=dataclasses.replace(_MODEL, dropout=0.0),
+                training=dataclasses.replace(
+                    _TRAINING, learning_rate=0.05,
+                    pretrain_learning_rate=1e-3, pretrain_dropout=0.1),
+                loop=_LOOP, command='cmd')
+    run_dir, = (tmp_path / 'engines').iterdir()
+    weights.append(nmt.load_weights(str(run_dir / nmt.MODEL_FILE)))
     for direct, override in zip(*weights):
       self.assertAllClose(direct, override)
 
