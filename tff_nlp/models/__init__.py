@@ -12,6 +12,10 @@ groups of dynamic pulling; `seq2seq_decoding` generation).
 `dropout_seeds` makes dropout masks a function of (seed, training step), so
 runs repeat and resume exactly; the seq2seq and FCL models use it.
 
+`lora` adds LoRA adapters to a built Keras model (`add_lora`, `LoraConfig`)
+and freezes the rest, so that a `tff.learning` model of it trains and sends
+only the adapters; `merge_lora` folds them back into the kernels for export.
+
 The seq2seq and subword tokenizer modules and names are imported on first
 use: they import keras-nlp, which takes seconds and is not needed by the
 text classifier.
@@ -20,7 +24,12 @@ text classifier.
 from tff_nlp import _lazy
 
 from tff_nlp.models import dropout_seeds
+from tff_nlp.models import lora
 from tff_nlp.models import tag_regression
+from tff_nlp.models.lora import add_lora
+from tff_nlp.models.lora import lora_parameter_count
+from tff_nlp.models.lora import LoraConfig
+from tff_nlp.models.lora import merge_lora
 from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
 from tff_nlp.models.text_classifier import input_spec
