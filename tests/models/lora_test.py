@@ -70,12 +70,6 @@ def _layers(model):
   return list(model._flatten_layers())  # pylint: disable=protected-access
 
 
-def _kernel_name(variable):
-  # 'seq2seq_transformer/encoder_layer_0/.../query/kernel:0' -> the layer.
-  name = variable.name.split(':')[0]
-  return name[name.index('/') + 1:name.rindex('/')]
-
-
 def _randomize_b(adapters, seed):
   rng = np.random.default_rng(seed)
   for adapter in adapters:
@@ -261,6 +255,40 @@ class LoraComputationTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(AttributeError):
       plain.layers[0].kernel = tf.Variable(tf.zeros([2, 3]))
 
+    class OwnsAWeight(tf.keras.Model):
+
+      def __init__(self):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(2)
+        self.gain = tf.Variable(1.0)
+
+      def call(self, x):
+        return self.dense(x) * self.gain
+
+    model = OwnsAWeight()
+    model(tf.zeros([1, 3]))
+    with self.assertRaisesRegex(ValueError, 'owns trainable weights outside'):
+      lora.add_lora(model, lora.LoraConfig(targets=['all_dense']))
+    self.assertLen(model.trainable_weights, 3)  # Untouched.
+
+  def test_sequential_model(self):
+    # A Sequential model does not track attributes as layers: the factors
+    # must not join its layer stack.
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3, name='one'),
+                                 tf.keras.layers.Dense(2, name='two')])
+    model.build([None, 4])
+    names = [w.name for w in model.trainable_weights]
+    adapters = lora.add_lora(model, lora.LoraConfig(
+        rank=2, targets=['all_dense']))
+    self.assertEqual([layer.name for layer in model.layers], ['one', 'two'])
+    self.assertEqual(
+        [id(w) for w in model.trainable_weights],
+        [id(w) for a in adapters for w in (a.lora_a, a.lora_b)])
+    self.assertEqual([w.name for w in model.non_trainable_weights], names)
+    lora.merge_lora(model)
+    self.assertEqual([w.name for w in model.trainable_weights], names)
+    self.assertEmpty(model.non_trainable_weights)
+
 
 def _np_product(adapter):
   """A @ B as a [d_in, d_out] numpy matrix."""
@@ -289,6 +317,23 @@ class LoraExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(model(x.astype(np.float32)), expected, atol=1e-5)
     # The adapter changes the output (the reference is not the plain one).
     self.assertGreater(np.abs(expected - x @ kernel - layer.bias).max(), 0.1)
+
+  def test_mixed_precision_dense(self):
+    # The layer reads its float32 kernel as float16 in its call; the update
+    # is added in float16.
+    inputs = tf.keras.Input([5])
+    layer = tf.keras.layers.Dense(
+        4, dtype=tf.keras.mixed_precision.Policy('mixed_float16'))
+    model = tf.keras.Model(inputs, layer(inputs))
+    (adapter,) = lora.add_lora(model, lora.LoraConfig(
+        rank=2, alpha=2.0, targets=['all_dense']))
+    self._set_random(layer, adapter, 4)
+    x = np.random.default_rng(5).normal(size=[3, 5])
+    kernel = layer.weights[0].numpy().astype(np.float64)
+    outputs = model(x.astype(np.float32))
+    self.assertEqual(outputs.dtype, tf.float16)
+    self.assertAllClose(outputs, x @ (kernel + _np_product(adapter))
+                        + layer.bias.numpy(), atol=2e-2, rtol=1e-2)
 
   @parameterized.named_parameters(
       # A query projection: [d_model, heads, head_dim], input axis 0.

@@ -246,7 +246,12 @@ class LoraAdapter(tf.keras.layers.Layer):
     return update
 
   def effective_kernel(self, kernel) -> tf.Tensor:
-    """W + delta, in W's dtype (an autocast kernel's compute dtype)."""
+    """W + delta, in the dtype W is read in.
+
+    Under a mixed precision policy the layer reads its (float32) kernel as
+    float16 inside its call; the update is added in that dtype.
+    """
+    kernel = tf.convert_to_tensor(kernel)
     return kernel + tf.cast(self.delta(), kernel.dtype)
 
   def call(self, kernel):
@@ -436,13 +441,16 @@ def add_lora(model: tf.keras.Model, config: LoraConfig) -> list[LoraAdapter]:
           [w for adapter in adapters for w in adapter.weights])
   setattr(model, _STATE_ATTRIBUTE, state)
 
-  expected = [w for layer in layers
-              if config.train_layer_norms
-              and isinstance(layer, tf.keras.layers.LayerNormalization)
-              and layer.trainable for w in layer.trainable_weights]
-  expected += [w for adapter in adapters for w in (adapter.lora_a,
-                                                   adapter.lora_b)]
-  if [id(w) for w in model.trainable_weights] != [id(w) for w in expected]:
+  # The promise of the docstring: the LayerNorms (in Keras's order), then
+  # the factors in the adapters' order.
+  layer_norms = {id(w) for layer in layers
+                 if config.train_layer_norms
+                 and isinstance(layer, tf.keras.layers.LayerNormalization)
+                 for w in layer.weights}
+  factors = [id(w) for adapter in adapters for w in adapter.weights]
+  trainable = [id(w) for w in model.trainable_weights]
+  if (set(trainable[:len(layer_norms)]) != layer_norms
+      or trainable[len(layer_norms):] != factors):
     names = [w.name for w in model.trainable_weights]
     merge_lora(model)
     raise ValueError(
