@@ -11,7 +11,7 @@ so the adapted model computes exactly what the pre-trained one did; only
 the factors, r * (d_in + d_out) numbers per kernel instead of d_in * d_out,
 are trained and, in federated fine-tuning, sent by the clients.
 
-Three functions, on a built Keras 2 model (the project's
+On a built Keras 2 model (the project's
 `seq2seq.Seq2SeqTransformer`, a keras-nlp model, or any model of `Dense` /
 `EinsumDense` layers):
 
@@ -25,6 +25,9 @@ Three functions, on a built Keras 2 model (the project's
     trainable weights as before `add_lora`, for export.
 *   `lora_parameter_count(model)` counts the adapters' parameters against
     the model's, for the communication accounting.
+*   `adapters(model)` and `adapted_layers(model)` list the adapters (and
+    the layers they adapt) in the order of their factors in
+    `model.trainable_weights`.
 
 An `EinsumDense` kernel has several axes, e.g. a query projection
 [d_model, heads, head_dim] ("abc,cde->abde") or an attention output
@@ -55,7 +58,8 @@ How it is done in Keras 2, and why:
     variable and the adapter (as Keras 3's `Dense.enable_lora` does), so
     every call, in eager mode, in `tf.function` and in TFF computations,
     uses W' and gradients reach A and B. The frozen variable stays the
-    layer's tracked `kernel` (checkpoints and `get_weights` see W).
+    layer's tracked `kernel` (checkpoints and `get_weights` see W; read it
+    as `layer.weights[0]`: `layer.kernel` is now W', a tensor).
 
 Dropout is unaffected (it follows the `training` argument, not `trainable`).
 Freezing a `BatchNormalization` layer in Keras 2 also switches it to
@@ -331,8 +335,9 @@ def _input_axes(layer: tf.keras.layers.Layer) -> tuple[int, ...]:
 def _lora_class(cls: type, adapter: LoraAdapter) -> type:
   """A subclass of `cls` whose `kernel` is W' (module docstring).
 
-  One class per adapted layer: the adapter lives in the class, so the
-  (frozen) layer does not track it as a sublayer.
+  One class per adapted layer: the adapter lives in the class (the
+  property's closure), so the (frozen) layer does not track it as a
+  sublayer, which would list its factors among the non-trainable weights.
   """
 
   def kernel(self):
@@ -347,7 +352,6 @@ def _lora_class(cls: type, adapter: LoraAdapter) -> type:
 
   return type(f'Lora{cls.__name__}', (cls,), {
       'kernel': property(kernel, set_kernel),
-      '_lora_adapter': adapter,
       '__module__': cls.__module__,
   })
 
