@@ -304,13 +304,18 @@ class LoraExecutionTest(tf.test.TestCase, parameterized.TestCase):
     for w in layer.weights + adapter.weights:
       w.assign(rng.normal(size=w.shape).astype(np.float32))
 
-  def test_dense_matches_numpy(self):
+  def _adapted_dense(self, alpha, seed, **layer_kwargs):
+    """A model of one Dense(4) on 5 inputs, adapted with rank 2, randomised."""
     inputs = tf.keras.Input([5])
-    layer = tf.keras.layers.Dense(4)
+    layer = tf.keras.layers.Dense(4, **layer_kwargs)
     model = tf.keras.Model(inputs, layer(inputs))
     (adapter,) = lora.add_lora(model, lora.LoraConfig(
-        rank=2, alpha=3.0, targets=['all_dense']))
-    self._set_random(layer, adapter, 0)
+        rank=2, alpha=alpha, targets=['all_dense']))
+    self._set_random(layer, adapter, seed)
+    return model, layer, adapter
+
+  def test_dense_matches_numpy(self):
+    model, layer, adapter = self._adapted_dense(alpha=3.0, seed=0)
     x = np.random.default_rng(1).normal(size=[3, 5])
     kernel = layer.weights[0].numpy().astype(np.float64)
     expected = x @ (kernel + 1.5 * _np_product(adapter)) + layer.bias.numpy()
@@ -321,13 +326,9 @@ class LoraExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_mixed_precision_dense(self):
     # The layer reads its float32 kernel as float16 in its call; the update
     # is added in float16.
-    inputs = tf.keras.Input([5])
-    layer = tf.keras.layers.Dense(
-        4, dtype=tf.keras.mixed_precision.Policy('mixed_float16'))
-    model = tf.keras.Model(inputs, layer(inputs))
-    (adapter,) = lora.add_lora(model, lora.LoraConfig(
-        rank=2, alpha=2.0, targets=['all_dense']))
-    self._set_random(layer, adapter, 4)
+    model, layer, adapter = self._adapted_dense(
+        alpha=2.0, seed=4,
+        dtype=tf.keras.mixed_precision.Policy('mixed_float16'))
     x = np.random.default_rng(5).normal(size=[3, 5])
     kernel = layer.weights[0].numpy().astype(np.float64)
     outputs = model(x.astype(np.float32))
