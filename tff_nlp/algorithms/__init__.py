@@ -2,6 +2,8 @@
 
 `for_each_batch` (module `batch_loop`): the clients' local training loop.
 `build_fl_process`: FedAvg / FedOPT / FedProx with Lorar-family weighting.
+`build_lora_process`: the same on a `models.LoraModelFn`: clients train and
+send only LoRA adapters; the frozen pre-trained weights never move in a round.
 `build_sparse_tag_process`: partial models with `tff.federated_select`
 (`build_dense_tag_process` is its dense FedAvg baseline).
 `build_vocab_sliced_process`: the same for a seq2seq model's token embedding
@@ -39,6 +41,7 @@ from tff_nlp.algorithms.fl_process import Algorithm
 from tff_nlp.algorithms.fl_process import build_fl_process
 from tff_nlp.algorithms.fl_process import default_server_optimizer
 from tff_nlp.algorithms.fl_process import FLProcess
+from tff_nlp.algorithms.lora_process import build_lora_process
 from tff_nlp.algorithms.optimizers import CLIENT_OPTIMIZERS
 from tff_nlp.algorithms import sit
 from tff_nlp.algorithms import stateful_clients

@@ -15,6 +15,9 @@ runs repeat and resume exactly; the seq2seq and FCL models use it.
 `lora` adds LoRA adapters to a built Keras model (`add_lora`, `LoraConfig`)
 and freezes the rest, so that a `tff.learning` model of it trains and sends
 only the adapters; `merge_lora` folds them back into the kernels for export.
+`LoraModelFn` (module `lora_model_fn`) is the `model_fn` of federated LoRA:
+its model weights are the adapters only, the pre-trained weights being the
+frozen initial values of the model's variables.
 
 The seq2seq and subword tokenizer modules and names are imported on first
 use: they import keras-nlp, which takes seconds and is not needed by the
@@ -30,6 +33,8 @@ from tff_nlp.models.lora import add_lora
 from tff_nlp.models.lora import lora_parameter_count
 from tff_nlp.models.lora import LoraConfig
 from tff_nlp.models.lora import merge_lora
+from tff_nlp.models import lora_model_fn
+from tff_nlp.models.lora_model_fn import LoraModelFn
 from tff_nlp.models.text_classifier import build_keras_model
 from tff_nlp.models.text_classifier import build_model_fn
 from tff_nlp.models.text_classifier import input_spec
