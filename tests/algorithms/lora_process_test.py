@@ -22,6 +22,8 @@ from tff_nlp import analysis
 from tff_nlp.algorithms import lora_process
 from tff_nlp.models import lora
 from tff_nlp.models import lora_model_fn as lora_model_fn_lib
+from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_model_fn
 
 RANK = 2
 ALPHA = 3.0  # scale s = alpha / rank = 1.5
@@ -283,6 +285,83 @@ class LoraProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     for got, want in zip(process.get_model_weights(mixed.state).trainable,
                          process.get_model_weights(clean.state).trainable):
       self.assertAllClose(got, want, rtol=1e-6)
+
+
+_TINY_SEQ2SEQ = seq2seq.Seq2SeqConfig(
+    vocabulary_size=23, num_encoder_layers=1, num_decoder_layers=1,
+    num_heads=2, hidden_dim=8, intermediate_dim=16, dropout=0.0,
+    max_source_length=6, max_target_length=5, seed=5)
+
+
+def _seq2seq_client_data():
+  encoder = np.array([[5, 6, 7, 3, 0, 0], [9, 10, 11, 12, 13, 3]], np.int32)
+  decoder = np.array([[2, 4, 5, 0, 0], [2, 6, 7, 8, 9]], np.int32)
+  labels = np.array([[4, 5, 3, 0, 0], [6, 7, 8, 9, 3]], np.int32)
+  x = collections.OrderedDict([(seq2seq.ENCODER_TOKEN_IDS, encoder),
+                               (seq2seq.DECODER_TOKEN_IDS, decoder)])
+  return tf.data.Dataset.from_tensor_slices((x, labels)).batch(1)
+
+
+class Seq2SeqLoraExecutionTest(tf.test.TestCase):
+  """The Transformer of `seq2seq` (keras-nlp layers) from a checkpoint."""
+
+  def test_first_round_computes_with_the_checkpoint(self):
+    # A "pre-trained" checkpoint: the model of another seed.
+    pretrained = seq2seq.build_keras_model(
+        seq2seq.Seq2SeqConfig(**{**_TINY_SEQ2SEQ.__dict__, 'seed': 11}))
+    checkpoint = seq2seq.save_checkpoint(
+        pretrained, self.create_tempdir().full_path + '/ckpt')
+    config = lora.LoraConfig(rank=2, seed=3)
+    model_fn = seq2seq_model_fn.build_lora_model_fn(
+        _TINY_SEQ2SEQ, config, checkpoint)
+    optimizer = tff.learning.optimizers.build_sgdm(0.0)
+    lora_run = lora_process.build_lora_process(
+        model_fn, algorithm='fedavg', weighting='num_examples',
+        client_optimizer_fn=optimizer)
+    full_run = algorithms.build_fl_process(
+        seq2seq_model_fn.build_model_fn(_TINY_SEQ2SEQ), algorithm='fedavg',
+        weighting='num_examples', client_optimizer_fn=optimizer)
+    full_state = full_run.set_model_weights(
+        full_run.initialize(),
+        seq2seq_model_fn.load_model_weights(_TINY_SEQ2SEQ, checkpoint))
+    data = [_seq2seq_client_data()] * 2
+    # Learning rate 0 and B = 0: both compute the checkpoint's loss.
+    lora_loss = lora_run.next(lora_run.initialize(), data).metrics[
+        'client_work']['train']['loss']
+    full_loss = full_run.next(full_state, data).metrics[
+        'client_work']['train']['loss']
+    self.assertAllClose(lora_loss, full_loss, rtol=1e-5)
+    fresh_state = full_run.initialize()
+    fresh_loss = full_run.next(fresh_state, data).metrics[
+        'client_work']['train']['loss']
+    self.assertNotAllClose(lora_loss, fresh_loss, rtol=1e-3)
+    # The adapters of attention (4 projections x 3 attention layers) and
+    # feed-forward (2 x 2 layers): 16 adapters, 32 factors.
+    weights = lora_run.get_model_weights(lora_run.initialize())
+    self.assertLen(weights.trainable, 32)
+    self.assertEqual(weights.non_trainable, ())
+
+  def test_trained_adapters_merge_into_the_exported_model(self):
+    model_fn = seq2seq_model_fn.build_lora_model_fn(
+        _TINY_SEQ2SEQ, lora.LoraConfig(rank=2, seed=3))
+    process = lora_process.build_lora_process(
+        model_fn, algorithm='fedavg', weighting='num_examples',
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
+    state = process.next(process.initialize(),
+                         [_seq2seq_client_data()]).state
+    weights = process.get_model_weights(state)
+    adapted = model_fn.keras_model()
+    model_fn.assign_weights_to(weights, adapted)
+    merged = model_fn.merged_keras_model(weights)
+    (x, _), = _seq2seq_client_data().unbatch().batch(2).take(1)
+    self.assertAllClose(merged(x), adapted(x), atol=1e-5)
+    self.assertNotAllClose(merged(x), model_fn.merged_keras_model()(x),
+                           atol=1e-4)
+    # The export loads into a plain model.
+    path = seq2seq.save_checkpoint(
+        merged, self.create_tempdir().full_path + '/ckpt')
+    self.assertAllClose(seq2seq.build_keras_model(_TINY_SEQ2SEQ, path)(x),
+                        adapted(x), atol=1e-5)
 
 
 if __name__ == '__main__':
