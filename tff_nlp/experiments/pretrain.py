@@ -262,8 +262,13 @@ def prepare_corpus(output_dir: str, data: DataConfig, data_dir: Optional[str],
             train, data.tokenizer_texts, replace=False))
       logging.info('pretrain: training the tokenizer on %d texts',
                    len(sample))
-      tokenizer = subword_tokenizer.SubwordTokenizer.train(
-          [texts[i] for i in sample], data.vocabulary_size)
+      try:
+        tokenizer = subword_tokenizer.SubwordTokenizer.train(
+            [texts[i] for i in sample], data.vocabulary_size)
+      except ValueError as e:  # SentencePiece refuses the vocabulary size.
+        raise errors.InputError(
+            f'--vocabulary_size={data.vocabulary_size}: no tokenizer of this '
+            f'size can be trained on --corpora ({e}).') from e
       tokenizer = span_corruption.add_sentinels(
           tokenizer, data.num_sentinels)
       _save_atomically(tokenizer_dir, tokenizer.save)
