@@ -74,7 +74,13 @@ def client_keys(dataset, max_keys: int,
     real, and how many distinct words the client has (if its keys cover
     fewer, it is truncated).
   """
-  token_ids, counts = sparse.example_counts(dataset)
+  return _keys_of_counts(*sparse.example_counts(dataset), max_keys=max_keys,
+                         block_size=block_size)
+
+
+def _keys_of_counts(token_ids, counts, *, max_keys: int,
+                    block_size: int) -> collections.OrderedDict:
+  """`client_keys` from the client's `sparse.example_counts`."""
   # With B = 1 the blocks are the words and this is `top_keys`.
   keys = sparse.top_blocks(token_ids, counts, max_blocks=max_keys,
                            block_size=block_size)
@@ -87,12 +93,12 @@ def keyed_client_data(dataset, max_keys: int,
                       block_size: int = 1) -> collections.OrderedDict:
   """A client's data for `build_sparse_tag_process(keys_in_data=True)`.
 
-  Its keys are computed here, once (eagerly, a pass over `dataset`), and its
-  batches are re-indexed to them (steps 1 and 3 of a round, done once), so a
-  round neither passes over the client's data to find its keys nor maps each
-  batch to local ids: the batches it trains on are already over its local
-  rows. A deployed client would keep its data so; keep the result for the
-  client's later rounds.
+  Its keys are computed here, once (eagerly, from the batches of the one
+  pass over `dataset`), and its batches are re-indexed to them (steps 1 and
+  3 of a round, done once), so a round neither passes over the client's data
+  to find its keys nor maps each batch to local ids: the batches it trains
+  on are already over its local rows. A deployed client would keep its data
+  so; keep the result for the client's later rounds.
 
   Args:
     dataset: The client's batches (`tff_nlp.data.tags.to_dataset`: every
@@ -111,7 +117,6 @@ def keyed_client_data(dataset, max_keys: int,
   Raises:
     ValueError: If the batches are not all of one size but the last.
   """
-  keys = client_keys(dataset, max_keys, block_size)
   batches = list(dataset)
   sizes = [int(tf.shape(b['tags'])[0]) for b in batches]
   if any(n != sizes[0] for n in sizes[:-1]) or sizes[-1:] > sizes[:1]:
@@ -130,6 +135,13 @@ def keyed_client_data(dataset, max_keys: int,
       values=np.concatenate([np.zeros([0], np.int32)] + [
           b['tokens']['values'].numpy() for b in batches]),
       dense_shape=np.array([starts[-1], num_rows], np.int64))
+  # The keys from the batches read above (the one pass over `dataset`):
+  # counted over the one bag of all examples, which holds the batches'
+  # (example, word) entries, they are `client_keys(dataset, ...)`.
+  keys = _keys_of_counts(
+      *sparse.example_counts(tf.data.Dataset.from_tensors(
+          collections.OrderedDict(tokens=bag))),
+      max_keys=max_keys, block_size=block_size)
   local_bag, dropped = sparse.to_local_bag(bag, sparse.block_rows(
       sparse.ClientKeys(keys=keys['keys'], num_keys=keys['num_keys']),
       block_size=block_size, num_rows=num_rows))
