@@ -97,8 +97,9 @@ class PretrainExecutionTest(tf.test.TestCase):
     self.assertEqual(results['stopped_by'], 'steps')
     self.assertEqual(results['examples_seen'], 30 * 16)
     corpus = results['corpus']
+    # Whole batches of 16 make an epoch.
     self.assertAllClose(results['epochs'],
-                        480 / corpus['train_examples'])
+                        30 / (corpus['train_examples'] // 16))
     self.assertAllClose(results['heldout_perplexity'],
                         math.exp(results['heldout_loss']))
     # Random tied embeddings of std 0.02: nearly uniform over V = 500.
@@ -177,6 +178,31 @@ class PretrainExecutionTest(tf.test.TestCase):
     before = (os.path.getmtime(path), _read_json(output_dir, 'results.json'))
     self.assertEqual(_run(output_dir), before[1])
     self.assertEqual(os.path.getmtime(path), before[0])
+
+  def test_batches_cover_an_epoch_by_length_and_repeat(self):
+    rng = np.random.default_rng(1)
+    examples = [np.arange(4, 4 + n) for n in rng.integers(2, 40, size=100)]
+    batches = pretrain._Batches(examples, _DATA, 8, _SEED, 500)
+    self.assertEqual(batches.batches_per_epoch, 12)  # 100 // 8
+    def lengths(step):
+      return tuple(np.sum(batches(step)[1] != 0, axis=1))
+    epoch = [batches._epoch_batches(0)[i] for i in range(12)]
+    seen = np.concatenate(epoch)
+    self.assertLen(set(seen.tolist()), 96)  # Each example at most once.
+    # One window of 50 batches holds the epoch: sorted by length, so the
+    # batches do not overlap in length.
+    spans = sorted((min(len(examples[i]) for i in b),
+                    max(len(examples[i]) for i in b)) for b in epoch)
+    for (_, high), (low, _) in zip(spans, spans[1:]):
+      self.assertLessEqual(high, low)
+    again = pretrain._Batches(examples, _DATA, 8, _SEED, 500)
+    for step in (0, 13, 30):
+      x, y = batches(step)
+      x2, y2 = again(step)
+      self.assertAllEqual(y, y2)
+      self.assertAllEqual(x[seq2seq.ENCODER_TOKEN_IDS],
+                          x2[seq2seq.ENCODER_TOKEN_IDS])
+    self.assertNotEqual(lengths(0), lengths(12))
 
   def test_loss_decreases_on_a_repeated_batch(self):
     rng = np.random.default_rng(0)

@@ -247,6 +247,7 @@ def prepare_corpus(output_dir: str, data: DataConfig, data_dir: Optional[str],
       arrays = {k: cached[k] for k in cached.files}
     info = json.loads(str(arrays['info']))
   else:
+    start = time.perf_counter()
     texts, counts = _load_texts(data, data_dir, seed)
     if len(texts) <= data.heldout_texts:
       raise errors.InputError(
@@ -287,7 +288,8 @@ def prepare_corpus(output_dir: str, data: DataConfig, data_dir: Optional[str],
         train_tokens=len(arrays['train_ids']),
         heldout_tokens=len(arrays['heldout_ids']),
         vocabulary_size=tokenizer.vocabulary_size(),
-        text_length=data.text_length())
+        text_length=data.text_length(),
+        preparation_seconds=time.perf_counter() - start)
     arrays['info'] = np.array(json.dumps(info))
     temp = corpus_path + '.tmp.npz'
     np.savez(temp, **arrays)
@@ -319,23 +321,42 @@ def _tokenize(texts, tokenizer, length: int, chunk: int = 4096):
 
 
 class _Batches:
-  """The batch of step s: a function of (seed, s) only."""
+  """The batch of step s: a function of (seed, s) only.
+
+  Each epoch is a seeded permutation of the examples (the last
+  `len % batch_size` left out), cut into windows of `_WINDOW` batches whose
+  examples are sorted by length before they are cut into batches, and the
+  epoch's batches are then shuffled: a batch holds texts of similar
+  lengths, so little of it is padding (random batches of the cpu preset's
+  texts are 5x their tokens once padded), and every example is seen once
+  an epoch.
+  """
+
+  _WINDOW = 50
 
   def __init__(self, examples, data: DataConfig, batch_size: int, seed: int,
                vocabulary_size: int):
     self._examples = examples
+    self._lengths = np.array([len(e) for e in examples])
     self._data, self._batch_size, self._seed = data, batch_size, seed
     self.sentinels = span_corruption.sentinel_ids(vocabulary_size,
                                                   data.num_sentinels)
-    self._epoch, self._order = None, None
+    self.batches_per_epoch = max(len(examples) // batch_size, 1)
+    self._epoch, self._batches = None, None
 
-  def _example(self, position: int):
-    epoch, index = divmod(position, len(self._examples))
-    if epoch != self._epoch:
-      self._epoch = epoch
-      self._order = np.random.default_rng([self._seed, 1, epoch]).permutation(
-          len(self._examples))
-    return self._examples[self._order[index]]
+  def _epoch_batches(self, epoch: int) -> np.ndarray:
+    """int [batches_per_epoch, batch_size]: the epoch's batches, in order."""
+    size = self.batches_per_epoch * self._batch_size
+    order = np.resize(np.random.default_rng([self._seed, 1, epoch])
+                      .permutation(len(self._examples)), size)
+    window = self._WINDOW * self._batch_size
+    for start in range(0, size, window):
+      part = order[start:start + window]
+      order[start:start + window] = part[np.argsort(self._lengths[part],
+                                                    kind='stable')]
+    batches = order.reshape(self.batches_per_epoch, self._batch_size)
+    return batches[np.random.default_rng([self._seed, 7, epoch]).permutation(
+        self.batches_per_epoch)]
 
   def corrupt(self, examples, rng):
     return span_corruption.pack([span_corruption.corrupt(
@@ -344,9 +365,10 @@ class _Batches:
                                  for e in examples])
 
   def __call__(self, step: int):
-    first = step * self._batch_size
-    examples = [self._example(p) for p in range(first,
-                                                first + self._batch_size)]
+    epoch, index = divmod(step, self.batches_per_epoch)
+    if epoch != self._epoch:
+      self._epoch, self._batches = epoch, self._epoch_batches(epoch)
+    examples = [self._examples[i] for i in self._batches[index]]
     return self.corrupt(examples, np.random.default_rng([self._seed, 2, step]))
 
 
@@ -414,9 +436,22 @@ class _Trainer:
 
 
 def _heldout_batches(examples, batches: _Batches, seed: int, size: int = 128):
+  """The held-out examples, corrupted once (seeded), by length in batches."""
   rng = np.random.default_rng([seed, 6])
-  return [batches.corrupt(examples[i:i + size], rng)
-          for i in range(0, len(examples), size)]
+  pairs = [batches.corrupt([e], rng) for e in examples]
+  pairs = sorted(pairs, key=lambda p: p[0][seq2seq.ENCODER_TOKEN_IDS].shape)
+  return [_concatenate(pairs[i:i + size]) for i in range(0, len(pairs), size)]
+
+
+def _concatenate(batches):
+  """One batch of `span_corruption.pack` batches, padded to the longest."""
+  def stack(arrays):
+    width = max(a.shape[1] for a in arrays)
+    return np.concatenate([np.pad(a, [[0, 0], [0, width - a.shape[1]]])
+                           for a in arrays])
+  x = collections.OrderedDict(
+      (key, stack([b[0][key] for b in batches])) for key in batches[0][0])
+  return x, stack([b[1] for b in batches])
 
 
 def _restore(trainer: _Trainer, output_dir: str) -> dict[str, Any]:
@@ -596,7 +631,7 @@ def run_pretrain(*, data_dir: Optional[str], output_dir: str,
       stopped_by=('steps' if state['step'] >= budget.train_steps else
                   'max_minutes'),
       examples_seen=state['step'] * training.batch_size,
-      epochs=state['step'] * training.batch_size / len(train),
+      epochs=state['step'] / batches.batches_per_epoch,
       training_seconds=state['seconds'],
       steps_per_second=steps_per_second,
       initial_heldout_perplexity=history[0]['heldout_perplexity'],
