@@ -220,6 +220,11 @@ class _SparseParts:
     table_type = self.table_type
 
     def local_bag(tokens, client):
+      """A batch's bag over the local rows, and the entries it dropped.
+
+      None for the dropped entries of the local batches of `keys_in_data`:
+      they drop none (the data carries what `keyed_client_data` dropped).
+      """
       if not keys_in_data:
         return sparse.to_local_bag(tokens, client)
       # Already local; the width as a constant keeps the gradient's shape
@@ -228,7 +233,7 @@ class _SparseParts:
           indices=tokens['indices'], values=tokens['values'],
           dense_shape=tf.stack([tokens['dense_shape'][0],
                                 tf.constant(max_keys * block_size,
-                                            tf.int64)])), tf.constant(0)
+                                            tf.int64)])), None
 
     @tff.tensorflow.computation(rows_type, keys_type, batches_type)
     def client_update(selected, keys, data):
@@ -241,8 +246,10 @@ class _SparseParts:
           block_size=block_size, num_rows=num_words)
       local_rows = max_keys * block_size
 
+      # The loop's state; a last element, the entries dropped, only when the
+      # batches are mapped to local ids here (not with `keys_in_data`).
       def train_on_batch(state, batch):
-        weights, loss_sum, examples, dropped, seen = state
+        weights, loss_sum, examples, seen, *dropped = state
         bag, batch_dropped = local_bag(batch['tokens'], client)
         # The local rows of words in the client's data: the rows it trains.
         # (Entries of count 0 are padding, `tags_data.to_padded_dataset`.)
@@ -256,12 +263,14 @@ class _SparseParts:
         batch_size = tf.shape(batch['tags'])[0]
         return (weights - client_learning_rate * gradient,
                 loss_sum + batch_loss * tf.cast(batch_size, tf.float32),
-                examples + batch_size, dropped + batch_dropped, seen)
+                examples + batch_size, seen,
+                *(d + batch_dropped for d in dropped))
 
-      trained, loss_sum, examples, dropped, seen = batch_loop.for_each_batch(
+      trained, loss_sum, examples, seen, *dropped = batch_loop.for_each_batch(
           data.repeat(client_epochs),
-          (rows, tf.constant(0.0), tf.constant(0), tf.constant(0),
-           tf.zeros([local_rows], tf.int32)),
+          (rows, tf.constant(0.0), tf.constant(0),
+           tf.zeros([local_rows], tf.int32),
+           *(() if keys_in_data else (tf.constant(0),))),
           train_on_batch)
       # Only the rows of the client's own words are uploaded: the others
       # (the rest of a block) have no gradient. Without blocks these are
@@ -291,7 +300,7 @@ class _SparseParts:
               truncated_clients=tf.cast(
                   keys['distinct_tokens'] > tf.size(trained_rows), tf.int32),
               dropped_tokens=(keys[DROPPED_TOKENS] if keys_in_data
-                              else dropped // client_epochs),
+                              else dropped[0] // client_epochs),
               non_finite_clients=1 - tf.cast(finite, tf.int32)))
 
     @tff.tensorflow.computation(client_update.type_signature.result['stats'])
