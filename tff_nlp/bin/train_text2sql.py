@@ -17,6 +17,11 @@ the seq2seq parser, about an hour per method on 2 CPU cores) and
 `train_text2sql.paper.flags` (the paper's schedule and a T5-base-sized model,
 for GPUs). Running the same command again resumes.
 
+`--lora_rank=r` fine-tunes LoRA adapters of rank r (`--lora_alpha`,
+`--lora_targets`) instead of the whole model: clients train and send only
+the adapters, the model of `--init_from` (e.g. a `pretrain_seq2seq` run)
+stays frozen; see `tff_nlp.algorithms.build_lora_process`.
+
 With `--paradigm=federated`: `--max_weight_share`, `--robust_aggregation`
 and differential privacy (`--dp_noise_multiplier` or `--target_epsilon`,
 with `--weighting=uniform`; ε recorded per round and in `results.json`)
@@ -31,6 +36,7 @@ from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
 from tff_nlp.experiments import text2sql as experiment
+from tff_nlp.models import lora
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.tasks import text2sql as text2sql_task
 
@@ -69,6 +75,23 @@ _VOCAB_SLICE_KEYS = flags.DEFINE_integer(
     '--paradigm=federated --algorithm=fedavg --weighting=uniform); 0: the '
     'whole model.', lower_bound=0)
 
+_LORA_RANK = flags.DEFINE_integer(
+    'lora_rank', 0,
+    'If > 0: fine-tune LoRA adapters of this rank on the seq2seq parser '
+    '(from --init_from\'s model, frozen) instead of the whole model; the '
+    'clients train and send only the adapters. 0: the whole model.',
+    lower_bound=0)
+_LORA_ALPHA = flags.DEFINE_float(
+    'lora_alpha', None,
+    'LoRA scale numerator: the adapters\' update is scaled by alpha / rank '
+    '(default: alpha = rank, scale 1).')
+_LORA_TARGETS = flags.DEFINE_multi_enum(
+    'lora_targets', list(lora.LoraConfig().targets), list(lora.TARGETS),
+    'Which projections get LoRA adapters.')
+_LORA_TRAIN_LAYER_NORMS = flags.DEFINE_bool(
+    'lora_train_layer_norms', False,
+    'With --lora_rank: also train (and send) the LayerNorms.')
+
 _NUM_EXAMPLES_FALLBACK = flags.DEFINE_bool(
     'num_examples_fallback', True,
     'With loss_reduction or lorar weighting: a round in which every '
@@ -88,10 +111,21 @@ def _check_vocab_slice(values):
           'federated', 'fedavg', 'uniform')
 
 
+def lora_config(seed: int):
+  """The flags' `lora.LoraConfig`, or None for the whole model."""
+  if not _LORA_RANK.value:
+    return None
+  return lora.LoraConfig(
+      rank=_LORA_RANK.value, alpha=_LORA_ALPHA.value,
+      targets=tuple(_LORA_TARGETS.value),
+      train_layer_norms=_LORA_TRAIN_LAYER_NORMS.value, seed=seed)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   training = text2sql_flags.training_config(**_METHOD.values())
+  loop = common.loop_config_from_flags()
   aggregation = aggregation_flags.aggregation_config()
   with runtime_flags.context_from_flags():
     experiment.run_text2sql(
@@ -100,11 +134,12 @@ def main(argv):
         data=text2sql_flags.data_config(),
         model=text2sql_flags.model_config(),
         training=training,
-        loop=common.loop_config_from_flags(),
+        loop=loop,
         init_from=_INIT_FROM.value,
         vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
         num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
         aggregation=aggregation,
+        lora=lora_config(loop.seed),
     )
 
 

@@ -54,6 +54,7 @@ from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
+from tff_nlp.models import lora as lora_lib
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import subword_tokenizer
@@ -128,7 +129,7 @@ class _DevEvaluator:
 
   def __call__(self, model_weights):
     self.scorer()
-    model_weights.assign_weights_to(self._keras_model)
+    self._parser.assign_weights(model_weights, self._keras_model)
     # Client by client: a batch then holds one client's SQL, of similar
     # lengths, and stops decoding when its longest output ends.
     predictions = [p for client, part in zip(self._dev_clients,
@@ -172,6 +173,7 @@ def run_text2sql(
     vocab_slice_keys: int = 0,
     num_examples_fallback: bool = True,
     aggregation: Optional[aggregation_lib.AggregationConfig] = None,
+    lora: Optional[lora_lib.LoraConfig] = None,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -222,6 +224,13 @@ def run_text2sql(
       (`algorithms.aggregation`: weight cap, robust aggregation, DP with
       ε); None or the default: the weighted mean. DP needs 'uniform'
       weighting; not for `vocab_slice_keys` or the other paradigms.
+    lora: If set, fine-tune the seq2seq parser with these LoRA adapters
+      (`algorithms.build_lora_process`: clients train and send only the
+      adapters) from `init_from`'s model (or, without `init_from`, from the
+      freshly initialised one). The selected checkpoint has the adapters
+      merged. `results.json` then records the adapter and model sizes
+      under `lora` (the frozen model reaches each client once, with the
+      computation; the rounds' bytes count the adapters only).
 
   Returns:
     The content of `results.json`.
@@ -236,11 +245,15 @@ def run_text2sql(
     aggregation = None
   templates = isinstance(model, text2sql_templates.TemplateParserConfig)
   if templates and (init_from or vocab_slice_keys or data.retrieved_sql
-                    or data.sql_merges):
+                    or data.sql_merges or lora):
     raise errors.InputError(
         'The template parser (--parser=template) takes no --init_from, '
-        '--vocab_slice_keys, --retrieved_sql or --sql_merges: they are the '
-        'seq2seq parser\'s.')
+        '--vocab_slice_keys, --retrieved_sql, --sql_merges or --lora_rank: '
+        'they are the seq2seq parser\'s.')
+  if lora and vocab_slice_keys:
+    raise errors.InputError(
+        '--lora_rank and --vocab_slice_keys are two ways of sending part of '
+        'the model; use one.')
   if vocab_slice_keys and (training.paradigm, training.algorithm,
                            training.weighting) != ('federated', 'fedavg',
                                                    'uniform'):
@@ -266,6 +279,8 @@ def run_text2sql(
     experiment['vocab_slice_keys'] = vocab_slice_keys
   if not num_examples_fallback:
     experiment['num_examples_fallback'] = False
+  if lora is not None:
+    experiment['lora'] = lora
   if aggregation is not None:
     # Only when set, as the two above.
     experiment['aggregation'] = aggregation
@@ -294,8 +309,9 @@ def run_text2sql(
     task = text2sql_task.prepare_task(
         data, data_dir=data_dir, seed=loop.seed,
         tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
-  parser = text2sql_process.build_parser(task, model,
-                                         training.decode_batch_size)
+  parser = text2sql_process.build_parser(
+      task, model, training.decode_batch_size, lora_config=lora,
+      checkpoint=init_checkpoint)
   model = parser.config
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
                training.method, task.tokenizer.vocabulary_size(),
@@ -314,7 +330,8 @@ def run_text2sql(
                    vocabulary.distinct_ids, unknown)
 
   initial_weights = None
-  if init_checkpoint is not None:
+  # A LoRA parser's model starts from the checkpoint by itself.
+  if init_checkpoint is not None and lora is None:
     initial_weights = tf.nest.map_structure(
         lambda v: v.numpy(),
         seq2seq_model_fn.load_model_weights(model, init_checkpoint))
@@ -364,7 +381,7 @@ def run_text2sql(
     keras_model, predict, token_metrics_fn = evaluator.scorer()
     evaluator.load_best(keras_model)
     # Either parser's weights: `save_checkpoint` is not seq2seq-specific.
-    seq2seq.save_checkpoint(keras_model, os.path.join(
+    seq2seq.save_checkpoint(parser.export_model(keras_model), os.path.join(
         output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
     for client in unit.test_clients:
       test = task.splits[client]['test']
@@ -399,6 +416,7 @@ def run_text2sql(
       method=list(training.method),
       method_label=text2sql_report.method_label(training.method),
       vocabulary_size=task.tokenizer.vocabulary_size(),
+      **({'lora': _lora_sizes(parser.lora_model_fn)} if lora else {}),
       examples={c: {s: len(task.splits[c][s]) for s in text2sql.SPLITS}
                 for c in task.clients},
       truncated={c: {s: {'sources': task.splits[c][s].truncated_sources,
@@ -511,6 +529,16 @@ def _check_init_model(run_dir: str, data: text2sql_task.DataConfig,
         'start this run. Use its model configuration and maximum lengths '
         f'(only {", ".join(INIT_FROM_FREE_FIELDS)} may differ), or start '
         'from another run.')
+
+
+def _lora_sizes(model_fn) -> collections.OrderedDict:
+  count = model_fn.parameter_count
+  return collections.OrderedDict(
+      adapter_parameters=count.adapters,
+      trained_parameters=count.trainable,
+      model_parameters=count.total - count.adapters,
+      # Reaches each client once, with the computation (never in a round).
+      base_bytes_once=model_fn.base_bytes)
 
 
 def _copy_tokenizer(run_dir: str, tokenizer_dir: str) -> None:

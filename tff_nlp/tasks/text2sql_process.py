@@ -25,6 +25,7 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
+from tff_nlp.models import lora
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import seq2seq_decoding
@@ -64,6 +65,48 @@ class Seq2SeqParser:
     return seq2seq_examples.make_token_metrics_fn(
         keras_model, batch_size=self._batch_size)
 
+  def assign_weights(self, model_weights, keras_model) -> None:
+    """Sets `keras_model()` to a process's `ModelWeights`."""
+    model_weights.assign_weights_to(keras_model)
+
+  def export_model(self, keras_model) -> tf.keras.Model:
+    """The model to checkpoint (what `init_from` and users load)."""
+    return keras_model
+
+
+class LoraSeq2SeqParser(Seq2SeqParser):
+  """The seq2seq parser fine-tuned with LoRA adapters from a checkpoint.
+
+  Its processes train and send only the adapters
+  (`algorithms.build_lora_process`); `keras_model()` is the adapted model
+  with the checkpoint's weights, and `export_model` merges the adapters
+  into a plain model, which a later run's `init_from` (or a user) loads.
+  """
+
+  def __init__(self, task: text2sql_task.Text2SqlTask,
+               config: seq2seq.Seq2SeqConfig, batch_size: int,
+               lora_config: lora.LoraConfig, checkpoint: Optional[str]):
+    super().__init__(task, config, batch_size)
+    self.lora_config = lora_config
+    # Reads the checkpoint once; every model it builds starts from it.
+    self.lora_model_fn = seq2seq_model_fn.build_lora_model_fn(
+        config, lora_config, checkpoint)
+
+  def model_fn(self):
+    return self.lora_model_fn
+
+  def keras_model(self) -> tf.keras.Model:
+    return self.lora_model_fn.keras_model()
+
+  def assign_weights(self, model_weights, keras_model) -> None:
+    self.lora_model_fn.assign_weights_to(model_weights, keras_model)
+
+  def export_model(self, keras_model) -> tf.keras.Model:
+    return self.lora_model_fn.merged_keras_model(
+        tff.learning.models.ModelWeights(
+            trainable=[w.numpy() for w in keras_model.trainable_weights],
+            non_trainable=[]))
+
 
 class TemplateParser:
   """The template parser (`text2sql_templates`): how it trains, predicts."""
@@ -100,8 +143,16 @@ class TemplateParser:
     return functools.partial(text2sql_templates.template_metrics,
                              keras_model, batch_size=self._batch_size)
 
+  def assign_weights(self, model_weights, keras_model) -> None:
+    model_weights.assign_weights_to(keras_model)
 
-def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int
+  def export_model(self, keras_model) -> tf.keras.Model:
+    return keras_model
+
+
+def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int,
+                 lora_config: Optional[lora.LoraConfig] = None,
+                 checkpoint: Optional[str] = None
                  ) -> Seq2SeqParser | TemplateParser:
   """The parser of `model`'s kind, sized to `task`.
 
@@ -112,15 +163,31 @@ def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int
     model: The parser's configuration. A `Seq2SeqConfig` gets the task's
       vocabulary, lengths and copying (`Text2SqlTask.model_config`).
     batch_size: Examples decoded (or classified) at once.
+    lora_config: If set, the seq2seq parser is fine-tuned with these LoRA
+      adapters (`LoraSeq2SeqParser`) from `checkpoint`.
+    checkpoint: With `lora_config`: the pre-trained model
+      (`seq2seq.save_checkpoint`); None puts the adapters on the freshly
+      initialised model.
 
   Returns:
-    A `Seq2SeqParser` or `TemplateParser`: its `config`, `model_fn()`,
-    `keras_model()`, `train_dataset(split, batch_size=, shuffle_seed=)`,
-    `predictor(keras_model)` ((client, split) -> SQL) and
-    `metrics_fn(keras_model)` (split -> token loss and accuracy).
+    A `Seq2SeqParser` (`LoraSeq2SeqParser`) or `TemplateParser`: its
+    `config`, `model_fn()`, `keras_model()`, `train_dataset(split,
+    batch_size=, shuffle_seed=)`, `predictor(keras_model)` ((client, split)
+    -> SQL), `metrics_fn(keras_model)` (split -> token loss and accuracy),
+    `assign_weights(model_weights, keras_model)` and
+    `export_model(keras_model)`.
+
+  Raises:
+    ValueError: For `lora_config` with the template parser.
   """
   if isinstance(model, text2sql_templates.TemplateParserConfig):
+    if lora_config is not None:
+      raise ValueError('LoRA adapters need the seq2seq parser, not the '
+                       'template parser.')
     return TemplateParser(task, model, batch_size)
+  if lora_config is not None:
+    return LoraSeq2SeqParser(task, task.model_config(model), batch_size,
+                             lora_config, checkpoint)
   return Seq2SeqParser(task, task.model_config(model), batch_size)
 
 
@@ -212,12 +279,18 @@ def build_process(training: text2sql_task.TrainingConfig,
         'model_aggregator applies to the federated paradigm without '
         f'vocab_slice_keys, got paradigm={training.paradigm!r}, '
         f'vocab_slice_keys={vocab_slice_keys}.')
+  if vocab_slice_keys and isinstance(parser, LoraSeq2SeqParser):
+    raise ValueError('vocab_slice_keys and LoRA adapters are two ways of '
+                     'sending part of the model; use one.')
   if vocab_slice_keys:
     return vocab_sliced.build_vocab_sliced_process(
         parser.config, max_keys=vocab_slice_keys,
         client_optimizer_fn=optimizer(learning_rate=learning_rate),
         with_client_config=True)
-  return algorithms.build_fl_process(
+  build = (algorithms.build_lora_process
+           if isinstance(parser, LoraSeq2SeqParser)
+           else algorithms.build_fl_process)
+  return build(
       parser.model_fn(),
       algorithm=training.algorithm if federated else 'fedavg',
       weighting=training.weighting if federated else 'num_examples',
