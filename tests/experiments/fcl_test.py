@@ -5,7 +5,6 @@ import functools
 import json
 import os
 import shutil
-import tempfile
 from typing import Any, NamedTuple
 from unittest import mock
 
@@ -14,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests import shared_runs
 from tff_nlp import errors
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
@@ -233,7 +233,7 @@ def _seeded_runs() -> _SeededRuns:
 
   Run once: the seeds test checks it, the report test reads its runs.
   """
-  output_dir = tempfile.mkdtemp(prefix='fcl_seeds')
+  output_dir = shared_runs.temp_dir('fcl_seeds')
   contexts_made = []
   in_own_context = []
 

@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import pathlib
-import tempfile
 
 from absl.testing import parameterized
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 import sacrebleu
 import tensorflow as tf
 
+from tests import shared_runs
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.training import run_cache
@@ -283,7 +283,7 @@ def _tiny_run():
 
   Its generic engine is also the reference of the pretrain settings' test.
   """
-  output_dir = pathlib.Path(tempfile.mkdtemp(prefix='tiny'))
+  output_dir = pathlib.Path(shared_runs.temp_dir('tiny'))
   return output_dir, _run(output_dir, _TINY_ENGINES)[0]
 
 

@@ -12,13 +12,13 @@ import functools
 import json
 import os
 import pathlib
-import tempfile
 
 from absl.testing import parameterized
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import shared_runs
 from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import runtime
@@ -64,7 +64,7 @@ def _shared_run(**training_kwargs):
   For the tests that only read a run, so that tests asserting different
   things about the same configuration train it once.
   """
-  output_dir = pathlib.Path(tempfile.mkdtemp(prefix='run'))
+  output_dir = pathlib.Path(shared_runs.temp_dir('run'))
   return output_dir, _run(output_dir, **training_kwargs)
 
 
