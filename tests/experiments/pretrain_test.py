@@ -23,6 +23,7 @@ import tensorflow as tf
 from tff_nlp import errors
 from tff_nlp.data import data_root
 from tff_nlp.experiments import pretrain
+from tff_nlp.experiments import pretrain_corpus
 from tff_nlp.experiments import text2sql
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
@@ -182,7 +183,7 @@ class PretrainExecutionTest(tf.test.TestCase):
   def test_batches_cover_an_epoch_by_length_and_repeat(self):
     rng = np.random.default_rng(1)
     examples = [np.arange(4, 4 + n) for n in rng.integers(2, 40, size=100)]
-    batches = pretrain._Batches(examples, _DATA, 8, _SEED, 500)
+    batches = pretrain_corpus.Batches(examples, _DATA, 8, _SEED, 500)
     self.assertEqual(batches.batches_per_epoch, 12)  # 100 // 8
     def lengths(step):
       return tuple(np.sum(batches(step)[1] != 0, axis=1))
@@ -195,7 +196,7 @@ class PretrainExecutionTest(tf.test.TestCase):
                     max(len(examples[i]) for i in b)) for b in epoch)
     for (_, high), (low, _) in zip(spans, spans[1:]):
       self.assertLessEqual(high, low)
-    again = pretrain._Batches(examples, _DATA, 8, _SEED, 500)
+    again = pretrain_corpus.Batches(examples, _DATA, 8, _SEED, 500)
     for step in (0, 13, 30):
       x, y = batches(step)
       x2, y2 = again(step)
