@@ -20,7 +20,7 @@ prepares the text and the batches), `checkpoints/` (model
 and Adam state every `checkpoint_every` steps, written atomically, the two
 newest kept; `state.json` points to the newest and holds the history),
 `history.json`, `pretrain_loss.png` and, last, `results.json` (held-out
-loss and perplexity, steps, examples and tokens seen, wall time, corpora
+loss and perplexity, steps, examples seen, epochs, training time, corpora
 and their sizes).
 
 Determinism: the batch of step s is a function of (seed, s) (examples in
