@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo notebook pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
+.PHONY: venv test demo notebook pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-peft bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
 	@echo "make bench-text2sql-templates - Table 2 with the template parser, 3 seeds (about 2 hours; resumable)"
 	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags, 3 seeds (30-75 min)"
+	@echo "make bench-peft - full fine-tuning vs LoRA r = 4, 8, 16 from the make pretrain model, and from scratch, on the text-to-SQL clients, 3 seeds (many hours; resumable)"
 	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
@@ -91,7 +92,7 @@ pretrain: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/pretrain_seq2seq.cpu.flags \
 	  --output_dir=$(PRETRAIN_DIR)
 
-bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness
+bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-peft bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness
 
 # A TFF round against the same local training in pure TensorFlow (and TFF
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
@@ -153,6 +154,25 @@ bench-text2sql: $(STAMP)
 	mkdir -p docs/results/text2sql
 	cp $(TEXT2SQL_BENCH_DIR)/results.md $(TEXT2SQL_BENCH_DIR)/results.json \
 	  $(TEXT2SQL_BENCH_DIR)/*.png docs/results/text2sql/
+
+# Issue 30: full fine-tuning vs LoRA adapters from the pre-trained model
+# (make pretrain first, if it has not run), and full fine-tuning from
+# scratch, FedAvg with num_examples and Lorar weighting, 3 seeds, full test
+# splits (train_text2sql.peft.flags); resumable, runs archived in
+# docs/results/peft/runs; the report is docs/results/peft.md.
+PEFT_BENCH_DIR ?= runs/peft
+PEFT_ARCHIVE_DIR ?= docs/results/peft/runs
+PEFT_VARIANTS ?= scratch_full,pretrained_full,lora_r4,lora_r8,lora_r16
+bench-peft: $(STAMP)
+	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
+	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.peft.flags \
+	  --output_dir=$(PEFT_BENCH_DIR) --progress=off \
+	  --archive_dir=$(PEFT_ARCHIVE_DIR) --variants=$(PEFT_VARIANTS) \
+	  --pretrained_dir=$(PRETRAIN_DIR) $(PEFT_BENCH_FLAGS)
+	mkdir -p docs/results/peft
+	cp $(PEFT_BENCH_DIR)/results.json docs/results/peft/
+	cp $(PEFT_BENCH_DIR)/results.md docs/results/peft.md
 
 # The paper's Table 2 with the template parser (train_text2sql.templates.flags):
 # finetuning, centralized and {FedAvg, FedOPT, FedProx} x {num_examples,

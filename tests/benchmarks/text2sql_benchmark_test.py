@@ -22,6 +22,7 @@ from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.experiments import text2sql
 from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import lora as lora_lib
 from tff_nlp.models import seq2seq
 from tests import text2sql_fake_runs
 
@@ -45,10 +46,12 @@ def _fake_runs(test_case):
   calls = []
 
   def fake_run(*, data_dir, output_dir, data, model, training, loop,
-               aggregation=None):
+               aggregation=None, init_from=None, lora=None):
     del data_dir, model
     calls.append((training.method, loop.seed) if aggregation is None
                  else (training.method, loop.seed, aggregation))
+    if init_from is not None or lora is not None:
+      calls.append(('finetuning', init_from, lora))
     correct = _CORRECT[training.method]
     os.makedirs(os.path.join(output_dir, 'federated'), exist_ok=True)
     with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
@@ -121,6 +124,32 @@ class Text2SqlBenchmarkExecutionTest(tf.test.TestCase, parameterized.TestCase):
     _run(tmp_path, _METHODS, aggregation=capped)
     self.assertEqual(calls[2:], [(m, 0) for m in _METHODS])
     self.assertLen(os.listdir(tmp_path / 'runs'), 4)
+
+  def test_a_start_and_adapters_are_a_variant_of_the_runs(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    pretrained = tmp_path / 'pretrain_cpu'
+    pretrained.mkdir()
+    (pretrained / 'config.json').write_text(json.dumps(
+        {'experiment': {'seed': 0, 'objective': 't5_span_corruption'}}))
+    calls = _fake_runs(self)
+    adapters = lora_lib.LoraConfig(rank=8, alpha=16.0, seed=5)
+    report = _run(tmp_path, _METHODS[:1], init_from=str(pretrained),
+                  lora=adapters)
+    # The run's seed replaces the adapters' (seed 0 here).
+    self.assertEqual(calls, [(_FEDAVG, 0), (
+        'finetuning', str(pretrained),
+        lora_lib.LoraConfig(rank=8, alpha=16.0, seed=0))])
+    digest = training.config_digest(
+        {'seed': 0, 'objective': 't5_span_corruption'})[:6]
+    self.assertStartsWith(
+        report['methods']['fedavg-num_examples']['run_dir'],
+        f'runs/fedavg-num_examples-initpretrain_cpu.{digest}-lora_r8-'
+        'lora_alpha16.0-')
+    # Full fine-tuning of the same start is another run.
+    _run(tmp_path, _METHODS[:1], init_from=str(pretrained))
+    self.assertEqual(calls[2:], [(_FEDAVG, 0),
+                                 ('finetuning', str(pretrained), None)])
+    self.assertLen(os.listdir(tmp_path / 'runs'), 2)
 
   def test_runs_each_method_once_and_reads_finished_ones_back(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

@@ -29,6 +29,7 @@ import collections
 from collections.abc import Collection, Mapping, Sequence
 import dataclasses
 import gzip
+import json
 import os
 import shutil
 from typing import Any, Optional
@@ -43,6 +44,7 @@ from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import lora as lora_lib
 from tff_nlp.models import seq2seq
 from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.training import run_cache
@@ -211,6 +213,8 @@ def run_benchmark(
     archive_dir: Optional[str] = None,
     train: bool = True,
     aggregation: Optional[aggregation_lib.AggregationConfig] = None,
+    init_from: Optional[str] = None,
+    lora: Optional[lora_lib.LoraConfig] = None,
 ) -> dict[str, Any]:
   """Runs (or reads back) every method with every seed, then reports them.
 
@@ -245,6 +249,12 @@ def run_benchmark(
       from the default name the federated runs' directories (a variant of
       `run_dir_for`), so capped and plain runs are cached apart; the other
       methods are unaffected.
+    init_from: Every run starts from this run's model and tokenizer
+      (`run_text2sql`'s `init_from`, e.g. a `pretrain_seq2seq` run). Its
+      name and a digest of its `config.json` name the runs' directories.
+    lora: Every run fine-tunes these LoRA adapters (`run_text2sql`'s
+      `lora`; its seed is replaced by each run's). Its rank and alpha name
+      the runs' directories.
 
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
@@ -259,7 +269,8 @@ def run_benchmark(
         and aggregation is not None and not aggregation.is_default else None)
     run_dir = run_dir_for(output_dir, method, data=data, model=model,
                           training=method_training, seed=seed,
-                          variant=_aggregation_variant(method_aggregation))
+                          variant=_run_variant(method_aggregation, init_from,
+                                               lora))
     archived = archive_dir and os.path.join(archive_dir,
                                             os.path.basename(run_dir))
     if archived and finished_results(archived, loop.rounds) is not None:
@@ -278,7 +289,8 @@ def run_benchmark(
       text2sql.run_text2sql(
           data_dir=data_dir, output_dir=run_dir, data=data, model=model,
           training=method_training, loop=dataclasses.replace(loop, seed=seed),
-          aggregation=method_aggregation)
+          aggregation=method_aggregation, init_from=init_from,
+          lora=lora and dataclasses.replace(lora, seed=seed))
     else:
       logging.info('%s, seed %d: done before, read from %s',
                    text2sql_report.method_slug(method), seed, run_dir)
@@ -298,6 +310,33 @@ def run_benchmark(
       num_replicates=num_replicates,
       # The default aggregation differs in no field: an empty variant, None.
       federated_aggregation=_aggregation_variant(aggregation) or None)
+
+
+def _run_variant(aggregation, init_from: Optional[str],
+                 lora: Optional[lora_lib.LoraConfig]
+                 ) -> Optional[dict[str, Any]]:
+  """What besides the method defines a run: aggregation, start, adapters."""
+  variant = collections.OrderedDict(_aggregation_variant(aggregation) or {})
+  if init_from is not None:
+    path = os.path.join(init_from, 'config.json')
+    if not os.path.isfile(path):
+      raise errors.CheckpointError(
+          f'{path}: no run configuration; init_from must be a finished '
+          'run directory (e.g. of pretrain_seq2seq or train_text2sql).')
+    with open(path) as f:
+      init_config = json.load(f)
+    variant['init'] = '{}.{}'.format(
+        os.path.basename(os.path.normpath(init_from)),
+        training_lib.config_digest(init_config['experiment'])[:6])
+  if lora is not None:
+    variant['lora_r'] = lora.rank
+    if lora.alpha is not None:
+      variant['lora_alpha'] = lora.alpha
+    if lora.targets != lora_lib.LoraConfig().targets:
+      variant['lora_targets'] = '+'.join(lora.targets)
+    if lora.train_layer_norms:
+      variant['lora_layer_norms'] = 1
+  return variant or None
 
 
 def _aggregation_variant(

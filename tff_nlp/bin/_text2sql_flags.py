@@ -15,6 +15,7 @@ from tff_nlp.bin import _seq2seq_flags as seq2seq_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
 from tff_nlp.data import text2sql
+from tff_nlp.models import lora
 from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.tasks import text2sql_templates
 
@@ -143,3 +144,24 @@ def data_config() -> text2sql_task.DataConfig:
 def training_config(**method) -> text2sql_task.TrainingConfig:
   """The local-training flags, for one method (`paradigm`, ...)."""
   return TRAINING.build(**method)
+
+
+LORA_ALPHA = flags.DEFINE_float(
+    'lora_alpha', None,
+    'LoRA scale numerator: the adapters\' update is scaled by alpha / rank '
+    '(default: alpha = rank, scale 1).')
+LORA_TARGETS = flags.DEFINE_multi_enum(
+    'lora_targets', list(lora.LoraConfig().targets), list(lora.TARGETS),
+    'Which projections get LoRA adapters.')
+LORA_TRAIN_LAYER_NORMS = flags.DEFINE_bool(
+    'lora_train_layer_norms', False,
+    'With LoRA adapters: also train (and send) the LayerNorms.')
+
+
+def lora_config(rank: int, seed: int = 0):
+  """The LoRA flags' `lora.LoraConfig` of `rank`, or None for rank 0."""
+  if not rank:
+    return None
+  return lora.LoraConfig(
+      rank=rank, alpha=LORA_ALPHA.value, targets=tuple(LORA_TARGETS.value),
+      train_layer_norms=LORA_TRAIN_LAYER_NORMS.value, seed=seed)

@@ -15,6 +15,14 @@ text2sql_benchmark`. The report (`tff_nlp.experiments.text2sql_summary`)
 gives means over seeds with 95 % intervals and the template-retrieval
 baseline. Data, model and local-training flags are those of
 `train_text2sql`; its `--seed` is replaced by `--seeds` here.
+
+With `--variants`, it compares fine-tuning variants instead (issue 30;
+`tff_nlp.benchmarks.peft_benchmark`): each of the --methods runs from
+scratch (`scratch_full`) or from the `--pretrained_dir` model, training the
+whole model (`pretrained_full`) or LoRA adapters (`lora_r4`, `lora_r8`,
+`lora_r16`, any `lora_r<rank>`; `--lora_alpha`, `--lora_targets`), each
+variant in `<output_dir>/<variant>/`, and the report gives exact match,
+bytes per client and round and the differences from `pretrained_full`.
 """
 
 import shlex
@@ -27,6 +35,7 @@ from tff_nlp.bin import _aggregation_flags as aggregation_flags
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp import errors
 from tff_nlp.bin import common
+from tff_nlp.benchmarks import peft_benchmark
 from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.runtime import flags as runtime_flags
@@ -71,6 +80,17 @@ _REPORT_ONLY = flags.DEFINE_bool(
     'left out.')
 
 
+_VARIANTS = flags.DEFINE_list(
+    'variants', [],
+    'If set: compare these fine-tuning variants of every method '
+    '(scratch_full, pretrained_full, lora_r<rank>) instead of the methods '
+    'alone; see tff_nlp.benchmarks.peft_benchmark.')
+_PRETRAINED_DIR = flags.DEFINE_string(
+    'pretrained_dir', None,
+    'With --variants: the pre-trained model\'s run (a pretrain_seq2seq run, '
+    'e.g. runs/pretrain_cpu from make pretrain).')
+
+
 def _parse_seeds(values: list[str]) -> list[int]:
   seeds = []
   for value in values:
@@ -105,6 +125,25 @@ def main(argv):
   aggregation = aggregation_flags.aggregation_config()
   # Flag errors before any training.
   text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
+  command = shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
+                      + sys.argv[1:])
+  if _VARIANTS.value:
+    variants = peft_benchmark.parse_variants(_VARIANTS.value)
+    if not _METHODS.present:
+      methods = [text2sql_benchmark.parse_method(m)
+                 for m in peft_benchmark.DEFAULT_METHODS]
+    with runtime_flags.context_from_flags():
+      peft_benchmark.run_peft_benchmark(
+          data_dir=common.DATA_DIR.value, output_dir=common.OUTPUT_DIR.value,
+          pretrained_dir=_PRETRAINED_DIR.value, variants=variants,
+          methods=methods, data=text2sql_flags.data_config(),
+          model=text2sql_flags.model_config(),
+          training=text2sql_flags.training_config(paradigm='federated'),
+          loop=common.loop_config_from_flags(), seeds=seeds,
+          lora=text2sql_flags.lora_config(rank=1),
+          archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
+          command=command)
+    return
   with runtime_flags.context_from_flags():
     text2sql_benchmark.run_benchmark(
         data_dir=common.DATA_DIR.value,
@@ -119,8 +158,7 @@ def main(argv):
         archive_dir=_ARCHIVE_DIR.value,
         train=not _REPORT_ONLY.value,
         aggregation=aggregation,
-        command=shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
-                           + sys.argv[1:]),
+        command=command,
     )
 
 

@@ -36,7 +36,6 @@ from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
 from tff_nlp.experiments import text2sql as experiment
-from tff_nlp.models import lora
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.tasks import text2sql as text2sql_task
 
@@ -81,17 +80,6 @@ _LORA_RANK = flags.DEFINE_integer(
     '(from --init_from\'s model, frozen) instead of the whole model; the '
     'clients train and send only the adapters. 0: the whole model.',
     lower_bound=0)
-_LORA_ALPHA = flags.DEFINE_float(
-    'lora_alpha', None,
-    'LoRA scale numerator: the adapters\' update is scaled by alpha / rank '
-    '(default: alpha = rank, scale 1).')
-_LORA_TARGETS = flags.DEFINE_multi_enum(
-    'lora_targets', list(lora.LoraConfig().targets), list(lora.TARGETS),
-    'Which projections get LoRA adapters.')
-_LORA_TRAIN_LAYER_NORMS = flags.DEFINE_bool(
-    'lora_train_layer_norms', False,
-    'With --lora_rank: also train (and send) the LayerNorms.')
-
 _NUM_EXAMPLES_FALLBACK = flags.DEFINE_bool(
     'num_examples_fallback', True,
     'With loss_reduction or lorar weighting: a round in which every '
@@ -109,16 +97,6 @@ def _check_vocab_slice(values):
   return not values['vocab_slice_keys'] or (
       values['paradigm'], values['algorithm'], values['weighting']) == (
           'federated', 'fedavg', 'uniform')
-
-
-def lora_config(seed: int):
-  """The flags' `lora.LoraConfig`, or None for the whole model."""
-  if not _LORA_RANK.value:
-    return None
-  return lora.LoraConfig(
-      rank=_LORA_RANK.value, alpha=_LORA_ALPHA.value,
-      targets=tuple(_LORA_TARGETS.value),
-      train_layer_norms=_LORA_TRAIN_LAYER_NORMS.value, seed=seed)
 
 
 def main(argv):
@@ -139,7 +117,7 @@ def main(argv):
         vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
         num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
         aggregation=aggregation,
-        lora=lora_config(loop.seed),
+        lora=text2sql_flags.lora_config(_LORA_RANK.value, loop.seed),
     )
 
 

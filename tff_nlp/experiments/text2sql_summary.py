@@ -77,7 +77,9 @@ def _stacked(runs: Sequence[text2sql_seed_runs.SeedRun]
 
 
 @dataclasses.dataclass(frozen=True)
-class _Bootstrap:
+class Bootstrap:
+  """The paired bootstrap of the report's intervals (`intervals`)."""
+
   num_replicates: int
   confidence: float
   seed: int
@@ -104,7 +106,7 @@ class _Bootstrap:
 
 
 def _exact_match_json(runs: Sequence[text2sql_seed_runs.SeedRun],
-                      bootstrap: Optional[_Bootstrap]) -> dict[str, Any]:
+                      bootstrap: Optional[Bootstrap]) -> dict[str, Any]:
   """A method's test EM over seeds: means, t and bootstrap intervals."""
   summary = text2sql_report.summarize_seeds([r.exact_match for r in runs])
   plain = with_seeds = None
@@ -166,7 +168,7 @@ def _seed_json(run: text2sql_seed_runs.SeedRun,
 
 def _method_json(method: text2sql_report.MethodKey,
                  runs: Sequence[text2sql_seed_runs.SeedRun], output_dir: str,
-                 bootstrap: Optional[_Bootstrap]) -> dict[str, Any]:
+                 bootstrap: Optional[Bootstrap]) -> dict[str, Any]:
   """A method's entry of `results.json`: its seeds and their aggregate."""
   executions = [r.execution for r in runs if r.execution]
   tokens = [r.tokens for r in runs if r.tokens]
@@ -192,7 +194,7 @@ def _baseline_json(
     runs: Sequence[tuple[text2sql_seed_runs.SeedRun,
                          text2sql_metrics.Text2SqlEvaluation]],
     by_seed: Mapping[int, text2sql_seed_runs.SeedRun],
-    bootstrap: Optional[_Bootstrap]) -> dict[str, Any]:
+    bootstrap: Optional[Bootstrap]) -> dict[str, Any]:
   """The baseline's entry of `results.json`, like a method's.
 
   Its "seeds" are the distinct test sets of the runs' seeds (one when every
@@ -214,9 +216,9 @@ def _baseline_json(
   )
 
 
-def _difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
+def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
                      b: Sequence[text2sql_seed_runs.SeedRun],
-                     bootstrap: Optional[_Bootstrap], *, a_name: str,
+                     bootstrap: Optional[Bootstrap], *, a_name: str,
                      b_name: str) -> dict[str, Any]:
   """A - B of test EM: MacroAvg, MicroAvg and per client, with intervals.
 
@@ -310,7 +312,7 @@ def summarize_runs(
       examples (exact match, execution), with bootstrap intervals; one
       entry in `test_sets` per distinct test set of the seeds.
   *   `lorar_vs_num_examples`: per algorithm with both weightings,
-      `_difference_json` of Lorar minus `num_examples`.
+      `difference_json` of Lorar minus `num_examples`.
   *   `test_sets`, `table2`, `test_token_accuracy`, `figures`, `seeds`.
   *   `federated_aggregation`: how the federated methods aggregated where
       it is not the plain weighted mean (e.g. `{"max_weight_share": 0.25}`),
@@ -390,7 +392,7 @@ def summarize_runs(
           f'test split of {subsets}; with max_eval_examples=0 every client '
           'must be scored on its full test split.')
   same_test_sets = _same_examples(list(by_seed.values()))
-  bootstrap = _Bootstrap(num_replicates, confidence, bootstrap_seed)
+  bootstrap = Bootstrap(num_replicates, confidence, bootstrap_seed)
 
   methods_json = collections.OrderedDict(
       (text2sql_report.method_slug(m),
@@ -407,7 +409,7 @@ def summarize_runs(
     base = ('federated', algorithm, 'num_examples')
     lorar = ('federated', algorithm, 'lorar')
     if base in read and lorar in read:
-      differences[algorithm] = _difference_json(
+      differences[algorithm] = difference_json(
           read[lorar], read[base], bootstrap, a_name='Lorar',
           b_name='num_examples')
       differences[algorithm]['label'] = label

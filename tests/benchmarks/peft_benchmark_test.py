@@ -1,0 +1,144 @@
+"""Tests of the fine-tuning variants' report on hand-written runs.
+
+Two variants of one method with three seeds each, written without training
+(`text2sql_fake_runs`), with per-round traffic records: the numbers of the
+report are derived in the comments.
+"""
+
+import json
+import math
+import os
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from tests import text2sql_fake_runs
+from tff_nlp import errors
+from tff_nlp import training
+from tff_nlp.benchmarks import peft_benchmark
+from tff_nlp.experiments import text2sql_summary
+
+_FEDAVG = ('federated', 'fedavg', 'num_examples')
+_SIZES = {'imdb': 10, 'yelp': 20}
+_EXAMPLES = {c: [(f'question {i} of {c}', f'SELECT {i} ;') for i in range(n)]
+             for c, n in _SIZES.items()}
+# Student-t 0.975 quantile with 2 degrees of freedom (see
+# text2sql_summary_test).
+_T_2 = 0.95 / math.sqrt(0.04875)
+
+
+def _first(k, n):
+  return [1] * k + [0] * (n - k)
+
+
+# Full fine-tuning: MacroAvg per seed 0.3, 0.5, 0.7 (imdb 2, 4, 6 of 10;
+# yelp 8, 12, 16 of 20), mean 0.5. LoRA: imdb 1 of 10 and yelp 4 of 20 for
+# every seed, MacroAvg 0.15. Differences per seed -0.15, -0.35, -0.55: mean
+# -0.35, sd 0.2, 95 % t interval -0.35 ± t_2 · 0.2 / sqrt(3).
+_FULL = [{'imdb': _first(2 + 2 * s, 10), 'yelp': _first(8 + 4 * s, 20)}
+         for s in range(3)]
+_LORA = [{'imdb': _first(1, 10), 'yelp': _first(4, 20)}] * 3
+# Bytes per client and round: full 4,000 down and 4,100 up (two rounds
+# each); LoRA 100 / 110 in round 1 and 100 / 130 in round 2, means 100 and
+# 120. Full / LoRA = 8,100 / 220 = 36.8181...
+_TRAFFIC = {'pretrained_full': [(4000, 4100), (4000, 4100)],
+            'lora_r4': [(100, 110), (100, 130)]}
+
+
+def _write_variant(root, name, per_seed):
+  runs = []
+  for seed, outcomes in enumerate(per_seed):
+    run_dir = os.path.join(root, name, 'runs', f'fedavg-{seed}')
+    text2sql_fake_runs.write_run(run_dir, seed, outcomes, _EXAMPLES)
+    os.makedirs(os.path.join(run_dir, 'federated'))
+    with open(os.path.join(run_dir, 'federated', 'metrics.jsonl'), 'w') as f:
+      f.write(json.dumps({'round': 0}) + '\n')
+      for round_num, (down, up) in enumerate(_TRAFFIC[name], start=1):
+        f.write(json.dumps({
+            'round': round_num, 'round_seconds': 2.0 * round_num,
+            'communication': {'bytes_down_per_client': down,
+                              'bytes_up_per_client': up}}) + '\n')
+    runs.append((seed, run_dir))
+  return text2sql_summary.summarize_runs(
+      {_FEDAVG: runs}, output_dir=os.path.join(root, name),
+      num_replicates=200)
+
+
+class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_known_and_any_rank(self):
+    variants = peft_benchmark.parse_variants(
+        ['scratch_full', 'pretrained_full', 'lora_r32'])
+    self.assertEqual([(v.pretrained, v.lora_rank) for v in variants],
+                     [(False, 0), (True, 0), (True, 32)])
+    self.assertEqual(variants[2].label, 'LoRA r = 32, pre-trained')
+
+  @parameterized.parameters(
+      (['lora_r0'], 'unknown variant'), (['lora'], 'unknown variant'),
+      (['full'], 'unknown variant'),
+      (['lora_r8', 'lora_r8'], 'repeated variants'))
+  def test_bad_variants(self, names, message):
+    with self.assertRaisesRegex(errors.InputError, message):
+      peft_benchmark.parse_variants(names)
+
+  def test_pretrained_variant_needs_a_pretrained_model(self):
+    with self.assertRaisesRegex(errors.InputError, '--pretrained_dir'):
+      peft_benchmark.run_peft_benchmark(
+          data_dir=None, output_dir=self.create_tempdir().full_path,
+          pretrained_dir=None,
+          variants=peft_benchmark.parse_variants(['lora_r4']),
+          methods=[_FEDAVG], data=None, model=None, training=None,
+          loop=training.LoopConfig(rounds=1), seeds=[0])
+
+
+class SummarizeTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    summaries = {'pretrained_full': _write_variant(
+        self.root, 'pretrained_full', _FULL),
+                 'lora_r4': _write_variant(self.root, 'lora_r4', _LORA)}
+    self.variants = peft_benchmark.parse_variants(
+        ['pretrained_full', 'lora_r4'])
+    self.content = peft_benchmark.summarize(
+        self.variants, summaries, output_dir=self.root, command='cmd')
+
+  def test_exact_match_and_traffic(self):
+    full = self.content['variants']['pretrained_full']['methods'][
+        'fedavg-num_examples']
+    lora = self.content['variants']['lora_r4']['methods'][
+        'fedavg-num_examples']
+    self.assertAllClose(full['macro_avg'], 0.5)
+    self.assertAllClose(lora['macro_avg'], 0.15)
+    self.assertAllClose(full['macro_avg_ci95'],
+                        [0.5 - _T_2 * 0.2 / math.sqrt(3),
+                         0.5 + _T_2 * 0.2 / math.sqrt(3)])
+    self.assertEqual(full['bytes_down_per_client'], 4000)
+    self.assertEqual(lora['bytes_up_per_client'], 120)
+    self.assertAllClose(lora['round_seconds'], 3.0)  # rounds of 2 and 4 s
+    self.assertAllClose(lora['bytes_fewer_than_full'], 8100 / 220)
+    self.assertAllClose(full['bytes_fewer_than_full'], 1.0)
+
+  def test_difference_from_full(self):
+    difference = self.content['differences'][
+        'lora_r4-fedavg-num_examples']['exact_match']['macro_avg']
+    self.assertAllClose(difference['difference'], -0.35)
+    half = _T_2 * 0.2 / math.sqrt(3)
+    self.assertAllClose(difference['seed_ci95'], [-0.35 - half, -0.35 + half])
+    low, high = difference['bootstrap_ci95']
+    self.assertLess(high, 0.0)  # The same examples: LoRA is below.
+    self.assertLess(low, -0.35)
+
+  def test_files(self):
+    with open(os.path.join(self.root, peft_benchmark.RESULTS_FILE)) as f:
+      self.assertEqual(json.load(f)['reference'], 'pretrained_full')
+    with open(os.path.join(self.root, peft_benchmark.TABLE_FILE)) as f:
+      table = f.read()
+    self.assertIn('| LoRA r = 4, pre-trained | FedAvg | 3 | 15.0', table)
+    self.assertIn('| 100 / 120 | 36.8× | 3.0 |', table)
+    self.assertIn('| lora_r4-fedavg-num_examples | -35.0 |', table)
+
+
+if __name__ == '__main__':
+  tf.test.main()

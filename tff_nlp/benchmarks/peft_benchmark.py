@@ -1,0 +1,317 @@
+"""Full fine-tuning vs LoRA adapters on the federated text-to-SQL clients.
+
+Issue 30's comparison: each `Variant` says where the parser starts (the
+pre-trained model of a `pretrain_seq2seq` run, or from scratch) and what the
+clients train (the whole model, or LoRA adapters of rank r). Every variant
+runs every method (e.g. FedAvg with num_examples and with Lorar weighting)
+with every seed through `text2sql_benchmark.run_benchmark`, in
+`<output_dir>/<variant>/` (each run cached under its configuration, so an
+interrupted benchmark resumes). Runs go seed by seed across the variants, so
+an interrupted benchmark has its first seeds' comparisons complete.
+
+`summarize` then writes `results.json` and `results.md`: per variant and
+method, test exact match (MacroAvg and MicroAvg; means over seeds with their
+t intervals), the bytes each client downloads and uploads per round (from
+the runs' own `communication` records) and how many times fewer than full
+fine-tuning from the pre-trained model, the mean round time; and the paired
+differences of each variant from full fine-tuning from the pre-trained model
+(`text2sql_summary.difference_json`: seeds, and the paired bootstrap over
+test examples), with the template-retrieval baseline beside them.
+"""
+
+import collections
+from collections.abc import Mapping, Sequence
+import dataclasses
+import json
+import os
+from typing import Any, Optional
+
+import numpy as np
+
+from tff_nlp import errors
+from tff_nlp import training as training_lib
+from tff_nlp.benchmarks import text2sql_benchmark
+from tff_nlp.experiments import text2sql
+from tff_nlp.experiments import text2sql_seed_runs
+from tff_nlp.experiments import text2sql_summary
+from tff_nlp.metrics import intervals
+from tff_nlp.metrics import text2sql_report
+from tff_nlp.models import lora as lora_lib
+from tff_nlp.models import seq2seq
+from tff_nlp.tasks import text2sql as text2sql_task
+
+RESULTS_FILE = 'results.json'
+TABLE_FILE = 'results.md'
+# The reference the differences and byte ratios are taken against.
+REFERENCE = 'pretrained_full'
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """Where the parser starts and what the clients train.
+
+  Attributes:
+    name: The variant's name (its folder and its row in the report).
+    pretrained: Whether the runs start from the pre-trained model.
+    lora_rank: 0: the whole model is trained and sent; r > 0: LoRA
+      adapters of rank r (on attention and feed-forward).
+  """
+
+  name: str
+  pretrained: bool
+  lora_rank: int = 0
+
+  @property
+  def label(self) -> str:
+    start = 'pre-trained' if self.pretrained else 'from scratch'
+    what = f'LoRA r = {self.lora_rank}' if self.lora_rank else 'full'
+    return f'{what}, {start}'
+
+
+DEFAULT_VARIANTS = (
+    Variant('scratch_full', pretrained=False),
+    Variant(REFERENCE, pretrained=True),
+    Variant('lora_r4', pretrained=True, lora_rank=4),
+    Variant('lora_r8', pretrained=True, lora_rank=8),
+    Variant('lora_r16', pretrained=True, lora_rank=16),
+)
+
+
+# The methods each variant runs unless told otherwise: FedAvg with the
+# paper's baseline weighting and with Lorar.
+DEFAULT_METHODS = ('fedavg/num_examples', 'fedavg/lorar')
+
+
+def parse_variants(names: Sequence[str]) -> list[Variant]:
+  """Variants by name: those of `DEFAULT_VARIANTS`, or 'lora_r<rank>'."""
+  known = {v.name: v for v in DEFAULT_VARIANTS}
+  variants = []
+  for name in names:
+    name = name.strip()
+    if name in known:
+      variants.append(known[name])
+    elif name.startswith('lora_r') and name[6:].isdigit() and int(name[6:]):
+      variants.append(Variant(name, pretrained=True, lora_rank=int(name[6:])))
+    else:
+      raise errors.InputError(
+          f'--variants: unknown variant {name!r}; expected one of '
+          f'{sorted(known)} or lora_r<rank>.')
+  if len({v.name for v in variants}) != len(variants):
+    raise errors.InputError(f'--variants: repeated variants in {names}.')
+  return variants
+
+
+def run_peft_benchmark(
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    pretrained_dir: Optional[str],
+    variants: Sequence[Variant],
+    methods: Sequence[text2sql_report.MethodKey],
+    data: text2sql_task.DataConfig,
+    model: seq2seq.Seq2SeqConfig,
+    training: text2sql_task.TrainingConfig,
+    loop: training_lib.LoopConfig,
+    seeds: Sequence[int],
+    lora: Optional[lora_lib.LoraConfig] = None,
+    archive_dir: Optional[str] = None,
+    train: bool = True,
+    command: str = '',
+) -> dict[str, Any]:
+  """Runs (or reads back) every variant, method and seed; reports them.
+
+  Args:
+    data_dir: The `shared/data` folder; None finds it.
+    output_dir: The benchmark directory.
+    pretrained_dir: A finished `pretrain_seq2seq` (or text-to-SQL) run, the
+      start of the pre-trained variants; None only if no variant needs it.
+    variants: The variants (`parse_variants`).
+    methods: The federated methods (`text2sql_benchmark.parse_method`).
+    data, model, training, loop: As `text2sql_benchmark.run_benchmark`'s.
+    seeds: The training seeds.
+    lora: The adapters' other settings (alpha, targets; `LoraConfig()`
+      if None); each LoRA variant replaces its rank, each run its seed.
+    archive_dir: Finished runs' records are archived to, and read back
+      from, `<archive_dir>/<variant>/`.
+    train: False: report the finished runs only.
+    command: The command line, recorded in `results.md`.
+
+  Returns:
+    The content of `results.json` (`summarize`).
+
+  Raises:
+    InputError: A pre-trained variant without `pretrained_dir`, or no
+      variant, method or seed.
+  """
+  if not variants:
+    raise errors.InputError('--variants: no variant given.')
+  if any(v.pretrained for v in variants) and not pretrained_dir:
+    raise errors.InputError(
+        'The pre-trained variants need --pretrained_dir (a finished '
+        'pretrain_seq2seq run, e.g. make pretrain: runs/pretrain_cpu).')
+
+  def run(variant, variant_seeds, *, train_now, baseline):
+    return text2sql_benchmark.run_benchmark(
+        data_dir=data_dir, output_dir=os.path.join(output_dir, variant.name),
+        methods=methods, data=data, model=model, training=training,
+        loop=loop, seeds=variant_seeds, baseline=baseline,
+        archive_dir=archive_dir and os.path.join(archive_dir, variant.name),
+        train=train_now, command=command,
+        init_from=pretrained_dir if variant.pretrained else None,
+        lora=(dataclasses.replace(lora or lora_lib.LoraConfig(),
+                                  rank=variant.lora_rank)
+              if variant.lora_rank else None))
+
+  if train:
+    for seed in seeds:
+      for variant in variants:
+        run(variant, [seed], train_now=True, baseline=False)
+  summaries = collections.OrderedDict(
+      (v.name, run(v, list(seeds), train_now=False, baseline=True))
+      for v in variants)
+  return summarize(variants, summaries, output_dir=output_dir,
+                   command=command)
+
+
+def _run_traffic(run_dir: str, unit: str = 'federated') -> dict[str, float]:
+  """Mean bytes per client and round, and mean round seconds, of a run."""
+  records = training_lib.read_json_lines(
+      os.path.join(run_dir, unit, 'metrics.jsonl'))
+  trained = [r for r in records if 'communication' in r]
+  if not trained:
+    raise errors.InputError(f'{run_dir}: no trained round in its metrics.')
+  return collections.OrderedDict(
+      bytes_down_per_client=float(np.mean(
+          [r['communication']['bytes_down_per_client'] for r in trained])),
+      bytes_up_per_client=float(np.mean(
+          [r['communication']['bytes_up_per_client'] for r in trained])),
+      round_seconds=float(np.mean([r['round_seconds'] for r in trained])))
+
+
+def _seed_runs(summary: Mapping[str, Any], slug: str, output_dir: str
+               ) -> list[text2sql_seed_runs.SeedRun]:
+  return [text2sql_seed_runs.read_run(
+      os.path.normpath(os.path.join(output_dir, seed['run_dir'])),
+      seed=seed['seed']) for seed in summary['methods'][slug]['seeds']]
+
+
+def summarize(variants: Sequence[Variant],
+              summaries: Mapping[str, Mapping[str, Any]], *,
+              output_dir: str, command: str = '') -> dict[str, Any]:
+  """The report of finished variants (each a `run_benchmark` summary)."""
+  reference = summaries.get(REFERENCE)
+  content = collections.OrderedDict(
+      units='fraction', command=command, reference=REFERENCE,
+      variants=collections.OrderedDict(), differences=collections.OrderedDict())
+  for variant in variants:
+    summary = summaries[variant.name]
+    variant_dir = os.path.join(output_dir, variant.name)
+    methods = collections.OrderedDict()
+    for slug, method in summary['methods'].items():
+      exact_match = method['test']['exact_match']
+      seeds = [os.path.normpath(os.path.join(variant_dir, s['run_dir']))
+               for s in method['seeds']]
+      traffic = [_run_traffic(run_dir) for run_dir in seeds]
+      entry = collections.OrderedDict(
+          label=method['label'], num_seeds=method['num_seeds'],
+          macro_avg=exact_match['macro_avg'],
+          macro_avg_ci95=exact_match['macro_avg_ci95'],
+          micro_avg=exact_match['micro_avg'],
+          micro_avg_ci95=exact_match['micro_avg_ci95'],
+          seconds=method['seconds'])
+      for key in traffic[0]:
+        entry[key] = float(np.mean([t[key] for t in traffic]))
+      with open(os.path.join(seeds[0], text2sql.RESULTS_FILE)) as f:
+        entry['lora'] = json.load(f).get('lora')
+      methods[slug] = entry
+    content['variants'][variant.name] = collections.OrderedDict(
+        label=variant.label, pretrained=variant.pretrained,
+        lora_rank=variant.lora_rank, methods=methods)
+  if reference is not None:
+    reference_methods = content['variants'][REFERENCE]['methods']
+    for variant in variants:
+      for slug, entry in content['variants'][variant.name]['methods'].items():
+        if slug in reference_methods:
+          entry['bytes_fewer_than_full'] = (
+              reference_methods[slug]['bytes_down_per_client']
+              + reference_methods[slug]['bytes_up_per_client']) / (
+                  entry['bytes_down_per_client']
+                  + entry['bytes_up_per_client'])
+      if variant.name == REFERENCE:
+        continue
+      for slug in summaries[variant.name]['methods']:
+        if slug not in reference['methods']:
+          continue
+        a = _seed_runs(summaries[variant.name], slug,
+                       os.path.join(output_dir, variant.name))
+        b = _seed_runs(reference, slug, os.path.join(output_dir, REFERENCE))
+        content['differences'][f'{variant.name}-{slug}'] = (
+            text2sql_summary.difference_json(
+                a, b, text2sql_summary.Bootstrap(
+                    intervals.DEFAULT_NUM_REPLICATES,
+                    intervals.DEFAULT_CONFIDENCE, 0), a_name=variant.name,
+                b_name=REFERENCE))
+  first = next(iter(summaries.values()))
+  content['baseline'] = first.get('baseline')
+  os.makedirs(output_dir, exist_ok=True)
+  training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), content)
+  with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
+    f.write(markdown(content))
+  return content
+
+
+def _percent(value: float, interval=None) -> str:
+  text = f'{100 * value:.1f}'
+  if interval:
+    text += f' [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]'
+  return text
+
+
+def markdown(content: Mapping[str, Any]) -> str:
+  """`results.md`: the variants' table and the differences from full."""
+  lines = [
+      '# Federated LoRA vs full fine-tuning on the text-to-SQL clients', '',
+      f'Command: `{content["command"]}`' if content['command'] else '', '',
+      '| Variant | Method | Seeds | MacroAvg EM [95% CI] | MicroAvg EM | '
+      'Bytes down / up per client-round | × fewer than full | Round (s) |',
+      '|---|---|---:|---|---|---|---:|---:|']
+  for variant in content['variants'].values():
+    for entry in variant['methods'].values():
+      ratio = entry.get('bytes_fewer_than_full')
+      lines.append(
+          f'| {variant["label"]} | {entry["label"]} | {entry["num_seeds"]} | '
+          f'{_percent(entry["macro_avg"], entry["macro_avg_ci95"])} | '
+          f'{_percent(entry["micro_avg"], entry["micro_avg_ci95"])} | '
+          f'{entry["bytes_down_per_client"]:,.0f} / '
+          f'{entry["bytes_up_per_client"]:,.0f} | '
+          f'{"–" if ratio is None else f"{ratio:.1f}×"} | '
+          f'{entry["round_seconds"]:.1f} |')
+  baseline = content.get('baseline')
+  if baseline:
+    em = baseline['test']['exact_match']
+    lines.append(f'| {baseline["label"]} | – | – | '
+                 f'{_percent(em["macro_avg"])} | {_percent(em["micro_avg"])} '
+                 '| 0 / 0 | – | – |')
+  if content['differences']:
+    lines += ['', f'Differences from full fine-tuning of the pre-trained '
+              'model (MacroAvg EM, percentage points): over seeds, and the '
+              'paired bootstrap over test examples.', '',
+              '| Variant − full | Difference | Seeds 95% CI | Bootstrap 95% '
+              'CI | Verdict |', '|---|---:|---|---|---|']
+    for name, difference in content['differences'].items():
+      macro = difference['exact_match']['macro_avg']
+      seed_ci = macro['seed_ci95']
+      boot = macro['bootstrap_ci95']
+      lines.append(
+          f'| {name} | {100 * macro["difference"]:+.1f} | '
+          f'{_ci_text(seed_ci)} | {_ci_text(boot)} | '
+          f'{macro["bootstrap_verdict"] or macro["seed_verdict"] or "–"} |')
+  return '\n'.join(lines) + '\n'
+
+
+def _ci_text(interval) -> str:
+  if not interval:
+    return '–'
+  if isinstance(interval, Mapping):
+    interval = (interval['low'], interval['high'])
+  return f'[{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]'
