@@ -186,33 +186,14 @@ def _check_generic_weights(run_dir: str, results: dict[str, Any]) -> None:
         f'{path} to train the generic engine again.')
 
 
-class _Built:
-  """What engines of one `run_nmt` call share: processes and evaluators.
-
-  Building a process traces the model into TFF computations (most of a
-  small engine's time), and the BLEU evaluator builds and traces its decoder;
-  neither depends on the seed, the data or the starting weights, so engines
-  of the same configuration (every seed's, and e.g. a single-domain engine
-  and the generic one) build them once.
-  """
-
-  def __init__(self):
-    self._built = {}
-
-  def get(self, key: tuple[Any, ...], build):
-    """`build()`, or what it returned for `key` before."""
-    if key not in self._built:
-      self._built[key] = build()
-    return self._built[key]
-
-
 def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
                        initial: Optional[Sequence[np.ndarray]],
                        model: seq2seq.Seq2SeqConfig,
                        training: nmt_task.TrainingConfig,
                        loop: training_lib.LoopConfig,
                        run_dir: str, seed: int,
-                       built: _Built) -> tuple[list[np.ndarray], list[dict]]:
+                       built: training_lib.ProcessCache
+                       ) -> tuple[list[np.ndarray], list[dict]]:
   """`epochs` epochs on `data` (a one-client FedAvg round per epoch)."""
   process = built.get(
       ('centralized', model, training),
@@ -239,7 +220,7 @@ def _train_federated(task: nmt_task.NmtTask, spec: EngineSpec, *,
                      model: seq2seq.Seq2SeqConfig,
                      training: nmt_task.TrainingConfig,
                      loop: training_lib.LoopConfig, run_dir: str, seed: int,
-                     built: _Built, evaluate_fn=None):
+                     built: training_lib.ProcessCache, evaluate_fn=None):
   """Rounds of `spec.mode` dynamic pulling from the generic engine."""
   key = ('federated', model, training, len(task.domains), spec.mode,
          spec.change_norm, spec.server_optimizer)
@@ -273,7 +254,7 @@ def run_engine(
     loop: training_lib.LoopConfig,
     run_dir: str,
     generic_dir: Optional[str] = None,
-    built: Optional[_Built] = None,
+    built: Optional[training_lib.ProcessCache] = None,
 ) -> dict[str, Any]:
   """Trains one engine (resuming), scores it on every domain's test set.
 
@@ -308,7 +289,7 @@ def run_engine(
                        'generic_dir.')
     initial = load_weights(os.path.join(generic_dir, MODEL_FILE))
     started_from = _check_started_from(run_dir, initial)
-  built = built or _Built()
+  built = built or training_lib.ProcessCache()
   # Its task is the same for every engine of a `run_nmt` call.
   evaluator = built.get(('evaluator', model, training),
                         lambda: BleuEvaluator(task, model, training))
@@ -487,7 +468,13 @@ def run_nmt(
                  dir_of(spec, seed), results_file=RESULTS_FILE) is None]
   runs = collections.OrderedDict()
   generic_dir = None
-  built = _Built()
+  # What engines of this call share: building a process traces the model
+  # into TFF computations (most of a small engine's time), and the BLEU
+  # evaluator builds and traces its decoder; neither depends on the seed,
+  # the data or the starting weights, so engines of the same configuration
+  # (every seed's, and e.g. a single-domain engine and the generic one)
+  # build them once.
+  built = training_lib.ProcessCache()
   for seed in seeds:
     results = runs[seed] = collections.OrderedDict()
     for spec in needed:

@@ -338,7 +338,7 @@ def run_text2sql(
   predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
   # Building a process traces the model (most of a small run's time); the
   # finetuning units of one learning rate share one.
-  processes = {}
+  processes = training_lib.ProcessCache()
   for unit in text2sql_process.training_units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
                if training.paradigm == 'finetune'
@@ -351,13 +351,14 @@ def run_text2sql(
         _model_aggregator(aggregation, training, loop, num_clients)
         if aggregation is not None else (None, None))
     # Only the finetuning paradigm has several units, each of one client
-    # and without `aggregation`: they differ in their learning rate only.
-    key = text2sql_process.unit_learning_rate(training, unit)
-    if key not in processes:
-      processes[key] = text2sql_process.build_process(
-          training, parser, unit, vocab_slice_keys, num_examples_fallback,
-          model_aggregator=aggregator)
-    process = processes[key]
+    # and without `aggregation` (refused above outside the federated
+    # paradigm, so `aggregator` is None): they differ in their learning rate
+    # only, the other inputs of `build_process` being this call's.
+    process = processes.get(
+        text2sql_process.unit_learning_rate(training, unit),
+        lambda: text2sql_process.build_process(
+            training, parser, unit, vocab_slice_keys, num_examples_fallback,
+            model_aggregator=aggregator))
     run = training_lib.run_training(
         process,
         client_data_fn=text2sql_process.build_client_data_fn(
