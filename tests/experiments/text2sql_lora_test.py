@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests import shared_runs
+from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.experiments import text2sql as experiment
@@ -23,14 +24,8 @@ from tff_nlp.models import seq2seq
 from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.tasks import text2sql_templates
 
-_CLIENTS = ('geography', 'imdb')
-_DATA = text2sql_task.DataConfig(
-    clients=_CLIENTS, schema_columns=False, vocabulary_size=400,
-    max_source_length=48, max_target_length=96, max_train_examples=6,
-    max_eval_examples=3)
-_MODEL = seq2seq.Seq2SeqConfig.from_preset(
-    'small', num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
-    num_heads=2, intermediate_dim=32)
+_DATA = tiny_text2sql.DATA
+_MODEL = tiny_text2sql.MODEL
 _LORA = lora.LoraConfig(rank=2, seed=0)
 # Rank 2 on a d = 16, d_ff = 32 model. Attention: query, key and value
 # [16, 2 heads, 8] and output [2, 8, 16] are 16 -> 16 each, r·(16 + 16) =

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from tests import shared_runs
+from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import runtime
@@ -38,14 +39,9 @@ from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.tasks import seq2seq_examples
 from tff_nlp.tasks import text2sql as text2sql_task
 
-_CLIENTS = ('geography', 'imdb')
-_DATA = text2sql_task.DataConfig(
-    clients=_CLIENTS, schema_columns=False, vocabulary_size=400,
-    max_source_length=48, max_target_length=96, max_train_examples=6,
-    max_eval_examples=3)
-_MODEL = seq2seq.Seq2SeqConfig.from_preset(
-    'small', num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
-    num_heads=2, intermediate_dim=32)
+_CLIENTS = tiny_text2sql.CLIENTS
+_DATA = tiny_text2sql.DATA
+_MODEL = tiny_text2sql.MODEL
 _LOOP = training.LoopConfig(rounds=2, eval_every=1, progress=False)
 
 
