@@ -23,6 +23,7 @@ from tff_nlp.algorithms import lora_process
 from tff_nlp.models import lora
 from tff_nlp.models import lora_model_fn as lora_model_fn_lib
 from tff_nlp.models import seq2seq
+from tff_nlp.models import seq2seq_loss
 from tff_nlp.models import seq2seq_model_fn
 
 RANK = 2
@@ -303,65 +304,59 @@ def _seq2seq_client_data():
 
 
 class Seq2SeqLoraExecutionTest(tf.test.TestCase):
-  """The Transformer of `seq2seq` (keras-nlp layers) from a checkpoint."""
+  """The Transformer of `seq2seq` (keras-nlp layers) from a checkpoint.
 
-  def test_first_round_computes_with_the_checkpoint(self):
+  One process (building one traces the model, most of the test's time):
+  its first round starts from the checkpoint, and its trained adapters
+  merge into an exported plain model.
+  """
+
+  def test_round_starts_from_checkpoint_and_exports_merged(self):
     # A "pre-trained" checkpoint: the model of another seed.
     pretrained = seq2seq.build_keras_model(
         seq2seq.Seq2SeqConfig(**{**_TINY_SEQ2SEQ.__dict__, 'seed': 11}))
     checkpoint = seq2seq.save_checkpoint(
         pretrained, self.create_tempdir().full_path + '/ckpt')
-    config = lora.LoraConfig(rank=2, seed=3)
+    # Keras references first: a model built before TFF traces one cannot be
+    # called after (Keras 2's "invalid state").
+    (x, y), = _seq2seq_client_data().take(1)
+    loss = seq2seq_loss.masked_loss()
+    checkpoint_loss = loss(y, pretrained(x))
+    fresh_loss = loss(y, seq2seq.build_keras_model(_TINY_SEQ2SEQ)(x))
+    (pair, _), = _seq2seq_client_data().unbatch().batch(2).take(1)
+    checkpoint_outputs = pretrained(pair)
     model_fn = seq2seq_model_fn.build_lora_model_fn(
-        _TINY_SEQ2SEQ, config, checkpoint)
-    optimizer = tff.learning.optimizers.build_sgdm(0.0)
-    lora_run = lora_process.build_lora_process(
-        model_fn, algorithm='fedavg', weighting='num_examples',
-        client_optimizer_fn=optimizer)
-    full_run = algorithms.build_fl_process(
-        seq2seq_model_fn.build_model_fn(_TINY_SEQ2SEQ), algorithm='fedavg',
-        weighting='num_examples', client_optimizer_fn=optimizer)
-    full_state = full_run.set_model_weights(
-        full_run.initialize(),
-        seq2seq_model_fn.load_model_weights(_TINY_SEQ2SEQ, checkpoint))
-    data = [_seq2seq_client_data()] * 2
-    # Learning rate 0 and B = 0: both compute the checkpoint's loss.
-    lora_loss = lora_run.next(lora_run.initialize(), data).metrics[
-        'client_work']['train']['loss']
-    full_loss = full_run.next(full_state, data).metrics[
-        'client_work']['train']['loss']
-    self.assertAllClose(lora_loss, full_loss, rtol=1e-5)
-    fresh_state = full_run.initialize()
-    fresh_loss = full_run.next(fresh_state, data).metrics[
-        'client_work']['train']['loss']
-    self.assertNotAllClose(lora_loss, fresh_loss, rtol=1e-3)
-    # The adapters of attention (4 projections x 3 attention layers) and
-    # feed-forward (2 x 2 layers): 16 adapters, 32 factors.
-    weights = lora_run.get_model_weights(lora_run.initialize())
-    self.assertLen(weights.trainable, 32)
-    self.assertEqual(weights.non_trainable, ())
-
-  def test_trained_adapters_merge_into_the_exported_model(self):
-    model_fn = seq2seq_model_fn.build_lora_model_fn(
-        _TINY_SEQ2SEQ, lora.LoraConfig(rank=2, seed=3))
+        _TINY_SEQ2SEQ, lora.LoraConfig(rank=2, seed=3), checkpoint)
     process = lora_process.build_lora_process(
         model_fn, algorithm='fedavg', weighting='num_examples',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
-    state = process.next(process.initialize(),
-                         [_seq2seq_client_data()]).state
+    state = process.initialize()
     weights = process.get_model_weights(state)
+    # The adapters of attention (4 projections x 3 attention layers) and
+    # feed-forward (2 x 2 layers): 16 adapters, 32 factors.
+    self.assertLen(weights.trainable, 32)
+    self.assertEqual(weights.non_trainable, ())
+
+    output, (client,) = process.next_with_client_outputs(
+        state, [_seq2seq_client_data()]).values()
+    # B = 0: the first batch's loss is the checkpoint's (computed by Keras,
+    # outside TFF), not the freshly initialised model's.
+    self.assertAllClose(client['first_batch_loss'], checkpoint_loss,
+                        rtol=1e-5)
+    self.assertNotAllClose(client['first_batch_loss'], fresh_loss, rtol=1e-3)
+
+    trained = process.get_model_weights(output.state)
     adapted = model_fn.keras_model()
-    model_fn.assign_weights_to(weights, adapted)
-    merged = model_fn.merged_keras_model(weights)
-    (x, _), = _seq2seq_client_data().unbatch().batch(2).take(1)
-    self.assertAllClose(merged(x), adapted(x), atol=1e-5)
-    self.assertNotAllClose(merged(x), model_fn.merged_keras_model()(x),
-                           atol=1e-4)
+    model_fn.assign_weights_to(trained, adapted)
+    merged = model_fn.merged_keras_model(trained)
+    self.assertAllClose(merged(pair), adapted(pair), atol=1e-5)
+    self.assertNotAllClose(merged(pair), checkpoint_outputs, atol=1e-4)
     # The export loads into a plain model.
     path = seq2seq.save_checkpoint(
-        merged, self.create_tempdir().full_path + '/ckpt')
-    self.assertAllClose(seq2seq.build_keras_model(_TINY_SEQ2SEQ, path)(x),
-                        adapted(x), atol=1e-5)
+        merged, self.create_tempdir().full_path + '/merged')
+    self.assertAllClose(
+        seq2seq.build_keras_model(_TINY_SEQ2SEQ, path)(pair), adapted(pair),
+        atol=1e-5)
 
 
 if __name__ == '__main__':
