@@ -42,6 +42,7 @@ from tff_nlp.models.text_classifier import TextClassifierSpec
 
 # name -> (module, attribute or None for the module itself).
 _LAZY_EXPORTS = {
+    'keras_nlp_preset': ('tff_nlp.models.keras_nlp_preset', None),
     'seq2seq': ('tff_nlp.models.seq2seq', None),
     'seq2seq_decoding': ('tff_nlp.models.seq2seq_decoding', None),
     'seq2seq_inputs': ('tff_nlp.models.seq2seq_inputs', None),
