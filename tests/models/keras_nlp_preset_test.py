@@ -15,12 +15,15 @@ import os
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_nlp import errors
 from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora
+from tff_nlp.models import lora_model_fn
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_decoding
+from tff_nlp.models import seq2seq_inputs
 from tff_nlp.models import seq2seq_loss
 from tff_nlp.models._keras_nlp import keras_nlp
 
@@ -272,6 +275,30 @@ class KerasNlpPresetTest(tf.test.TestCase):
     for b in gradients[1::2]:
       self.assertGreater(float(tf.reduce_max(tf.abs(b))), 0.0)
 
+  def test_lora_model_fn_starts_from_the_preset(self):
+    base = self.model.get_weights()
+    model_fn = lora_model_fn.LoraModelFn(
+        lambda: keras_nlp_preset.build_keras_model(
+            self.model.backbone.get_config(), seed=1),
+        lora.LoraConfig(rank=2), base,
+        lambda m: tff.learning.models.from_keras_model(
+            m, loss=seq2seq_loss.masked_loss(),
+            input_spec=seq2seq_inputs.input_spec()))
+    self.assertEqual(model_fn.parameter_count.adapters, 12 * 32 + 4 * 48)
+    keras_model = model_fn.keras_model()
+    self.assertAllClose(keras_model(_X, training=False),
+                        self.model(_X, training=False), atol=1e-5)
+    tff_model = model_fn()
+    self.assertLen(tff_model.trainable_variables, 2 * 16)
+    self.assertEmpty(tff_model.non_trainable_variables)
+    # Without the base weights: the seeded initial weights, not the preset's.
+    fresh = keras_nlp_preset.build_keras_model(
+        self.model.backbone.get_config(), seed=1)
+    again = keras_nlp_preset.build_keras_model(
+        self.model.backbone.get_config(), seed=1)
+    self.assertAllEqual(fresh.get_weights()[0], again.get_weights()[0])
+    self.assertNotAllClose(fresh.get_weights()[0], base[0])
+
   def test_get_config_round_trip(self):
     config = self.model.get_config()
     clone = keras_nlp_preset.BartSeq2Seq.from_config(
@@ -302,6 +329,17 @@ class KerasNlpPresetTest(tf.test.TestCase):
     _write_json(path, config)
     with self.assertRaisesRegex(
         errors.InputError, f"{path} describes a 'keras_nlp>GPT2Backbone'"):
+      keras_nlp_preset.load_preset(directory)
+
+  def test_weights_of_another_shape_name_the_file(self):
+    directory = self._copy_preset()
+    path = os.path.join(directory, 'config.json')
+    with open(path, encoding='utf-8') as f:
+      config = json.load(f)
+    config['config']['hidden_dim'] = 16
+    _write_json(path, config)
+    with self.assertRaisesRegex(
+        errors.InputError, f'{directory}/model.weights.h5'):
       keras_nlp_preset.load_preset(directory)
 
   def test_bad_json_names_the_file(self):

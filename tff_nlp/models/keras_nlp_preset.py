@@ -39,6 +39,11 @@ error naming the file. It returns a `BartSeq2Seq` model and a
     padding masks (id 0), teacher forcing (START / END packing), the masked
     loss and decoding of the project work unchanged.
 
+`build_keras_model` builds the same model from a backbone config without
+reading files (seeded weights): the `keras_model_fn` of a `model_fn` that
+runs inside TFF computations, e.g. `lora_model_fn.LoraModelFn` with the
+loaded model's `get_weights()` as its `base_weights`.
+
 The output projection is the token embedding transposed (tied), as in
 keras-nlp's `BartSeq2SeqLM`; BART's backbone is built from keras-nlp's
 `TransformerEncoder` / `TransformerDecoder`, so `lora.add_lora` adapts its
@@ -55,6 +60,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from tff_nlp import errors
+from tff_nlp.models import dropout_seeds
 from tff_nlp.models import seq2seq
 from tff_nlp.models import subword_tokenizer
 from tff_nlp.models import _keras_nlp
@@ -372,6 +378,39 @@ class BartTokenizerAdapter:
     return self.tokenizer.id_to_token(int(to_bart_ids(token_id)))
 
 
+def _build(backbone, seed: int) -> BartSeq2Seq:
+  model = BartSeq2Seq(backbone)
+  ids = tf.constant([[seq2seq.END_ID]], tf.int32)
+  model({ENCODER_TOKEN_IDS: ids, DECODER_TOKEN_IDS: ids})  # Builds it.
+  dropout_seeds.seed_dropout_layers(model, seed)
+  return model
+
+
+def build_keras_model(backbone_config: dict[str, Any],
+                      seed: int = 0) -> BartSeq2Seq:
+  """A new `BartSeq2Seq` of a backbone config, seeded weights, no file read.
+
+  The architecture of a preset without its weights: what a `model_fn` that
+  runs inside TFF computations builds (e.g. `lora_model_fn.LoraModelFn`'s
+  `keras_model_fn`, with the preset model's `get_weights()` as
+  `base_weights`). Same seed, same weights; dropout layers seeded
+  (`dropout_seeds`), as `seq2seq.build_keras_model` does.
+
+  Args:
+    backbone_config: `BartBackbone.get_config()` (e.g.
+      `load_preset(...)[0].backbone.get_config()`, or the 'config' of a
+      preset's config.json).
+    seed: Seed of the initial weights and dropout masks.
+
+  Returns:
+    The built model.
+  """
+  with _keras_nlp.seeded_keras_initializers(seed):
+    backbone = keras_nlp.models.BartBackbone.from_config(
+        dict(backbone_config))
+    return _build(backbone, seed)
+
+
 def _read_json(path: str) -> Any:
   try:
     with open(path, encoding='utf-8') as f:
@@ -413,13 +452,15 @@ def check_preset_dir(preset_dir: str) -> None:
         f'{metadata_path} has no keras_version: not a Keras preset.')
 
 
-def load_preset(preset_dir: str) -> tuple[BartSeq2Seq, BartTokenizerAdapter]:
+def load_preset(preset_dir: str, seed: int = 0
+                ) -> tuple[BartSeq2Seq, BartTokenizerAdapter]:
   """The BART model and tokenizer of a local keras-nlp preset directory.
 
   Offline: only `preset_dir` is read (module docstring for its files).
 
   Args:
     preset_dir: A keras-nlp `BartBackbone` preset directory.
+    seed: Seed of the model's dropout masks (`dropout_seeds`).
 
   Returns:
     (a built `BartSeq2Seq` with the preset's weights, a
@@ -453,7 +494,4 @@ def load_preset(preset_dir: str) -> tuple[BartSeq2Seq, BartTokenizerAdapter]:
     raise errors.InputError(
         f'The vocabulary of {preset_dir} has ids up to {largest_id}, but '
         f'the model embeds {backbone.vocabulary_size} ids.')
-  model = BartSeq2Seq(backbone)
-  ids = tf.constant([[seq2seq.END_ID]], tf.int32)
-  model({ENCODER_TOKEN_IDS: ids, DECODER_TOKEN_IDS: ids})  # Builds it.
-  return model, adapter
+  return _build(backbone, seed), adapter
