@@ -1,12 +1,15 @@
-"""The text-to-SQL experiment with LoRA adapters (`run_text2sql(lora=...)`).
+"""The text-to-SQL experiment with LoRA adapters (`run_text2sql(lora=...)`)
+and from a keras-nlp preset (`run_text2sql(init_from_keras_nlp=...)`).
 
 Tiny scale on real data: a one-round centralized run is the "pre-trained"
 model; a federated Lorar run fine-tunes rank-2 adapters from it. Checked:
 the adapter sizes against a hand count, the per-round bytes (the adapters,
 not the model), that the exported checkpoint is the pre-trained model with
-only the adapted kernels changed, and the refusals.
+only the adapted kernels changed, and the refusals. The same from a tiny
+BART preset the test writes (`tests/models/tiny_bart_preset.py`).
 """
 
+import dataclasses
 import functools
 import json
 import os
@@ -15,10 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from tests import shared_runs
+from tests.models import tiny_bart_preset
 from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.experiments import text2sql as experiment
+from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora
 from tff_nlp.models import seq2seq
 from tff_nlp.tasks import text2sql as text2sql_task
@@ -146,6 +151,83 @@ class Text2SqlLoraTest(tf.test.TestCase):
               paradigm='federated', algorithm='fedavg', weighting='uniform'),
           loop=training.LoopConfig(rounds=1), vocab_slice_keys=10,
           lora=_LORA)
+
+
+# The preset's positions hold 12 tokens: the inputs are cut to fit.
+_PRESET_DATA = dataclasses.replace(_DATA, max_source_length=12,
+                                   max_target_length=12)
+# Rank 2 on BART d = 8, d_ff = 16: attention 3 layers x 4 projections x
+# r·(8 + 8) = 384; feed-forward 2 layers x 2 x r·(8 + 16) = 192; 576.
+_PRESET_ADAPTER_PARAMETERS = 576
+
+
+@functools.cache
+def _preset():
+  """(preset dir, its backbone's weights), written once per session."""
+  directory = shared_runs.temp_dir('bart_preset')
+  backbone, _ = tiny_bart_preset.tiny_preset(directory)
+  return directory, backbone
+
+
+def _preset_run(lora_config, learning_rate):
+  output_dir = shared_runs.temp_dir('preset_run')
+  results = experiment.run_text2sql(
+      data_dir=None, output_dir=output_dir, data=_PRESET_DATA, model=_MODEL,
+      training=text2sql_task.TrainingConfig(
+          paradigm='federated', algorithm='fedavg', weighting='lorar',
+          local_epochs=text2sql_task.PerClient(1),
+          batch_sizes=text2sql_task.PerClient(4),
+          learning_rates=text2sql_task.PerClient(learning_rate)),
+      loop=training.LoopConfig(rounds=1, eval_every=1, progress=False),
+      init_from_keras_nlp=_preset()[0], lora=lora_config)
+  exported = keras_nlp_preset.build_keras_model(
+      _preset()[1].get_config())
+  seq2seq.load_checkpoint(exported, os.path.join(
+      output_dir, experiment.BEST_CHECKPOINT_DIR, 'federated',
+      experiment.BEST_CHECKPOINT_PREFIX))
+  return results, exported
+
+
+class Text2SqlKerasNlpPresetTest(tf.test.TestCase):
+
+  def test_lora_from_the_preset(self):
+    results, exported = _preset_run(_LORA, 1e-2)
+    self.assertEqual(results['lora']['adapter_parameters'],
+                     _PRESET_ADAPTER_PARAMETERS)
+    backbone = _preset()[1]
+    self.assertEqual(results['lora']['model_parameters'],
+                     backbone.count_params())
+    self.assertEqual(results['vocabulary_size'], tiny_bart_preset.V)
+    # The export: the preset's weights, the adapted kernels moved.
+    before = backbone.get_weights()
+    after = exported.backbone.get_weights()
+    changed = [i for i, (b, a) in enumerate(zip(before, after))
+               if not np.array_equal(b, a)]
+    self.assertLen(changed, 16)
+    for i in changed:
+      self.assertEqual(before[i].ndim > 1, True)
+
+  def test_full_fine_tuning_starts_from_the_preset(self):
+    # Learning rate 1e-9: one round moves no weight by more than about
+    # 1e-9 (Adam's steps are at most about the learning rate), so the
+    # selected model is the start, the preset, not the seeded fresh model.
+    _, exported = _preset_run(None, 1e-9)
+    fresh = keras_nlp_preset.build_keras_model(_preset()[1].get_config())
+    for got, want, other in zip(exported.backbone.get_weights(),
+                                _preset()[1].get_weights(),
+                                fresh.backbone.get_weights()):
+      self.assertAllClose(got, want, atol=1e-6, rtol=0)
+      if other.size > 1 and other.std() > 0:
+        self.assertNotAllClose(got, other, atol=1e-2)
+
+  def test_refuses_init_from_beside_it(self):
+    with self.assertRaisesRegex(errors.InputError, 'takes no --init_from'):
+      experiment.run_text2sql(
+          data_dir=None, output_dir=self.create_tempdir().full_path,
+          data=_PRESET_DATA, model=_MODEL,
+          training=text2sql_task.TrainingConfig(),
+          loop=training.LoopConfig(rounds=1), init_from='/some/run',
+          init_from_keras_nlp=_preset()[0])
 
 
 if __name__ == '__main__':

@@ -9,7 +9,6 @@ derived by hand from the vocabulary and merges, and LoRA adapter counts
 derived by hand.
 """
 
-import datetime
 import json
 import os
 
@@ -17,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests.models import tiny_bart_preset
 from tff_nlp import errors
 from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora
@@ -28,60 +28,6 @@ from tff_nlp.models import seq2seq_loss
 from tff_nlp.models._keras_nlp import keras_nlp
 
 _I32 = np.int32
-
-# A byte-level BPE vocabulary for 'select a from t', BART's specials at 0-3.
-_TOKENS = (['<s>', '<pad>', '</s>', '<unk>']
-           + list('selctafromĠ')
-           + ['se', 'sel', 'sele', 'selec', 'select', 'Ġa', 'Ġf', 'Ġfr',
-              'Ġfro', 'Ġfrom', 'Ġt'])
-_VOCABULARY = {token: i for i, token in enumerate(_TOKENS)}
-_MERGES = ['s e', 'se l', 'sel e', 'sele c', 'selec t', 'Ġ a', 'Ġ f', 'Ġf r',
-           'Ġfr o', 'Ġfro m', 'Ġ t']
-_V = len(_TOKENS)  # 26
-# 1 encoder and 1 decoder layer, d = 8, 2 heads of 4, d_ff 16.
-_BACKBONE_ARGS = dict(vocabulary_size=_V, num_layers=1, num_heads=2,
-                      hidden_dim=8, intermediate_dim=16, dropout=0.1,
-                      max_sequence_length=12)
-
-
-def _recursive_pop(config, key):
-  config.pop(key, None)
-  for value in config.values():
-    if isinstance(value, dict):
-      _recursive_pop(value, key)
-
-
-def _serialize(layer):
-  """What keras-nlp's `save_serialized_object` writes to a config file."""
-  config = tf.keras.saving.serialize_keras_object(layer)
-  for key in ('compile_config', 'build_config'):
-    _recursive_pop(config, key)
-  return config
-
-
-def _write_json(path, value):
-  with open(path, 'w', encoding='utf-8') as f:
-    json.dump(value, f, indent=4)
-
-
-def write_preset(directory, backbone, tokenizer):
-  """A preset as keras-nlp's `Backbone/Tokenizer.save_to_preset` write it."""
-  os.makedirs(directory, exist_ok=True)
-  _write_json(os.path.join(directory, 'config.json'), _serialize(backbone))
-  backbone.save_weights(os.path.join(directory, 'model.weights.h5'))
-  import keras  # pylint: disable=g-import-not-at-top
-  _write_json(os.path.join(directory, 'metadata.json'), {
-      'keras_version': keras.__version__,
-      'keras_nlp_version': keras_nlp.__version__,
-      'parameter_count': backbone.count_params(),
-      'date_saved': datetime.datetime.now().strftime('%Y-%m-%d@%H:%M:%S'),
-  })
-  _write_json(os.path.join(directory, 'tokenizer.json'),
-              _serialize(tokenizer))
-  asset_dir = os.path.join(directory, 'assets', 'tokenizer')
-  os.makedirs(asset_dir, exist_ok=True)
-  tokenizer.save_assets(asset_dir)
-
 
 def _inputs(encoder_ids, decoder_ids):
   return {seq2seq.ENCODER_TOKEN_IDS: np.asarray(encoder_ids, _I32),
@@ -102,7 +48,7 @@ class KerasNlpPresetTest(tf.test.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.backbone = keras_nlp.models.BartBackbone(**_BACKBONE_ARGS)
+    cls.backbone = keras_nlp.models.BartBackbone(**tiny_bart_preset.BACKBONE_ARGS)
     rng = np.random.default_rng(3)
     # Random weights everywhere, large enough that outputs differ.
     cls.backbone.set_weights(
@@ -111,15 +57,15 @@ class KerasNlpPresetTest(tf.test.TestCase):
     # (name, value) in the backbone's order (names repeat across layers).
     cls.written = [(w.name, w.numpy()) for w in cls.backbone.weights]
     cls.tokenizer = keras_nlp.models.BartTokenizer(
-        vocabulary=_VOCABULARY, merges=_MERGES)
+        vocabulary=tiny_bart_preset.VOCABULARY, merges=tiny_bart_preset.MERGES)
     cls.preset_dir = os.path.join(
         tf.compat.v1.test.get_temp_dir(), 'bart_tiny')
-    write_preset(cls.preset_dir, cls.backbone, cls.tokenizer)
+    tiny_bart_preset.write_preset(cls.preset_dir, cls.backbone, cls.tokenizer)
     cls.model, cls.adapter = keras_nlp_preset.load_preset(cls.preset_dir)
 
   def _copy_preset(self):
     directory = os.path.join(self.create_tempdir().full_path, 'preset')
-    write_preset(directory, self.backbone, self.tokenizer)
+    tiny_bart_preset.write_preset(directory, self.backbone, self.tokenizer)
     return directory
 
   def _reference_logits(self, encoder_ids, decoder_ids):
@@ -147,9 +93,9 @@ class KerasNlpPresetTest(tf.test.TestCase):
     # The wrapper owns no weights of its own: the head is tied.
     self.assertEqual([w.name for w in self.model.weights],
                      [w.name for w in loaded])
-    self.assertEqual(self.model.config.vocabulary_size, _V)
+    self.assertEqual(self.model.config.vocabulary_size, tiny_bart_preset.V)
     self.assertEqual(self.model.config.max_target_length, 12)
-    self.assertEqual(self.adapter.vocabulary_size(), _V)
+    self.assertEqual(self.adapter.vocabulary_size(), tiny_bart_preset.V)
 
   def test_id_permutation_by_hand(self):
     self.assertAllEqual(
@@ -171,7 +117,7 @@ class KerasNlpPresetTest(tf.test.TestCase):
         [bart[..., 1:2], bart[..., 3:4], bart[..., 0:1], bart[..., 2:3],
          bart[..., 4:]], axis=-1)
     logits = self.model(_X, training=False)
-    self.assertEqual(logits.shape, (2, 4, _V))
+    self.assertEqual(logits.shape, (2, 4, tiny_bart_preset.V))
     self.assertAllClose(logits, expected, atol=1e-5, rtol=1e-5)
     # encode + decode is call.
     encoder_output, mask = self.model.encode(
@@ -326,7 +272,7 @@ class KerasNlpPresetTest(tf.test.TestCase):
       config = json.load(f)
     config.update(class_name='GPT2Backbone',
                   registered_name='keras_nlp>GPT2Backbone')
-    _write_json(path, config)
+    tiny_bart_preset.write_json(path, config)
     with self.assertRaisesRegex(
         errors.InputError, f"{path} describes a 'keras_nlp>GPT2Backbone'"):
       keras_nlp_preset.load_preset(directory)
@@ -337,7 +283,7 @@ class KerasNlpPresetTest(tf.test.TestCase):
     with open(path, encoding='utf-8') as f:
       config = json.load(f)
     config['config']['hidden_dim'] = 16
-    _write_json(path, config)
+    tiny_bart_preset.write_json(path, config)
     with self.assertRaisesRegex(
         errors.InputError, f'{directory}/model.weights.h5'):
       keras_nlp_preset.load_preset(directory)

@@ -21,6 +21,8 @@ for GPUs). Running the same command again resumes.
 `--lora_targets`) instead of the whole model: clients train and send only
 the adapters, the model of `--init_from` (e.g. a `pretrain_seq2seq` run)
 stays frozen; see `tff_nlp.algorithms.build_lora_process`.
+`--init_from_keras_nlp=<dir>` starts from a local keras-nlp BART preset
+instead (its tokenizer and model; `tff_nlp.models.keras_nlp_preset`).
 
 With `--paradigm=federated`: `--max_weight_share`, `--robust_aggregation`
 and differential privacy (`--dp_noise_multiplier` or `--target_epsilon`,
@@ -74,6 +76,14 @@ _VOCAB_SLICE_KEYS = flags.DEFINE_integer(
     '--paradigm=federated --algorithm=fedavg --weighting=uniform); 0: the '
     'whole model.', lower_bound=0)
 
+_INIT_FROM_KERAS_NLP = flags.DEFINE_string(
+    'init_from_keras_nlp', None,
+    'A local keras-nlp BART preset directory (config.json, '
+    'model.weights.h5, tokenizer.json, assets/tokenizer/; read offline): '
+    'its tokenizer and model are the starting point (with --lora_rank, the '
+    'frozen base); the model flags then give only the seed. Not with '
+    '--init_from.')
+
 _LORA_RANK = flags.DEFINE_integer(
     'lora_rank', 0,
     'If > 0: fine-tune LoRA adapters of this rank on the seq2seq parser '
@@ -114,6 +124,7 @@ def main(argv):
         training=training,
         loop=loop,
         init_from=_INIT_FROM.value,
+        init_from_keras_nlp=_INIT_FROM_KERAS_NLP.value,
         vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
         num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
         aggregation=aggregation,

@@ -54,6 +54,7 @@ from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import copy_tokenizer
+from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora as lora_lib
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
@@ -174,6 +175,7 @@ def run_text2sql(
     num_examples_fallback: bool = True,
     aggregation: Optional[aggregation_lib.AggregationConfig] = None,
     lora: Optional[lora_lib.LoraConfig] = None,
+    init_from_keras_nlp: Optional[str] = None,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -231,6 +233,12 @@ def run_text2sql(
       merged. `results.json` then records the adapter and model sizes
       under `lora` (the frozen model reaches each client once, with the
       computation; the rounds' bytes count the adapters only).
+    init_from_keras_nlp: A local keras-nlp BART preset directory
+      (`models.keras_nlp_preset`; read offline): its tokenizer replaces the
+      subword one and its model (architecture and weights) is the
+      starting point, fully or, with `lora`, as the frozen base. `model`
+      then gives only the seed; `data`'s maximum lengths must fit the
+      preset. Not with `init_from`.
 
   Returns:
     The content of `results.json`.
@@ -250,6 +258,12 @@ def run_text2sql(
         'The template parser (--parser=template) takes no --init_from, '
         '--vocab_slice_keys, --retrieved_sql, --sql_merges or --lora_rank: '
         'they are the seq2seq parser\'s.')
+  if init_from_keras_nlp and (init_from or templates or vocab_slice_keys
+                              or data.tokenizer == 'copy_words'):
+    raise errors.InputError(
+        '--init_from_keras_nlp starts from a keras-nlp preset (its model '
+        'and tokenizer): it takes no --init_from, --parser=template, '
+        '--vocab_slice_keys or --tokenizer=copy_words.')
   if lora and vocab_slice_keys:
     raise errors.InputError(
         '--lora_rank and --vocab_slice_keys are two ways of sending part of '
@@ -281,6 +295,8 @@ def run_text2sql(
     experiment['num_examples_fallback'] = False
   if lora is not None:
     experiment['lora'] = lora
+  if init_from_keras_nlp:
+    experiment['init_from_keras_nlp'] = os.path.abspath(init_from_keras_nlp)
   if aggregation is not None:
     # Only when set, as the two above.
     experiment['aggregation'] = aggregation
@@ -292,7 +308,11 @@ def run_text2sql(
           tensorflow=tf.__version__, tensorflow_federated=tff.__version__,
           numpy=np.__version__),
   )
-  init_checkpoint = None
+  init_checkpoint = preset = preset_tokenizer = None
+  if init_from_keras_nlp:
+    # Before `output_dir` records this run's config, as `init_from`.
+    preset, preset_tokenizer = keras_nlp_preset.load_preset(
+        init_from_keras_nlp, seed=loop.seed)
   if init_from is not None:
     # Before `output_dir` records this run's config: a refused `init_from`
     # leaves nothing that would refuse the corrected call.
@@ -308,10 +328,11 @@ def run_text2sql(
   else:
     task = text2sql_task.prepare_task(
         data, data_dir=data_dir, seed=loop.seed,
-        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR),
+        tokenizer=preset_tokenizer)
   parser = text2sql_process.build_parser(
       task, model, training.decode_batch_size, lora_config=lora,
-      checkpoint=init_checkpoint)
+      checkpoint=init_checkpoint, preset=preset)
   model = parser.config
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
                training.method, task.tokenizer.vocabulary_size(),
@@ -335,6 +356,10 @@ def run_text2sql(
     initial_weights = tf.nest.map_structure(
         lambda v: v.numpy(),
         seq2seq_model_fn.load_model_weights(model, init_checkpoint))
+  if preset is not None and lora is None:
+    initial_weights = tf.nest.map_structure(
+        lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(
+            preset))
   predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
   # Building a process traces the model (most of a small run's time); the
   # finetuning units of one learning rate share one.

@@ -41,12 +41,15 @@ def build_model_fn(
   """
 
   def model_fn() -> tff.learning.models.VariableModel:
-    return _wrap(seq2seq.build_keras_model(config))
+    return wrap_keras_model(seq2seq.build_keras_model(config))
 
   return model_fn
 
 
-def _wrap(keras_model: tf.keras.Model) -> tff.learning.models.VariableModel:
+def wrap_keras_model(
+    keras_model: tf.keras.Model) -> tff.learning.models.VariableModel:
+  """A seq2seq Keras model (this project's or `keras_nlp_preset`'s) as a
+  `tff.learning` model: the masked loss, token accuracy, counts."""
   return tff.learning.models.from_keras_model(
       keras_model,
       loss=seq2seq_loss.masked_loss(),
@@ -78,7 +81,7 @@ def build_lora_model_fn(
   base = seq2seq.build_keras_model(config, checkpoint).get_weights()
   return lora_model_fn.LoraModelFn(
       functools.partial(seq2seq.build_keras_model, config), lora_config,
-      base, _wrap)
+      base, wrap_keras_model)
 
 
 def load_model_weights(

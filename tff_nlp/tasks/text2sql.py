@@ -398,7 +398,7 @@ def _add_sql_hints(texts, folder: str, with_values: bool) -> None:
 
 
 def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
-                 tokenizer_dir: str) -> Text2SqlTask:
+                 tokenizer_dir: str, tokenizer=None) -> Text2SqlTask:
   """Loads, subsets and tokenizes the clients' data.
 
   The tokenizer is read from `tokenizer_dir` when it holds one (a resumed
@@ -411,6 +411,10 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
       `text2sql_source.find_text2sql_dir`); None finds it.
     seed: Seed of the example subsets.
     tokenizer_dir: Where the run keeps its tokenizer.
+    tokenizer: A ready subword tokenizer to use instead (neither trained
+      nor written), e.g. a keras-nlp preset's
+      (`models.keras_nlp_preset.BartTokenizerAdapter`); not with
+      `config.tokenizer='copy_words'`.
 
   Returns:
     The `Text2SqlTask`.
@@ -443,6 +447,10 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
 
   source_length = config.max_source_length
   target_length = config.max_target_length
+  if tokenizer is not None and config.tokenizer == 'copy_words':
+    raise errors.InputError(
+        'A ready (e.g. keras-nlp preset) tokenizer replaces the subword one; '
+        'it cannot be combined with --tokenizer=copy_words.')
   if config.tokenizer == 'copy_words':
     for name in config.clients:
       for split in text2sql.SPLITS:
@@ -473,7 +481,7 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                                target_length=target_length)
   else:
     decode_lengths = {}
-    tokenizer = subword_tokenizer.load_or_train(
+    tokenizer = tokenizer or subword_tokenizer.load_or_train(
         tokenizer_dir, training_texts, config.vocabulary_size)
     encode = functools.partial(_encode, tokenizer, config=config)
   splits = {}

@@ -25,7 +25,9 @@ import tensorflow_federated as tff
 from tff_nlp import algorithms
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
+from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora
+from tff_nlp.models import lora_model_fn as lora_model_fn_lib
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import seq2seq_decoding
@@ -36,17 +38,26 @@ from tff_nlp.tasks import text2sql_templates
 
 
 class Seq2SeqParser:
-  """The seq2seq parser (`models.seq2seq`): how it trains and predicts."""
+  """The seq2seq parser (`models.seq2seq`): how it trains and predicts.
+
+  `keras_model_fn` builds its Keras model: `seq2seq.build_keras_model` of
+  `config` by default, or e.g. a keras-nlp preset's architecture
+  (`models.keras_nlp_preset.build_keras_model`), of which `config` then
+  only gives the shapes.
+  """
 
   def __init__(self, task: text2sql_task.Text2SqlTask,
-               config: seq2seq.Seq2SeqConfig, batch_size: int):
+               config: seq2seq.Seq2SeqConfig, batch_size: int,
+               keras_model_fn: Optional[Callable[[], tf.keras.Model]] = None):
     self._task, self.config, self._batch_size = task, config, batch_size
+    self._keras_model_fn = keras_model_fn or functools.partial(
+        seq2seq.build_keras_model, config)
 
   def model_fn(self):
-    return seq2seq_model_fn.build_model_fn(self.config)
+    return lambda: seq2seq_model_fn.wrap_keras_model(self._keras_model_fn())
 
   def keras_model(self) -> tf.keras.Model:
-    return seq2seq.build_keras_model(self.config)
+    return self._keras_model_fn()
 
   def train_dataset(self, data: text2sql_task.EncodedSplit,
                     **kwargs) -> tf.data.Dataset:
@@ -75,22 +86,24 @@ class Seq2SeqParser:
 
 
 class LoraSeq2SeqParser(Seq2SeqParser):
-  """The seq2seq parser fine-tuned with LoRA adapters from a checkpoint.
+  """The seq2seq parser fine-tuned with LoRA adapters from given weights.
 
   Its processes train and send only the adapters
   (`algorithms.build_lora_process`); `keras_model()` is the adapted model
-  with the checkpoint's weights, and `export_model` merges the adapters
-  into a plain model, which a later run's `init_from` (or a user) loads.
+  with the base weights, and `export_model` merges the adapters into a
+  plain model, which a later run's `init_from` (or a user) loads.
   """
 
   def __init__(self, task: text2sql_task.Text2SqlTask,
                config: seq2seq.Seq2SeqConfig, batch_size: int,
-               lora_config: lora.LoraConfig, checkpoint: Optional[str]):
-    super().__init__(task, config, batch_size)
+               lora_config: lora.LoraConfig,
+               keras_model_fn: Callable[[], tf.keras.Model],
+               base_weights: Sequence[Any]):
+    super().__init__(task, config, batch_size, keras_model_fn)
     self.lora_config = lora_config
-    # Reads the checkpoint once; every model it builds starts from it.
-    self.lora_model_fn = seq2seq_model_fn.build_lora_model_fn(
-        config, lora_config, checkpoint)
+    self.lora_model_fn = lora_model_fn_lib.LoraModelFn(
+        keras_model_fn, lora_config, base_weights,
+        seq2seq_model_fn.wrap_keras_model)
 
   def model_fn(self):
     return self.lora_model_fn
@@ -152,7 +165,8 @@ class TemplateParser:
 
 def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int,
                  lora_config: Optional[lora.LoraConfig] = None,
-                 checkpoint: Optional[str] = None
+                 checkpoint: Optional[str] = None,
+                 preset: Optional[tf.keras.Model] = None
                  ) -> Seq2SeqParser | TemplateParser:
   """The parser of `model`'s kind, sized to `task`.
 
@@ -168,6 +182,10 @@ def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int,
     checkpoint: With `lora_config`: the pre-trained model
       (`seq2seq.save_checkpoint`); None puts the adapters on the freshly
       initialised model.
+    preset: A keras-nlp preset's model (`keras_nlp_preset.load_preset`):
+      the parser has its architecture and (with `lora_config`) its weights
+      as the frozen base; `model` then gives only the seed. The task's
+      lengths must fit the preset's `max_sequence_length`.
 
   Returns:
     A `Seq2SeqParser` (`LoraSeq2SeqParser`) or `TemplateParser`: its
@@ -178,17 +196,38 @@ def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int,
     `export_model(keras_model)`.
 
   Raises:
-    ValueError: For `lora_config` with the template parser.
+    ValueError: For `lora_config` or `preset` with the template parser, or
+      task lengths beyond the preset's.
   """
   if isinstance(model, text2sql_templates.TemplateParserConfig):
-    if lora_config is not None:
-      raise ValueError('LoRA adapters need the seq2seq parser, not the '
-                       'template parser.')
+    if lora_config is not None or preset is not None:
+      raise ValueError('LoRA adapters and keras-nlp presets need the '
+                       'seq2seq parser, not the template parser.')
     return TemplateParser(task, model, batch_size)
+  if preset is not None:
+    limit = preset.config.max_source_length
+    if max(task.source_length, task.target_length) > limit:
+      raise ValueError(
+          f'The task\'s lengths ({task.source_length} source, '
+          f'{task.target_length} target tokens) exceed the preset\'s '
+          f'max_sequence_length {limit}: set --max_source_length and '
+          '--max_target_length.')
+    config = dataclasses.replace(
+        preset.config, seed=model.seed, max_source_length=task.source_length,
+        max_target_length=task.target_length)
+    keras_model_fn = functools.partial(
+        keras_nlp_preset.build_keras_model, preset.backbone.get_config(),
+        model.seed)
+    base = preset.get_weights() if lora_config is not None else None
+  else:
+    config = task.model_config(model)
+    keras_model_fn = functools.partial(seq2seq.build_keras_model, config)
+    base = (seq2seq.build_keras_model(config, checkpoint).get_weights()
+            if lora_config is not None else None)
   if lora_config is not None:
-    return LoraSeq2SeqParser(task, task.model_config(model), batch_size,
-                             lora_config, checkpoint)
-  return Seq2SeqParser(task, task.model_config(model), batch_size)
+    return LoraSeq2SeqParser(task, config, batch_size, lora_config,
+                             keras_model_fn, base)
+  return Seq2SeqParser(task, config, batch_size, keras_model_fn)
 
 
 def predict_sql(decode_fn, tokenizer, data: text2sql_task.EncodedSplit, *,
