@@ -96,14 +96,10 @@ class LoraSeq2SeqParser(Seq2SeqParser):
 
   def __init__(self, task: text2sql_task.Text2SqlTask,
                config: seq2seq.Seq2SeqConfig, batch_size: int,
-               lora_config: lora.LoraConfig,
-               keras_model_fn: Callable[[], tf.keras.Model],
-               base_weights: Sequence[Any]):
-    super().__init__(task, config, batch_size, keras_model_fn)
-    self.lora_config = lora_config
-    self.lora_model_fn = lora_model_fn_lib.LoraModelFn(
-        keras_model_fn, lora_config, base_weights,
-        seq2seq_model_fn.wrap_keras_model)
+               lora_model_fn: lora_model_fn_lib.LoraModelFn):
+    super().__init__(task, config, batch_size, lora_model_fn.keras_model)
+    self.lora_config = lora_model_fn.config
+    self.lora_model_fn = lora_model_fn
 
   def model_fn(self):
     return self.lora_model_fn
@@ -218,16 +214,19 @@ def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int,
     keras_model_fn = functools.partial(
         keras_nlp_preset.build_keras_model, preset.backbone.get_config(),
         model.seed)
-    base = preset.get_weights() if lora_config is not None else None
-  else:
-    config = task.model_config(model)
-    keras_model_fn = functools.partial(seq2seq.build_keras_model, config)
-    base = (seq2seq.build_keras_model(config, checkpoint).get_weights()
-            if lora_config is not None else None)
-  if lora_config is not None:
-    return LoraSeq2SeqParser(task, config, batch_size, lora_config,
-                             keras_model_fn, base)
-  return Seq2SeqParser(task, config, batch_size, keras_model_fn)
+    if lora_config is None:
+      return Seq2SeqParser(task, config, batch_size, keras_model_fn)
+    return LoraSeq2SeqParser(task, config, batch_size,
+                             lora_model_fn_lib.LoraModelFn(
+                                 keras_model_fn, lora_config,
+                                 preset.get_weights(),
+                                 seq2seq_model_fn.wrap_keras_model))
+  config = task.model_config(model)
+  if lora_config is None:
+    return Seq2SeqParser(task, config, batch_size)
+  return LoraSeq2SeqParser(task, config, batch_size,
+                           seq2seq_model_fn.build_lora_model_fn(
+                               config, lora_config, checkpoint))
 
 
 def predict_sql(decode_fn, tokenizer, data: text2sql_task.EncodedSplit, *,
