@@ -235,14 +235,10 @@ class BartSeq2Seq(tf.keras.Model):
                     ) -> dict[str, tuple[tf.Tensor, ...]]:
     """Zero key/value caches for `decode_step` (`Seq2SeqTransformer`'s)."""
     b = self.backbone
-    head_dim = b.hidden_dim // b.num_heads
-
-    def zeros(length):
-      return tuple(tf.zeros([batch_size, 2, length, b.num_heads, head_dim])
-                   for _ in b.decoder_transformer_layers)
-
-    return {'self_attention': zeros(max_length),
-            'cross_attention': zeros(source_length)}
+    return seq2seq.zero_caches(
+        batch_size, max_length, source_length, num_heads=b.num_heads,
+        head_dim=b.hidden_dim // b.num_heads,
+        num_layers=len(b.decoder_transformer_layers))
 
   def decode_step(
       self,

@@ -244,6 +244,26 @@ def copy_log_probs(logits: tf.Tensor, pointer: tf.Tensor,
 
 
 @tf.keras.utils.register_keras_serializable(package='tff_nlp')
+def zero_caches(batch_size: tf.Tensor, max_length: int,
+                source_length: tf.Tensor, *, num_heads: int, head_dim: int,
+                num_layers: int) -> dict[str, tuple[tf.Tensor, ...]]:
+  """Zero key/value caches of a decoder's `decode_step`, per layer.
+
+  The layout of keras-nlp's `TransformerDecoder` caches, shared by every
+  decodable model (`Seq2SeqTransformer`, `keras_nlp_preset.BartSeq2Seq`):
+  {'self_attention': ([B, 2, max_length, H, head_dim],) * layers,
+   'cross_attention': ([B, 2, S, H, head_dim],) * layers}, where B is
+  `batch_size` and S `source_length` (the encoder output's length).
+  """
+
+  def zeros(length):
+    return tuple(tf.zeros([batch_size, 2, length, num_heads, head_dim])
+                 for _ in range(num_layers))
+
+  return {'self_attention': zeros(max_length),
+          'cross_attention': zeros(source_length)}
+
+
 class Seq2SeqTransformer(tf.keras.Model):
   """The encoder-decoder of the module docstring, as a `tf.keras.Model`.
 
@@ -444,14 +464,10 @@ class Seq2SeqTransformer(tf.keras.Model):
       {'self_attention': ([B, 2, max_length, H, d/H],) * M,
        'cross_attention': ([B, 2, S, H, d/H],) * M}.
     """
-    head_dim = self.config.hidden_dim // self.config.num_heads
-    def zeros(length):
-      return tuple(
-          tf.zeros([batch_size, 2, length, self.config.num_heads, head_dim])
-          for _ in self.decoder_layers
-      )
-    return {'self_attention': zeros(max_length),
-            'cross_attention': zeros(source_length)}
+    return zero_caches(batch_size, max_length, source_length,
+                       num_heads=self.config.num_heads,
+                       head_dim=self.config.hidden_dim // self.config.num_heads,
+                       num_layers=len(self.decoder_layers))
 
   def decode_step(
       self,
