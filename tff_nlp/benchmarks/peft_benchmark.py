@@ -150,24 +150,28 @@ def run_peft_benchmark(
         'The pre-trained variants need --pretrained_dir (a finished '
         'pretrain_seq2seq run, e.g. make pretrain: runs/pretrain_cpu).')
 
-  def run(variant, variant_seeds, *, train_now, baseline):
-    return text2sql_benchmark.run_benchmark(
+  def variant_args(variant):
+    return dict(
         data_dir=data_dir, output_dir=os.path.join(output_dir, variant.name),
         methods=methods, data=data, model=model, training=training,
-        loop=loop, seeds=variant_seeds, baseline=baseline,
+        loop=loop,
         archive_dir=archive_dir and os.path.join(archive_dir, variant.name),
-        train=train_now, command=command,
         init_from=pretrained_dir if variant.pretrained else None,
         lora=(dataclasses.replace(lora or lora_lib.LoraConfig(),
                                   rank=variant.lora_rank)
               if variant.lora_rank else None))
 
   if train:
+    # Seed by seed across the variants: a stopped benchmark has every
+    # variant at the same number of seeds.
     for seed in seeds:
       for variant in variants:
-        run(variant, [seed], train_now=True, baseline=False)
+        text2sql_benchmark.collect_runs(seeds=[seed], train=True,
+                                        **variant_args(variant))
   summaries = collections.OrderedDict(
-      (v.name, run(v, list(seeds), train_now=False, baseline=True))
+      (v.name, text2sql_benchmark.run_benchmark(
+          seeds=list(seeds), train=False, baseline=True, command=command,
+          **variant_args(v)))
       for v in variants)
   return summarize(variants, summaries, output_dir=output_dir,
                    command=command)

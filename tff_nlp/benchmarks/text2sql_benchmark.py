@@ -259,6 +259,50 @@ def run_benchmark(
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
   """
+  runs = collect_runs(
+      data_dir=data_dir, output_dir=output_dir, methods=methods, data=data,
+      model=model, training=training, loop=loop, seeds=seeds,
+      single_seed_methods=single_seed_methods, archive_dir=archive_dir,
+      train=train, aggregation=aggregation, init_from=init_from, lora=lora)
+  if not runs:
+    raise errors.InputError(
+        f'{output_dir}: no finished run of the benchmark to report.')
+  return text2sql_summary.summarize_runs(
+      runs, output_dir=output_dir, command=command,
+      baseline=(text2sql_seed_runs.template_retrieval_predictions(
+          data, data_dir=data_dir) if baseline else None),
+      expect_full_splits=baseline and not data.max_eval_examples,
+      num_replicates=num_replicates,
+      # The default aggregation differs in no field: an empty variant, None.
+      federated_aggregation=_aggregation_variant(aggregation) or None)
+
+
+def collect_runs(
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    methods: Sequence[text2sql_report.MethodKey],
+    data: text2sql_task.DataConfig,
+    model: seq2seq.Seq2SeqConfig,
+    training: text2sql_task.TrainingConfig,
+    loop: training_lib.LoopConfig,
+    seeds: Optional[Sequence[int]] = None,
+    single_seed_methods: Collection[text2sql_report.MethodKey] = (),
+    archive_dir: Optional[str] = None,
+    train: bool = True,
+    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
+    init_from: Optional[str] = None,
+    lora: Optional[lora_lib.LoraConfig] = None,
+) -> collections.OrderedDict:
+  """Trains (or finds) `run_benchmark`'s runs, without reporting them.
+
+  Arguments as `run_benchmark`'s; e.g. a benchmark that interleaves several
+  configurations seed by seed trains through this, then reports once.
+
+  Returns:
+    {method: [(seed, run_dir), ...]} of the finished runs (archived ones in
+    `archive_dir`), in schedule order; methods with none left out.
+  """
   seeds = [loop.seed] if seeds is None else [int(s) for s in seeds]
   schedule = run_schedule(methods, seeds, single_seed_methods)
   runs = collections.OrderedDict((tuple(m), []) for m in methods)
@@ -298,18 +342,7 @@ def run_benchmark(
       run_dir = archive_run(run_dir, archive_dir)
     runs[tuple(method)].append((seed, run_dir))
   os.makedirs(output_dir, exist_ok=True)  # Every run may be archived.
-  runs = collections.OrderedDict((m, r) for m, r in runs.items() if r)
-  if not runs:
-    raise errors.InputError(
-        f'{output_dir}: no finished run of the benchmark to report.')
-  return text2sql_summary.summarize_runs(
-      runs, output_dir=output_dir, command=command,
-      baseline=(text2sql_seed_runs.template_retrieval_predictions(
-          data, data_dir=data_dir) if baseline else None),
-      expect_full_splits=baseline and not data.max_eval_examples,
-      num_replicates=num_replicates,
-      # The default aggregation differs in no field: an empty variant, None.
-      federated_aggregation=_aggregation_variant(aggregation) or None)
+  return collections.OrderedDict((m, r) for m, r in runs.items() if r)
 
 
 def _run_variant(aggregation, init_from: Optional[str],
