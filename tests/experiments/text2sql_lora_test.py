@@ -205,7 +205,7 @@ class Text2SqlKerasNlpPresetTest(tf.test.TestCase):
                if not np.array_equal(b, a)]
     self.assertLen(changed, 16)
     for i in changed:
-      self.assertEqual(before[i].ndim > 1, True)
+      self.assertGreater(before[i].ndim, 1)
 
   def test_full_fine_tuning_starts_from_the_preset(self):
     # Learning rate 1e-9: one round moves no weight by more than about

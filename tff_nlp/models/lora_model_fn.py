@@ -126,6 +126,16 @@ class LoraModelFn:
   `merged_keras_model(model_weights)` (the plain model with the fine-tuned
   kernels W + scale·A·B, for export with `seq2seq.save_checkpoint`).
 
+  The base weights are the initial values of the model's variables, so
+  they are constants of every computation that builds the model (a client's
+  local training): they reach a client with the computation, once, and
+  never in a round. The price is the size of the traced graph: about 4
+  bytes per frozen parameter (8 MB for the `small` preset). TensorFlow
+  refuses a GraphDef over 2 GB, i.e. a base of more than about 500 million
+  parameters (T5-base's 220 million, 0.9 GB, are under it, though not tried
+  here; T5-large's 770 million are not): a larger base would have to be
+  read from a file inside the client computation instead.
+
   Attributes:
     config: The `lora.LoraConfig`.
     parameter_count: `lora.LoraParameterCount` of the adapted model.
