@@ -1,22 +1,26 @@
 """Tests of the fine-tuning variants' report on hand-written runs.
 
 Two variants of one method with three seeds each, written without training
-(`text2sql_fake_runs`), with per-round traffic records: the numbers of the
-report are derived in the comments.
+(`text2sql_fake_runs`), with per-round traffic records, and the side-by-side
+round timing on runs a fake `run_text2sql` writes: the numbers of the report
+are derived in the comments.
 """
 
 import json
 import math
 import os
+from unittest import mock
 
 from absl.testing import parameterized
 import tensorflow as tf
 
 from tests import text2sql_fake_runs
+from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.benchmarks import peft_benchmark
 from tff_nlp.experiments import text2sql_summary
+from tff_nlp.tasks import text2sql as text2sql_task
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
 _SIZES = {'imdb': 10, 'yelp': 20}
@@ -138,6 +142,101 @@ class SummarizeTest(tf.test.TestCase):
     self.assertIn('| LoRA r = 4, pre-trained | FedAvg | 3 | 15.0', table)
     self.assertIn('| 100 / 120 | 36.8× | 3.0 |', table)
     self.assertIn('| lora_r4-fedavg-num_examples | -35.0 |', table)
+
+
+# Round times the fake runs record, per variant and pass: round 1 (which
+# compiles) 100 s, then these. Full: 6, 8 | 10, 4 -> median of 4, 6, 8, 10
+# = 7. LoRA r = 4: 2, 3 | 5, 1 -> median of 1, 2, 3, 5 = 2.5. Full / LoRA
+# = 7 / 2.5 = 2.8.
+_ROUND_SECONDS = {('pretrained_full', 0): [6.0, 8.0],
+                  ('pretrained_full', 1): [10.0, 4.0],
+                  ('lora_r4', 0): [2.0, 3.0], ('lora_r4', 1): [5.0, 1.0]}
+
+
+class TimeRoundsTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.calls = []
+    self.variants = peft_benchmark.parse_variants(
+        ['pretrained_full', 'lora_r4'])
+
+  def _fake_run(self, *, output_dir, data, loop, init_from, lora,
+                **kwargs):
+    """Writes what `run_text2sql` would: metrics, then results last."""
+    weighting = kwargs['training'].weighting
+    variant = 'lora_r4' if lora else 'pretrained_full'
+    repeat = int(os.path.basename(os.path.dirname(output_dir))[4:])
+    self.calls.append((variant, repeat, data.max_eval_examples, loop.rounds,
+                       init_from, lora and lora.rank, weighting))
+    os.makedirs(os.path.join(output_dir, 'federated'))
+    with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
+              'w') as f:
+      for round_num, seconds in enumerate(
+          [100.0] + _ROUND_SECONDS[variant, repeat], start=1):
+        f.write(json.dumps({'round': round_num,
+                            'round_seconds': seconds}) + '\n')
+      f.write(json.dumps({'round': 3, 'eval': {}}) + '\n')
+    training.write_json(os.path.join(output_dir, 'results.json'),
+                        {'config': {'loop': {'rounds': loop.rounds}}})
+
+  def _time(self):
+    with mock.patch.object(peft_benchmark.text2sql, 'run_text2sql',
+                           side_effect=self._fake_run):
+      return peft_benchmark.time_rounds(
+          data_dir=None, output_dir=self.root, pretrained_dir='/pre',
+          variants=self.variants, method=_FEDAVG,
+          data=tiny_text2sql.DATA, model=tiny_text2sql.MODEL,
+          training=text2sql_task.TrainingConfig(),
+          loop=training.LoopConfig(rounds=12, seed=5), rounds=3, repeats=2)
+
+  def test_interleaved_passes_and_medians(self):
+    content = self._time()
+    # Pass 0 in order, pass 1 reversed; one example decoded, 3 rounds.
+    self.assertEqual(self.calls, [
+        ('pretrained_full', 0, 1, 3, '/pre', None, 'num_examples'),
+        ('lora_r4', 0, 1, 3, '/pre', 4, 'num_examples'),
+        ('lora_r4', 1, 1, 3, '/pre', 4, 'num_examples'),
+        ('pretrained_full', 1, 1, 3, '/pre', None, 'num_examples')])
+    full = content['variants']['pretrained_full']
+    lora = content['variants']['lora_r4']
+    self.assertEqual(full['round_seconds'], [6.0, 8.0, 10.0, 4.0])
+    self.assertEqual(full['median'], 7.0)
+    self.assertEqual(lora['median'], 2.5)
+    self.assertAllClose(lora['speedup_over_full'], 2.8)
+    with open(os.path.join(self.root, peft_benchmark.TIMING_FILE)) as f:
+      self.assertEqual(json.load(f), content)
+
+  def test_finished_runs_are_read_back_unfinished_ones_rerun(self):
+    self._time()
+    # An interrupted run: its results file gone (it is written last).
+    os.remove(os.path.join(self.root, 'timing', 'pass1', 'lora_r4',
+                           'results.json'))
+    self.calls.clear()
+    content = self._time()
+    self.assertEqual([c[:2] for c in self.calls], [('lora_r4', 1)])
+    self.assertEqual(content['variants']['lora_r4']['median'], 2.5)
+
+  def test_needs_two_rounds(self):
+    with self.assertRaisesRegex(errors.InputError, 'at least 2 rounds'):
+      peft_benchmark.time_rounds(
+          data_dir=None, output_dir=self.root, pretrained_dir=None,
+          variants=self.variants, method=_FEDAVG, data=None, model=None,
+          training=None, loop=training.LoopConfig(rounds=12), rounds=1)
+
+  def test_reported_beside_the_runs(self):
+    self._time()
+    summaries = {'pretrained_full': _write_variant(
+        self.root, 'pretrained_full', _FULL),
+                 'lora_r4': _write_variant(self.root, 'lora_r4', _LORA)}
+    content = peft_benchmark.summarize(self.variants, summaries,
+                                       output_dir=self.root)
+    self.assertEqual(content['round_time']['variants']['lora_r4']['median'],
+                     2.5)
+    table = peft_benchmark.markdown(content)
+    self.assertIn('| lora_r4 | 4 | 2.5 | 1.0–5.0 | 2.80 |', table)
+    self.assertIn('| pretrained_full | 4 | 7.0 | 4.0–10.0 | 1.00 |', table)
 
 
 if __name__ == '__main__':

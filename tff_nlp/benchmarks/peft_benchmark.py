@@ -13,7 +13,8 @@ an interrupted benchmark has its first seeds' comparisons complete.
 method, test exact match (MacroAvg and MicroAvg; means over seeds with their
 t intervals), the bytes each client downloads and uploads per round (from
 the runs' own `communication` records) and how many times fewer than full
-fine-tuning from the pre-trained model, the mean round time; and the paired
+fine-tuning from the pre-trained model, the mean round time of the runs
+(and, from `time_rounds`, round times measured side by side); and the paired
 differences of each variant from full fine-tuning from the pre-trained model
 (`text2sql_summary.difference_json`: seeds, and the paired bootstrap over
 test examples), with the template-retrieval baseline beside them.
@@ -24,8 +25,10 @@ from collections.abc import Mapping, Sequence
 import dataclasses
 import json
 import os
+import shutil
 from typing import Any, Optional
 
+from absl import logging
 import numpy as np
 
 from tff_nlp import errors
@@ -42,6 +45,8 @@ from tff_nlp.tasks import text2sql as text2sql_task
 
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
+# `time_rounds`' measurement, which `summarize` reports when present.
+TIMING_FILE = 'round_times.json'
 # The reference the differences and byte ratios are taken against.
 REFERENCE = 'pretrained_full'
 
@@ -133,7 +138,8 @@ def run_peft_benchmark(
       if None); each LoRA variant replaces its rank, each run its seed.
     archive_dir: Finished runs' records are archived to, and read back
       from, `<archive_dir>/<variant>/`.
-    train: False: report the finished runs only.
+    train: False: report the finished runs only; a variant with none is
+      left out (logged).
     command: The command line, recorded in `results.md`.
 
   Returns:
@@ -157,9 +163,7 @@ def run_peft_benchmark(
         loop=loop,
         archive_dir=archive_dir and os.path.join(archive_dir, variant.name),
         init_from=pretrained_dir if variant.pretrained else None,
-        lora=(dataclasses.replace(lora or lora_lib.LoraConfig(),
-                                  rank=variant.lora_rank)
-              if variant.lora_rank else None))
+        lora=_variant_lora(variant, lora))
 
   if train:
     # Seed by seed across the variants: a stopped benchmark has every
@@ -168,13 +172,113 @@ def run_peft_benchmark(
       for variant in variants:
         text2sql_benchmark.collect_runs(seeds=[seed], train=True,
                                         **variant_args(variant))
+  # A benchmark still accumulating its seeds reports the variants that have
+  # a finished run (a stopped benchmark may not have reached them all).
+  finished = [v for v in variants if text2sql_benchmark.collect_runs(
+      seeds=list(seeds), train=False, **variant_args(v))]
+  for variant in variants:
+    if variant not in finished:
+      logging.warning('%s: no finished run yet, left out of the report.',
+                      variant.name)
+  if not finished:
+    raise errors.InputError(
+        f'{output_dir}: no finished run of any variant to report.')
   summaries = collections.OrderedDict(
       (v.name, text2sql_benchmark.run_benchmark(
           seeds=list(seeds), train=False, baseline=True, command=command,
           **variant_args(v)))
-      for v in variants)
-  return summarize(variants, summaries, output_dir=output_dir,
+      for v in finished)
+  return summarize(finished, summaries, output_dir=output_dir,
                    command=command)
+
+
+def time_rounds(*, data_dir: Optional[str], output_dir: str,
+                pretrained_dir: Optional[str], variants: Sequence[Variant],
+                method: text2sql_report.MethodKey,
+                data: text2sql_task.DataConfig, model: seq2seq.Seq2SeqConfig,
+                training: text2sql_task.TrainingConfig,
+                loop: training_lib.LoopConfig,
+                lora: Optional[lora_lib.LoraConfig] = None,
+                rounds: int = 3, repeats: int = 2) -> dict[str, Any]:
+  """Each variant's round time, measured side by side; writes `TIMING_FILE`.
+
+  The runs' own round times are only comparable if the machine was equally
+  loaded during each (not so on a shared machine, or when a run resumes
+  elsewhere). Here every variant runs `rounds` rounds of `method`, then the
+  next variant, `repeats` times, every other pass in reverse order, so that
+  each variant sees the same load on average. A round's time is that of
+  `process.next` (`training.run_training`'s `round_seconds`); the first
+  round of each run compiles the computation and is left out. Only one
+  example per client is decoded at the end (`max_eval_examples=1`). A
+  finished timing run is read back; an unfinished one (interrupted) is
+  timed again from its start, so that no round after a restart counts.
+
+  Args:
+    data_dir, output_dir, pretrained_dir, variants, data, model, training,
+      loop, lora: As `run_peft_benchmark`'s; the runs are in
+      `<output_dir>/timing/pass<i>/<variant>/`, with `loop.seed`.
+    method: The method timed (e.g. `('federated', 'fedavg',
+      'num_examples')`).
+    rounds: Rounds per run (>= 2).
+    repeats: Runs per variant.
+
+  Returns:
+    The content of `TIMING_FILE`: per variant its steady round times
+    (`round_seconds`), their median, and `REFERENCE`'s median over it
+    (`speedup_over_full`; absent without `REFERENCE`).
+  """
+  if rounds < 2 or repeats < 1:
+    raise errors.InputError(
+        f'--time_rounds={rounds} and --timing_repeats={repeats}: timing '
+        'needs at least 2 rounds (the first compiles) and 1 repeat.')
+  timing_data = dataclasses.replace(data, max_eval_examples=1)
+  timing_loop = dataclasses.replace(loop, rounds=rounds, eval_every=rounds,
+                                    evaluate_initial=False)
+  times = collections.OrderedDict((v.name, []) for v in variants)
+  for repeat in range(repeats):
+    order = variants if repeat % 2 == 0 else list(reversed(variants))
+    for variant in order:
+      run_dir = os.path.join(output_dir, 'timing', f'pass{repeat}',
+                             variant.name)
+      if text2sql_benchmark.finished_results(run_dir, rounds) is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        logging.info('Timing %s, pass %d, in %s', variant.name, repeat,
+                     run_dir)
+        text2sql.run_text2sql(
+            data_dir=data_dir, output_dir=run_dir, data=timing_data,
+            model=model, training=text2sql_benchmark.training_for(
+                training, method),
+            loop=timing_loop,
+            init_from=pretrained_dir if variant.pretrained else None,
+            lora=_variant_lora(variant, lora, loop.seed))
+      records = training_lib.read_json_lines(
+          os.path.join(run_dir, 'federated', 'metrics.jsonl'))
+      times[variant.name] += [r['round_seconds'] for r in records
+                              if 'round_seconds' in r and r['round'] > 1]
+  content = collections.OrderedDict(
+      method=text2sql_report.method_slug(method), rounds=rounds,
+      repeats=repeats, variants=collections.OrderedDict())
+  for name, seconds in times.items():
+    content['variants'][name] = collections.OrderedDict(
+        round_seconds=seconds, median=float(np.median(seconds)))
+  if REFERENCE in times:
+    reference = content['variants'][REFERENCE]['median']
+    for entry in content['variants'].values():
+      entry['speedup_over_full'] = reference / entry['median']
+  os.makedirs(output_dir, exist_ok=True)
+  training_lib.write_json(os.path.join(output_dir, TIMING_FILE), content)
+  return content
+
+
+def _variant_lora(variant: Variant, lora: Optional[lora_lib.LoraConfig],
+                  seed: Optional[int] = None
+                  ) -> Optional[lora_lib.LoraConfig]:
+  """The variant's adapters (`lora`'s settings, its rank), or None."""
+  if not variant.lora_rank:
+    return None
+  config = dataclasses.replace(lora or lora_lib.LoraConfig(),
+                               rank=variant.lora_rank)
+  return config if seed is None else dataclasses.replace(config, seed=seed)
 
 
 def _run_traffic(run_dir: str, unit: str = 'federated') -> dict[str, float]:
@@ -257,6 +361,10 @@ def summarize(variants: Sequence[Variant],
                 b_name=REFERENCE))
   first = next(iter(summaries.values()))
   content['baseline'] = first.get('baseline')
+  timing_path = os.path.join(output_dir, TIMING_FILE)
+  if os.path.exists(timing_path):
+    with open(timing_path, encoding='utf-8') as f:
+      content['round_time'] = json.load(f)
   os.makedirs(output_dir, exist_ok=True)
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), content)
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
@@ -277,7 +385,8 @@ def markdown(content: Mapping[str, Any]) -> str:
       '# Federated LoRA vs full fine-tuning on the text-to-SQL clients', '',
       f'Command: `{content["command"]}`' if content['command'] else '', '',
       '| Variant | Method | Seeds | MacroAvg EM [95% CI] | MicroAvg EM | '
-      'Bytes down / up per client-round | × fewer than full | Round (s) |',
+      'Bytes down / up per client-round | × fewer than full | '
+      'Round (s), as run |',
       '|---|---|---:|---|---|---|---:|---:|']
   for variant in content['variants'].values():
     for entry in variant['methods'].values():
@@ -296,6 +405,7 @@ def markdown(content: Mapping[str, Any]) -> str:
     lines.append(f'| {baseline["label"]} | – | – | '
                  f'{_percent(em["macro_avg"])} | {_percent(em["micro_avg"])} '
                  '| 0 / 0 | – | – |')
+  lines += _round_time_lines(content.get('round_time'))
   if content['differences']:
     lines += ['', f'Differences from full fine-tuning of the pre-trained '
               'model (MacroAvg EM, percentage points): over seeds, and the '
@@ -311,6 +421,28 @@ def markdown(content: Mapping[str, Any]) -> str:
           f'{_ci_text(seed_ci)} | {_ci_text(boot)} | '
           f'{macro["bootstrap_verdict"] or macro["seed_verdict"] or "–"} |')
   return '\n'.join(lines) + '\n'
+
+
+def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
+  """The side-by-side round times (`time_rounds`), if measured."""
+  lines = ['', '"Round (s), as run" is the mean `process.next` time of the '
+           'runs above, each under whatever else the machine was running.']
+  if not timing:
+    return lines + ['Side by side (`--time_rounds`): not measured.']
+  lines += [
+      f'Side by side (`--time_rounds={timing["rounds"]}`, '
+      f'{timing["repeats"]} interleaved passes of {timing["method"]}; the '
+      'first round of each run, which compiles, left out):', '',
+      '| Variant | Rounds timed | Median round (s) | Range (s) | '
+      '× faster than full |', '|---|---:|---:|---|---:|']
+  for name, entry in timing['variants'].items():
+    seconds = entry['round_seconds']
+    ratio = entry.get('speedup_over_full')
+    lines.append(
+        f'| {name} | {len(seconds)} | {entry["median"]:.1f} | '
+        f'{min(seconds):.1f}–{max(seconds):.1f} | '
+        f'{"–" if ratio is None else f"{ratio:.2f}"} |')
+  return lines
 
 
 def _ci_text(interval) -> str:

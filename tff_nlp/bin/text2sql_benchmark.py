@@ -91,6 +91,15 @@ _PRETRAINED_DIR = flags.DEFINE_string(
     'e.g. runs/pretrain_cpu from make pretrain).')
 
 
+_TIME_ROUNDS = flags.DEFINE_integer(
+    'time_rounds', 0,
+    'With --variants: first time this many rounds of each variant side by '
+    'side (the first method, interleaved passes; peft_benchmark.time_rounds)'
+    ' and report the round times beside the runs\' own. 0: do not.')
+_TIMING_REPEATS = flags.DEFINE_integer(
+    'timing_repeats', 2, 'With --time_rounds: passes over the variants.')
+
+
 def _parse_seeds(values: list[str]) -> list[int]:
   seeds = []
   for value in values:
@@ -132,17 +141,22 @@ def main(argv):
     if not _METHODS.present:
       methods = [text2sql_benchmark.parse_method(m)
                  for m in peft_benchmark.DEFAULT_METHODS]
+    setup = dict(
+        data_dir=common.DATA_DIR.value, output_dir=common.OUTPUT_DIR.value,
+        pretrained_dir=_PRETRAINED_DIR.value, variants=variants,
+        data=text2sql_flags.data_config(),
+        model=text2sql_flags.model_config(),
+        training=text2sql_flags.training_config(paradigm='federated'),
+        loop=common.loop_config_from_flags(),
+        lora=text2sql_flags.lora_config(rank=1))
     with runtime_flags.context_from_flags():
+      if _TIME_ROUNDS.value and not _REPORT_ONLY.value:
+        peft_benchmark.time_rounds(
+            method=methods[0], rounds=_TIME_ROUNDS.value,
+            repeats=_TIMING_REPEATS.value, **setup)
       peft_benchmark.run_peft_benchmark(
-          data_dir=common.DATA_DIR.value, output_dir=common.OUTPUT_DIR.value,
-          pretrained_dir=_PRETRAINED_DIR.value, variants=variants,
-          methods=methods, data=text2sql_flags.data_config(),
-          model=text2sql_flags.model_config(),
-          training=text2sql_flags.training_config(paradigm='federated'),
-          loop=common.loop_config_from_flags(), seeds=seeds,
-          lora=text2sql_flags.lora_config(rank=1),
-          archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
-          command=command)
+          methods=methods, seeds=seeds, archive_dir=_ARCHIVE_DIR.value,
+          train=not _REPORT_ONLY.value, command=command, **setup)
     return
   with runtime_flags.context_from_flags():
     text2sql_benchmark.run_benchmark(
