@@ -6,6 +6,7 @@ round timing on runs a fake `run_text2sql` writes: the numbers of the report
 are derived in the comments.
 """
 
+import glob
 import json
 import math
 import os
@@ -161,13 +162,26 @@ class TimeRoundsTest(tf.test.TestCase):
     self.calls = []
     self.variants = peft_benchmark.parse_variants(
         ['pretrained_full', 'lora_r4'])
+    self.pretrained = self._pretrained_run('pre')
+
+  def _pretrained_run(self, name, lengths=48):
+    """A run directory as `init_from` takes it: a config.json."""
+    path = os.path.join(self.root, name)
+    os.makedirs(path)
+    training.write_json(os.path.join(path, 'config.json'),
+                        {'experiment': {'lengths': lengths}})
+    return path
 
   def _fake_run(self, *, output_dir, data, loop, init_from, lora,
                 **kwargs):
     """Writes what `run_text2sql` would: metrics, then results last."""
     weighting = kwargs['training'].weighting
     variant = 'lora_r4' if lora else 'pretrained_full'
-    repeat = int(os.path.basename(os.path.dirname(output_dir))[4:])
+    # <root>/timing/pass<i>/<variant>/runs/<name>-<digest>
+    parts = os.path.relpath(output_dir, self.root).split(os.sep)
+    self.assertEqual((parts[0], parts[2], parts[3]),
+                     ('timing', variant, 'runs'))
+    repeat = int(parts[1][4:])
     self.calls.append((variant, repeat, data.max_eval_examples, loop.rounds,
                        init_from, lora and lora.rank, weighting))
     os.makedirs(os.path.join(output_dir, 'federated'))
@@ -181,11 +195,12 @@ class TimeRoundsTest(tf.test.TestCase):
     training.write_json(os.path.join(output_dir, 'results.json'),
                         {'config': {'loop': {'rounds': loop.rounds}}})
 
-  def _time(self):
+  def _time(self, pretrained_dir=None):
     with mock.patch.object(peft_benchmark.text2sql, 'run_text2sql',
                            side_effect=self._fake_run):
       return peft_benchmark.time_rounds(
-          data_dir=None, output_dir=self.root, pretrained_dir='/pre',
+          data_dir=None, output_dir=self.root,
+          pretrained_dir=pretrained_dir or self.pretrained,
           variants=self.variants, method=_FEDAVG,
           data=tiny_text2sql.DATA, model=tiny_text2sql.MODEL,
           training=text2sql_task.TrainingConfig(),
@@ -195,10 +210,10 @@ class TimeRoundsTest(tf.test.TestCase):
     content = self._time()
     # Pass 0 in order, pass 1 reversed; one example decoded, 3 rounds.
     self.assertEqual(self.calls, [
-        ('pretrained_full', 0, 1, 3, '/pre', None, 'num_examples'),
-        ('lora_r4', 0, 1, 3, '/pre', 4, 'num_examples'),
-        ('lora_r4', 1, 1, 3, '/pre', 4, 'num_examples'),
-        ('pretrained_full', 1, 1, 3, '/pre', None, 'num_examples')])
+        ('pretrained_full', 0, 1, 3, self.pretrained, None, 'num_examples'),
+        ('lora_r4', 0, 1, 3, self.pretrained, 4, 'num_examples'),
+        ('lora_r4', 1, 1, 3, self.pretrained, 4, 'num_examples'),
+        ('pretrained_full', 1, 1, 3, self.pretrained, None, 'num_examples')])
     full = content['variants']['pretrained_full']
     lora = content['variants']['lora_r4']
     self.assertEqual(full['round_seconds'], [6.0, 8.0, 10.0, 4.0])
@@ -211,12 +226,20 @@ class TimeRoundsTest(tf.test.TestCase):
   def test_finished_runs_are_read_back_unfinished_ones_rerun(self):
     self._time()
     # An interrupted run: its results file gone (it is written last).
-    os.remove(os.path.join(self.root, 'timing', 'pass1', 'lora_r4',
-                           'results.json'))
+    [interrupted] = glob.glob(os.path.join(
+        self.root, 'timing', 'pass1', 'lora_r4', 'runs', '*', 'results.json'))
+    os.remove(interrupted)
     self.calls.clear()
     content = self._time()
     self.assertEqual([c[:2] for c in self.calls], [('lora_r4', 1)])
     self.assertEqual(content['variants']['lora_r4']['median'], 2.5)
+
+  def test_timings_of_other_settings_are_not_read_back(self):
+    self._time()
+    self.calls.clear()
+    # Another pre-trained model: every run is timed again.
+    self._time(self._pretrained_run('other', lengths=64))
+    self.assertLen(self.calls, 4)
 
   def test_needs_two_rounds(self):
     with self.assertRaisesRegex(errors.InputError, 'at least 2 rounds'):

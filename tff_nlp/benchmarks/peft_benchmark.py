@@ -216,7 +216,9 @@ def time_rounds(*, data_dir: Optional[str], output_dir: str,
   Args:
     data_dir, output_dir, pretrained_dir, variants, data, model, training,
       loop, lora: As `run_peft_benchmark`'s; the runs are in
-      `<output_dir>/timing/pass<i>/<variant>/`, with `loop.seed`.
+      `<output_dir>/timing/pass<i>/<variant>/runs/`, named by their
+      settings as the benchmark's (`text2sql_benchmark.run_dir_for`), with
+      `loop.seed`.
     method: The method timed (e.g. `('federated', 'fedavg',
       'num_examples')`).
     rounds: Rounds per run (>= 2).
@@ -238,19 +240,24 @@ def time_rounds(*, data_dir: Optional[str], output_dir: str,
   for repeat in range(repeats):
     order = variants if repeat % 2 == 0 else list(reversed(variants))
     for variant in order:
-      run_dir = os.path.join(output_dir, 'timing', f'pass{repeat}',
-                             variant.name)
+      init_from = pretrained_dir if variant.pretrained else None
+      variant_lora = _variant_lora(variant, lora, loop.seed)
+      method_training = text2sql_benchmark.training_for(training, method)
+      # Named by what defines the run, as the benchmark's runs: a timing
+      # of other settings is not read back.
+      run_dir = text2sql_benchmark.run_dir_for(
+          os.path.join(output_dir, 'timing', f'pass{repeat}', variant.name),
+          method, data=timing_data, model=model, training=method_training,
+          seed=loop.seed, variant=text2sql_benchmark.run_variant(
+              None, init_from, variant_lora))
       if text2sql_benchmark.finished_results(run_dir, rounds) is None:
         shutil.rmtree(run_dir, ignore_errors=True)
         logging.info('Timing %s, pass %d, in %s', variant.name, repeat,
                      run_dir)
         text2sql.run_text2sql(
             data_dir=data_dir, output_dir=run_dir, data=timing_data,
-            model=model, training=text2sql_benchmark.training_for(
-                training, method),
-            loop=timing_loop,
-            init_from=pretrained_dir if variant.pretrained else None,
-            lora=_variant_lora(variant, lora, loop.seed))
+            model=model, training=method_training, loop=timing_loop,
+            init_from=init_from, lora=variant_lora)
       records = training_lib.read_json_lines(
           os.path.join(run_dir, 'federated', 'metrics.jsonl'))
       times[variant.name] += [r['round_seconds'] for r in records

@@ -313,7 +313,7 @@ def collect_runs(
         and aggregation is not None and not aggregation.is_default else None)
     run_dir = run_dir_for(output_dir, method, data=data, model=model,
                           training=method_training, seed=seed,
-                          variant=_run_variant(method_aggregation, init_from,
+                          variant=run_variant(method_aggregation, init_from,
                                                lora))
     archived = archive_dir and os.path.join(archive_dir,
                                             os.path.basename(run_dir))
@@ -345,9 +345,9 @@ def collect_runs(
   return collections.OrderedDict((m, r) for m, r in runs.items() if r)
 
 
-def _run_variant(aggregation, init_from: Optional[str],
-                 lora: Optional[lora_lib.LoraConfig]
-                 ) -> Optional[dict[str, Any]]:
+def run_variant(aggregation, init_from: Optional[str],
+                lora: Optional[lora_lib.LoraConfig]
+                ) -> Optional[dict[str, Any]]:
   """What besides the method defines a run: aggregation, start, adapters."""
   variant = collections.OrderedDict(_aggregation_variant(aggregation) or {})
   if init_from is not None:
