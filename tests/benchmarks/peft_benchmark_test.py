@@ -48,13 +48,19 @@ _LORA = [{'imdb': _first(1, 10), 'yelp': _first(4, 20)}] * 3
 # 120. Full / LoRA = 8,100 / 220 = 36.8181...
 _TRAFFIC = {'pretrained_full': [(4000, 4100), (4000, 4100)],
             'lora_r4': [(100, 110), (100, 130)]}
+# Teacher-forced test tokens (correct, total), the same every seed: full
+# imdb 60/100, yelp 70/100 -> MacroAvg 0.65; LoRA 30/100, 50/100 -> 0.40.
+# Equal seeds: the interval over seeds is the point itself.
+_TOKENS = {'pretrained_full': {'imdb': (60, 100), 'yelp': (70, 100)},
+           'lora_r4': {'imdb': (30, 100), 'yelp': (50, 100)}}
 
 
 def _write_variant(root, name, per_seed):
   runs = []
   for seed, outcomes in enumerate(per_seed):
     run_dir = os.path.join(root, name, 'runs', f'fedavg-{seed}')
-    text2sql_fake_runs.write_run(run_dir, seed, outcomes, _EXAMPLES)
+    text2sql_fake_runs.write_run(run_dir, seed, outcomes, _EXAMPLES,
+                                 tokens=_TOKENS[name])
     os.makedirs(os.path.join(run_dir, 'federated'))
     with open(os.path.join(run_dir, 'federated', 'metrics.jsonl'), 'w') as f:
       f.write(json.dumps({'round': 0}) + '\n')
@@ -124,6 +130,10 @@ class SummarizeTest(tf.test.TestCase):
     self.assertAllClose(lora['round_seconds'], 3.0)  # rounds of 2 and 4 s
     self.assertAllClose(lora['bytes_fewer_than_full'], 8100 / 220)
     self.assertAllClose(full['bytes_fewer_than_full'], 1.0)
+    self.assertAllClose(full['token_accuracy']['macro_avg'], 0.65)
+    self.assertAllClose(lora['token_accuracy']['macro_avg'], 0.40)
+    self.assertAllClose(lora['token_accuracy']['macro_avg_ci95'],
+                        [0.40, 0.40])
 
   def test_difference_from_full(self):
     difference = self.content['differences'][
@@ -141,7 +151,7 @@ class SummarizeTest(tf.test.TestCase):
     with open(os.path.join(self.root, peft_benchmark.TABLE_FILE)) as f:
       table = f.read()
     self.assertIn('| LoRA r = 4, pre-trained | FedAvg | 3 | 15.0', table)
-    self.assertIn('| 100 / 120 | 36.8× | 3.0 |', table)
+    self.assertIn('| 40.0 [40.0, 40.0] | 100 / 120 | 36.8× | 3.0 |', table)
     self.assertIn('| lora_r4-fedavg-num_examples | -35.0 |', table)
 
 

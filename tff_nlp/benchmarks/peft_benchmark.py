@@ -333,6 +333,9 @@ def summarize(variants: Sequence[Variant],
           macro_avg_ci95=exact_match['macro_avg_ci95'],
           micro_avg=exact_match['micro_avg'],
           micro_avg_ci95=exact_match['micro_avg_ci95'],
+          # Teacher-forced test token accuracy: it separates models whose
+          # exact match is still 0 (small models trained for few rounds).
+          token_accuracy=_macro(method.get('test_token_accuracy')),
           seconds=method['seconds'])
       for key in traffic[0]:
         entry[key] = float(np.mean([t[key] for t in traffic]))
@@ -379,6 +382,15 @@ def summarize(variants: Sequence[Variant],
   return content
 
 
+def _macro(summary: Optional[Mapping[str, Any]]
+           ) -> Optional[dict[str, Any]]:
+  """{'macro_avg', 'macro_avg_ci95'} of a seed summary, or None."""
+  if not summary:
+    return None
+  return collections.OrderedDict(macro_avg=summary['macro_avg'],
+                                 macro_avg_ci95=summary['macro_avg_ci95'])
+
+
 def _percent(value: float, interval=None) -> str:
   text = f'{100 * value:.1f}'
   if interval:
@@ -392,9 +404,10 @@ def markdown(content: Mapping[str, Any]) -> str:
       '# Federated LoRA vs full fine-tuning on the text-to-SQL clients', '',
       f'Command: `{content["command"]}`' if content['command'] else '', '',
       '| Variant | Method | Seeds | MacroAvg EM [95% CI] | MicroAvg EM | '
+      'MacroAvg token accuracy [95% CI] | '
       'Bytes down / up per client-round | × fewer than full | '
       'Round (s), as run |',
-      '|---|---|---:|---|---|---|---:|---:|']
+      '|---|---|---:|---|---|---|---|---:|---:|']
   for variant in content['variants'].values():
     for entry in variant['methods'].values():
       ratio = entry.get('bytes_fewer_than_full')
@@ -402,6 +415,7 @@ def markdown(content: Mapping[str, Any]) -> str:
           f'| {variant["label"]} | {entry["label"]} | {entry["num_seeds"]} | '
           f'{_percent(entry["macro_avg"], entry["macro_avg_ci95"])} | '
           f'{_percent(entry["micro_avg"], entry["micro_avg_ci95"])} | '
+          f'{_token_text(entry.get("token_accuracy"))} | '
           f'{entry["bytes_down_per_client"]:,.0f} / '
           f'{entry["bytes_up_per_client"]:,.0f} | '
           f'{"–" if ratio is None else f"{ratio:.1f}×"} | '
@@ -411,7 +425,7 @@ def markdown(content: Mapping[str, Any]) -> str:
     em = baseline['test']['exact_match']
     lines.append(f'| {baseline["label"]} | – | – | '
                  f'{_percent(em["macro_avg"])} | {_percent(em["micro_avg"])} '
-                 '| 0 / 0 | – | – |')
+                 '| – | 0 / 0 | – | – |')
   lines += _round_time_lines(content.get('round_time'))
   if content['differences']:
     lines += ['', f'Differences from full fine-tuning of the pre-trained '
@@ -428,6 +442,13 @@ def markdown(content: Mapping[str, Any]) -> str:
           f'{_ci_text(seed_ci)} | {_ci_text(boot)} | '
           f'{macro["bootstrap_verdict"] or macro["seed_verdict"] or "–"} |')
   return '\n'.join(lines) + '\n'
+
+
+def _token_text(token_accuracy: Optional[Mapping[str, Any]]) -> str:
+  if not token_accuracy:
+    return '–'
+  return _percent(token_accuracy['macro_avg'],
+                  token_accuracy['macro_avg_ci95'])
 
 
 def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
