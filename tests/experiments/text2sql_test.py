@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import pathlib
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -38,6 +39,7 @@ from tff_nlp.models import seq2seq_loss
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.tasks import seq2seq_examples
 from tff_nlp.tasks import text2sql as text2sql_task
+from tff_nlp.tasks import text2sql_process
 
 _CLIENTS = tiny_text2sql.CLIENTS
 _DATA = tiny_text2sql.DATA
@@ -602,15 +604,22 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     lorar = dict(paradigm='federated', algorithm='fedavg', weighting='lorar')
     # Run 'a' is the smoke test's run of the same configuration.
     run_dirs = {'a': _shared_run(**lorar)[0]}
-    for name, model in (
-        ('b', _MODEL),
-        ('no_dropout', dataclasses.replace(_MODEL, dropout=0.0))):
-      run_dirs[name] = tmp_path / name
-      experiment.run_text2sql(
-          data_dir=None, output_dir=str(run_dirs[name]), data=_DATA,
-          model=model, loop=_LOOP, training=text2sql_task.TrainingConfig(
-              local_epochs=text2sql_task.PerClient(1),
-              batch_sizes=text2sql_task.PerClient(4), **lorar))
+    # 'b_again' reuses the process 'b' built (one cache, the same
+    # configuration); 'no_dropout', of another configuration, builds its own.
+    processes = training.ProcessCache()
+    with mock.patch.object(text2sql_process, 'build_process',
+                           wraps=text2sql_process.build_process) as build:
+      for name, model in (
+          ('b', _MODEL), ('b_again', _MODEL),
+          ('no_dropout', dataclasses.replace(_MODEL, dropout=0.0))):
+        run_dirs[name] = tmp_path / name
+        experiment.run_text2sql(
+            data_dir=None, output_dir=str(run_dirs[name]), data=_DATA,
+            model=model, loop=_LOOP, training=text2sql_task.TrainingConfig(
+                local_epochs=text2sql_task.PerClient(1),
+                batch_sizes=text2sql_task.PerClient(4), **lorar),
+            processes=processes)
+    self.assertEqual(build.call_count, 2)
     runs = {}
     for name, run_dir in run_dirs.items():
       with np.load(run_dir / 'federated' / 'best_model.npz') as f:
@@ -621,11 +630,14 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
       metrics = [{k: v for k, v in r.items() if not k.endswith('_seconds')}
                  for r in rounds]
       runs[name] = (weights, metrics)
-    (weights_a, metrics_a), (weights_b, metrics_b) = runs['a'], runs['b']
-    assert weights_a.keys() == weights_b.keys() and weights_a
-    for key in weights_a:
-      np.testing.assert_array_equal(weights_a[key], weights_b[key], err_msg=key)
-    assert metrics_a == metrics_b
+    weights_a, metrics_a = runs['a']
+    for name in ('b', 'b_again'):
+      weights_b, metrics_b = runs[name]
+      assert weights_a.keys() == weights_b.keys() and weights_a
+      for key in weights_a:
+        np.testing.assert_array_equal(weights_a[key], weights_b[key],
+                                      err_msg=f'{name}: {key}')
+      assert metrics_a == metrics_b, name
     # Dropout was active: without it training ends elsewhere.
     weights_off = runs['no_dropout'][0]
     assert any(not np.array_equal(weights_a[k], weights_off[k])

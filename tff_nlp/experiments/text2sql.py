@@ -176,6 +176,7 @@ def run_text2sql(
     aggregation: Optional[aggregation_lib.AggregationConfig] = None,
     lora: Optional[lora_lib.LoraConfig] = None,
     init_from_keras_nlp: Optional[str] = None,
+    processes: Optional[training_lib.ProcessCache] = None,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -239,6 +240,11 @@ def run_text2sql(
       starting point, fully or, with `lora`, as the frozen base. `model`
       then gives only the seed; `data`'s maximum lengths must fit the
       preset. Not with `init_from`.
+    processes: Learning processes built by earlier calls, reused by a call
+      with the same configuration (seed included) and data folder, and
+      kept for later ones (e.g. a timing that runs each setting twice:
+      building a process traces the model, which costs more than a few
+      rounds). None: built for this call only.
 
   Returns:
     The content of `results.json`.
@@ -362,8 +368,12 @@ def run_text2sql(
             preset))
   predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
   # Building a process traces the model (most of a small run's time); the
-  # finetuning units of one learning rate share one.
-  processes = training_lib.ProcessCache()
+  # finetuning units of one learning rate share one, and so do calls with
+  # this configuration given the same `processes`.
+  if processes is None:
+    processes = training_lib.ProcessCache()
+  process_key = training_lib.config_digest(
+      [experiment, loop, data_dir and os.path.abspath(data_dir)])
   for unit in text2sql_process.training_units(training, task.clients):
     run_dir = (os.path.join(output_dir, 'finetune', unit.name)
                if training.paradigm == 'finetune'
@@ -380,7 +390,7 @@ def run_text2sql(
     # paradigm, so `aggregator` is None): they differ in their learning rate
     # only, the other inputs of `build_process` being this call's.
     process = processes.get(
-        text2sql_process.unit_learning_rate(training, unit),
+        (process_key, text2sql_process.unit_learning_rate(training, unit)),
         lambda: text2sql_process.build_process(
             training, parser, unit, vocab_slice_keys, num_examples_fallback,
             model_aggregator=aggregator))
