@@ -20,7 +20,9 @@ from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.benchmarks import peft_benchmark
+from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.experiments import text2sql_summary
+from tff_nlp.models import lora as lora_lib
 from tff_nlp.tasks import text2sql as text2sql_task
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
@@ -30,6 +32,13 @@ _EXAMPLES = {c: [(f'question {i} of {c}', f'SELECT {i} ;') for i in range(n)]
 # Student-t 0.975 quantile with 2 degrees of freedom (see
 # text2sql_summary_test).
 _T_2 = 0.95 / math.sqrt(0.04875)
+
+
+def _settings(lora=None):
+  return text2sql_benchmark.RunSettings(
+      data=tiny_text2sql.DATA, model=tiny_text2sql.MODEL,
+      training=text2sql_task.TrainingConfig(),
+      loop=training.LoopConfig(rounds=12, seed=5), lora=lora)
 
 
 def _first(k, n):
@@ -84,6 +93,20 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
                      [(False, 0), (True, 0), (True, 32)])
     self.assertEqual(variants[2].label, 'LoRA r = 32, pre-trained')
 
+  def test_variant_settings(self):
+    base = _settings(lora_lib.LoraConfig(rank=1, alpha=32.0))
+    scratch, full, lora = peft_benchmark.parse_variants(
+        ['scratch_full', 'pretrained_full', 'lora_r8'])
+    self.assertIsNone(scratch.settings(base, 'pre').init_from)
+    self.assertIsNone(scratch.settings(base, 'pre').lora)
+    self.assertEqual(full.settings(base, 'pre').init_from, 'pre')
+    self.assertIsNone(full.settings(base, 'pre').lora)
+    # The variant's rank, the base's other adapter settings; each run then
+    # its seed.
+    adapters = lora.settings(base, 'pre').for_run(_FEDAVG, 3).lora
+    self.assertEqual((adapters.rank, adapters.alpha, adapters.seed),
+                     (8, 32.0, 3))
+
   @parameterized.parameters(
       (['lora_r0'], 'unknown variant'), (['lora'], 'unknown variant'),
       (['full'], 'unknown variant'),
@@ -95,11 +118,10 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
   def test_pretrained_variant_needs_a_pretrained_model(self):
     with self.assertRaisesRegex(errors.InputError, '--pretrained_dir'):
       peft_benchmark.run_peft_benchmark(
-          data_dir=None, output_dir=self.create_tempdir().full_path,
-          pretrained_dir=None,
+          _settings(), data_dir=None,
+          output_dir=self.create_tempdir().full_path, pretrained_dir=None,
           variants=peft_benchmark.parse_variants(['lora_r4']),
-          methods=[_FEDAVG], data=None, model=None, training=None,
-          loop=training.LoopConfig(rounds=1), seeds=[0])
+          methods=[_FEDAVG], seeds=[0])
 
 
 class SummarizeTest(tf.test.TestCase):
@@ -170,6 +192,7 @@ class TimeRoundsTest(tf.test.TestCase):
     super().setUp()
     self.root = self.create_tempdir().full_path
     self.calls = []
+    self.process_caches = set()
     self.variants = peft_benchmark.parse_variants(
         ['pretrained_full', 'lora_r4'])
     self.pretrained = self._pretrained_run('pre')
@@ -194,6 +217,7 @@ class TimeRoundsTest(tf.test.TestCase):
     repeat = int(parts[1][4:])
     self.calls.append((variant, repeat, data.max_eval_examples, loop.rounds,
                        init_from, lora and lora.rank, weighting))
+    self.process_caches.add(id(kwargs['processes']))
     os.makedirs(os.path.join(output_dir, 'federated'))
     with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
               'w') as f:
@@ -209,12 +233,9 @@ class TimeRoundsTest(tf.test.TestCase):
     with mock.patch.object(peft_benchmark.text2sql, 'run_text2sql',
                            side_effect=self._fake_run):
       return peft_benchmark.time_rounds(
-          data_dir=None, output_dir=self.root,
+          _settings(), data_dir=None, output_dir=self.root,
           pretrained_dir=pretrained_dir or self.pretrained,
-          variants=self.variants, method=_FEDAVG,
-          data=tiny_text2sql.DATA, model=tiny_text2sql.MODEL,
-          training=text2sql_task.TrainingConfig(),
-          loop=training.LoopConfig(rounds=12, seed=5), rounds=3, repeats=2)
+          variants=self.variants, method=_FEDAVG, rounds=3, repeats=2)
 
   def test_interleaved_passes_and_medians(self):
     content = self._time()
@@ -224,6 +245,9 @@ class TimeRoundsTest(tf.test.TestCase):
         ('lora_r4', 0, 1, 3, self.pretrained, 4, 'num_examples'),
         ('lora_r4', 1, 1, 3, self.pretrained, 4, 'num_examples'),
         ('pretrained_full', 1, 1, 3, self.pretrained, None, 'num_examples')])
+    # One process cache for the timing: a variant's second pass reuses the
+    # process its first built (`run_text2sql` keys it by configuration).
+    self.assertLen(self.process_caches, 1)
     full = content['variants']['pretrained_full']
     lora = content['variants']['lora_r4']
     self.assertEqual(full['round_seconds'], [6.0, 8.0, 10.0, 4.0])
@@ -254,9 +278,9 @@ class TimeRoundsTest(tf.test.TestCase):
   def test_needs_two_rounds(self):
     with self.assertRaisesRegex(errors.InputError, 'at least 2 rounds'):
       peft_benchmark.time_rounds(
-          data_dir=None, output_dir=self.root, pretrained_dir=None,
-          variants=self.variants, method=_FEDAVG, data=None, model=None,
-          training=None, loop=training.LoopConfig(rounds=12), rounds=1)
+          _settings(), data_dir=None, output_dir=self.root,
+          pretrained_dir=self.pretrained, variants=self.variants,
+          method=_FEDAVG, rounds=1)
 
   def test_reported_beside_the_runs(self):
     self._time()

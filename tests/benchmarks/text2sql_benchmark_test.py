@@ -46,8 +46,8 @@ def _fake_runs(test_case):
   calls = []
 
   def fake_run(*, data_dir, output_dir, data, model, training, loop,
-               aggregation=None, init_from=None, lora=None):
-    del data_dir, model
+               aggregation=None, init_from=None, lora=None, processes=None):
+    del data_dir, model, processes
     calls.append((training.method, loop.seed) if aggregation is None
                  else (training.method, loop.seed, aggregation))
     if init_from is not None or lora is not None:
@@ -91,11 +91,17 @@ def _fake_runs(test_case):
 
 
 def _run(output_dir, methods, loop=_LOOP, training_config=_TRAINING,
-         **kwargs):
-  return text2sql_benchmark.run_benchmark(
-      data_dir=None, output_dir=str(output_dir), methods=methods, data=_DATA,
-      model=_MODEL, training=training_config, loop=loop, command='cmd',
-      num_replicates=200, **kwargs)
+         aggregation=None, init_from=None, lora=None, **kwargs):
+  """`collect_runs`, then `report_runs`, as the binary does."""
+  settings = text2sql_benchmark.RunSettings(
+      data=_DATA, model=_MODEL, training=training_config, loop=loop,
+      aggregation=aggregation, init_from=init_from, lora=lora)
+  runs = text2sql_benchmark.collect_runs(
+      settings, data_dir=None, output_dir=str(output_dir), methods=methods,
+      **kwargs)
+  return text2sql_benchmark.report_runs(
+      runs, settings, data_dir=None, output_dir=str(output_dir),
+      command='cmd', num_replicates=200)
 
 
 _METHODS = [_FEDAVG, _FEDAVG_LORAR]

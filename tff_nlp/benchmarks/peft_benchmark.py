@@ -4,7 +4,7 @@ Issue 30's comparison: each `Variant` says where the parser starts (the
 pre-trained model of a `pretrain_seq2seq` run, or from scratch) and what the
 clients train (the whole model, or LoRA adapters of rank r). Every variant
 runs every method (e.g. FedAvg with num_examples and with Lorar weighting)
-with every seed through `text2sql_benchmark.run_benchmark`, in
+with every seed through `text2sql_benchmark.collect_runs`, in
 `<output_dir>/<variant>/` (each run cached under its configuration, so an
 interrupted benchmark resumes). Runs go seed by seed across the variants, so
 an interrupted benchmark has its first seeds' comparisons complete.
@@ -40,8 +40,6 @@ from tff_nlp.experiments import text2sql_summary
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import lora as lora_lib
-from tff_nlp.models import seq2seq
-from tff_nlp.tasks import text2sql as text2sql_task
 
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
@@ -71,6 +69,26 @@ class Variant:
     start = 'pre-trained' if self.pretrained else 'from scratch'
     what = f'LoRA r = {self.lora_rank}' if self.lora_rank else 'full'
     return f'{what}, {start}'
+
+  def settings(self, base: text2sql_benchmark.RunSettings,
+               pretrained_dir: Optional[str]
+               ) -> text2sql_benchmark.RunSettings:
+    """`base` starting where this variant starts, training what it trains.
+
+    Args:
+      base: The settings every variant shares; its `lora` gives the
+        adapters' other settings (alpha, targets; `LoraConfig()` if None),
+        its `init_from` is replaced.
+      pretrained_dir: The pre-trained model's run (`init_from` of the
+        pre-trained variants).
+    """
+    lora = None
+    if self.lora_rank:
+      lora = dataclasses.replace(base.lora or lora_lib.LoraConfig(),
+                                 rank=self.lora_rank)
+    return dataclasses.replace(
+        base, init_from=pretrained_dir if self.pretrained else None,
+        lora=lora)
 
 
 DEFAULT_VARIANTS = (
@@ -107,18 +125,14 @@ def parse_variants(names: Sequence[str]) -> list[Variant]:
 
 
 def run_peft_benchmark(
+    settings: text2sql_benchmark.RunSettings,
     *,
     data_dir: Optional[str],
     output_dir: str,
     pretrained_dir: Optional[str],
     variants: Sequence[Variant],
     methods: Sequence[text2sql_report.MethodKey],
-    data: text2sql_task.DataConfig,
-    model: seq2seq.Seq2SeqConfig,
-    training: text2sql_task.TrainingConfig,
-    loop: training_lib.LoopConfig,
     seeds: Sequence[int],
-    lora: Optional[lora_lib.LoraConfig] = None,
     archive_dir: Optional[str] = None,
     train: bool = True,
     command: str = '',
@@ -126,16 +140,15 @@ def run_peft_benchmark(
   """Runs (or reads back) every variant, method and seed; reports them.
 
   Args:
+    settings: What every run shares (`text2sql_benchmark.RunSettings`);
+      each variant replaces its start and adapters (`Variant.settings`).
     data_dir: The `shared/data` folder; None finds it.
     output_dir: The benchmark directory.
     pretrained_dir: A finished `pretrain_seq2seq` (or text-to-SQL) run, the
       start of the pre-trained variants; None only if no variant needs it.
     variants: The variants (`parse_variants`).
     methods: The federated methods (`text2sql_benchmark.parse_method`).
-    data, model, training, loop: As `text2sql_benchmark.run_benchmark`'s.
     seeds: The training seeds.
-    lora: The adapters' other settings (alpha, targets; `LoraConfig()`
-      if None); each LoRA variant replaces its rank, each run its seed.
     archive_dir: Finished runs' records are archived to, and read back
       from, `<archive_dir>/<variant>/`.
     train: False: report the finished runs only; a variant with none is
@@ -149,6 +162,44 @@ def run_peft_benchmark(
     InputError: A pre-trained variant without `pretrained_dir`, or no
       variant, method or seed.
   """
+  _check_variants(variants, pretrained_dir)
+
+  def collect(variant, variant_seeds, variant_train):
+    return text2sql_benchmark.collect_runs(
+        variant.settings(settings, pretrained_dir), data_dir=data_dir,
+        output_dir=os.path.join(output_dir, variant.name), methods=methods,
+        seeds=variant_seeds, train=variant_train,
+        archive_dir=archive_dir and os.path.join(archive_dir, variant.name))
+
+  if train:
+    # Seed by seed across the variants: a stopped benchmark has every
+    # variant at the same number of seeds.
+    for seed in seeds:
+      for variant in variants:
+        collect(variant, [seed], True)
+  # A benchmark still accumulating its seeds reports the variants that have
+  # a finished run (a stopped benchmark may not have reached them all).
+  runs = collections.OrderedDict(
+      (v, collect(v, list(seeds), False)) for v in variants)
+  finished = [v for v in variants if runs[v]]
+  for variant in variants:
+    if not runs[variant]:
+      logging.warning('%s: no finished run yet, left out of the report.',
+                      variant.name)
+  if not finished:
+    raise errors.InputError(
+        f'{output_dir}: no finished run of any variant to report.')
+  summaries = collections.OrderedDict(
+      (v.name, text2sql_benchmark.report_runs(
+          runs[v], v.settings(settings, pretrained_dir), data_dir=data_dir,
+          output_dir=os.path.join(output_dir, v.name), command=command))
+      for v in finished)
+  return summarize(finished, summaries, output_dir=output_dir,
+                   command=command)
+
+
+def _check_variants(variants: Sequence[Variant],
+                    pretrained_dir: Optional[str]) -> None:
   if not variants:
     raise errors.InputError('--variants: no variant given.')
   if any(v.pretrained for v in variants) and not pretrained_dir:
@@ -156,50 +207,12 @@ def run_peft_benchmark(
         'The pre-trained variants need --pretrained_dir (a finished '
         'pretrain_seq2seq run, e.g. make pretrain: runs/pretrain_cpu).')
 
-  def variant_args(variant):
-    return dict(
-        data_dir=data_dir, output_dir=os.path.join(output_dir, variant.name),
-        methods=methods, data=data, model=model, training=training,
-        loop=loop,
-        archive_dir=archive_dir and os.path.join(archive_dir, variant.name),
-        init_from=pretrained_dir if variant.pretrained else None,
-        lora=_variant_lora(variant, lora))
 
-  if train:
-    # Seed by seed across the variants: a stopped benchmark has every
-    # variant at the same number of seeds.
-    for seed in seeds:
-      for variant in variants:
-        text2sql_benchmark.collect_runs(seeds=[seed], train=True,
-                                        **variant_args(variant))
-  # A benchmark still accumulating its seeds reports the variants that have
-  # a finished run (a stopped benchmark may not have reached them all).
-  finished = [v for v in variants if text2sql_benchmark.collect_runs(
-      seeds=list(seeds), train=False, **variant_args(v))]
-  for variant in variants:
-    if variant not in finished:
-      logging.warning('%s: no finished run yet, left out of the report.',
-                      variant.name)
-  if not finished:
-    raise errors.InputError(
-        f'{output_dir}: no finished run of any variant to report.')
-  summaries = collections.OrderedDict(
-      (v.name, text2sql_benchmark.run_benchmark(
-          seeds=list(seeds), train=False, baseline=True, command=command,
-          **variant_args(v)))
-      for v in finished)
-  return summarize(finished, summaries, output_dir=output_dir,
-                   command=command)
-
-
-def time_rounds(*, data_dir: Optional[str], output_dir: str,
+def time_rounds(settings: text2sql_benchmark.RunSettings, *,
+                data_dir: Optional[str], output_dir: str,
                 pretrained_dir: Optional[str], variants: Sequence[Variant],
-                method: text2sql_report.MethodKey,
-                data: text2sql_task.DataConfig, model: seq2seq.Seq2SeqConfig,
-                training: text2sql_task.TrainingConfig,
-                loop: training_lib.LoopConfig,
-                lora: Optional[lora_lib.LoraConfig] = None,
-                rounds: int = 3, repeats: int = 2) -> dict[str, Any]:
+                method: text2sql_report.MethodKey, rounds: int = 3,
+                repeats: int = 2) -> dict[str, Any]:
   """Each variant's round time, measured side by side; writes `TIMING_FILE`.
 
   The runs' own round times are only comparable if the machine was equally
@@ -209,16 +222,17 @@ def time_rounds(*, data_dir: Optional[str], output_dir: str,
   each variant sees the same load on average. A round's time is that of
   `process.next` (`training.run_training`'s `round_seconds`); the first
   round of each run compiles the computation and is left out. Only one
-  example per client is decoded at the end (`max_eval_examples=1`). A
+  example per client is decoded at the end (`max_eval_examples=1`). Each
+  variant's process is built (traced) once, for its first pass. A
   finished timing run is read back; an unfinished one (interrupted) is
   timed again from its start, so that no round after a restart counts.
 
   Args:
-    data_dir, output_dir, pretrained_dir, variants, data, model, training,
-      loop, lora: As `run_peft_benchmark`'s; the runs are in
+    settings, data_dir, output_dir, pretrained_dir, variants: As
+      `run_peft_benchmark`'s; the runs are in
       `<output_dir>/timing/pass<i>/<variant>/runs/`, named by their
       settings as the benchmark's (`text2sql_benchmark.run_dir_for`), with
-      `loop.seed`.
+      `settings.loop.seed`.
     method: The method timed (e.g. `('federated', 'fedavg',
       'num_examples')`).
     rounds: Rounds per run (>= 2).
@@ -233,31 +247,28 @@ def time_rounds(*, data_dir: Optional[str], output_dir: str,
     raise errors.InputError(
         f'--time_rounds={rounds} and --timing_repeats={repeats}: timing '
         'needs at least 2 rounds (the first compiles) and 1 repeat.')
-  timing_data = dataclasses.replace(data, max_eval_examples=1)
-  timing_loop = dataclasses.replace(loop, rounds=rounds, eval_every=rounds,
-                                    evaluate_initial=False)
+  _check_variants(variants, pretrained_dir)
+  timing = dataclasses.replace(
+      settings, data=dataclasses.replace(settings.data, max_eval_examples=1),
+      loop=dataclasses.replace(settings.loop, rounds=rounds,
+                               eval_every=rounds, evaluate_initial=False))
+  processes = training_lib.ProcessCache()
   times = collections.OrderedDict((v.name, []) for v in variants)
   for repeat in range(repeats):
     order = variants if repeat % 2 == 0 else list(reversed(variants))
     for variant in order:
-      init_from = pretrained_dir if variant.pretrained else None
-      variant_lora = _variant_lora(variant, lora, loop.seed)
-      method_training = text2sql_benchmark.training_for(training, method)
+      run = variant.settings(timing, pretrained_dir).for_run(
+          method, settings.loop.seed)
       # Named by what defines the run, as the benchmark's runs: a timing
       # of other settings is not read back.
-      run_dir = text2sql_benchmark.run_dir_for(
+      run_dir = run.run_dir(
           os.path.join(output_dir, 'timing', f'pass{repeat}', variant.name),
-          method, data=timing_data, model=model, training=method_training,
-          seed=loop.seed, variant=text2sql_benchmark.run_variant(
-              None, init_from, variant_lora))
+          method)
       if text2sql_benchmark.finished_results(run_dir, rounds) is None:
         shutil.rmtree(run_dir, ignore_errors=True)
         logging.info('Timing %s, pass %d, in %s', variant.name, repeat,
                      run_dir)
-        text2sql.run_text2sql(
-            data_dir=data_dir, output_dir=run_dir, data=timing_data,
-            model=model, training=method_training, loop=timing_loop,
-            init_from=init_from, lora=variant_lora)
+        run.run(data_dir=data_dir, output_dir=run_dir, processes=processes)
       records = training_lib.read_json_lines(
           os.path.join(run_dir, 'federated', 'metrics.jsonl'))
       times[variant.name] += [r['round_seconds'] for r in records
@@ -275,17 +286,6 @@ def time_rounds(*, data_dir: Optional[str], output_dir: str,
   os.makedirs(output_dir, exist_ok=True)
   training_lib.write_json(os.path.join(output_dir, TIMING_FILE), content)
   return content
-
-
-def _variant_lora(variant: Variant, lora: Optional[lora_lib.LoraConfig],
-                  seed: Optional[int] = None
-                  ) -> Optional[lora_lib.LoraConfig]:
-  """The variant's adapters (`lora`'s settings, its rank), or None."""
-  if not variant.lora_rank:
-    return None
-  config = dataclasses.replace(lora or lora_lib.LoraConfig(),
-                               rank=variant.lora_rank)
-  return config if seed is None else dataclasses.replace(config, seed=seed)
 
 
 def _run_traffic(run_dir: str, unit: str = 'federated') -> dict[str, float]:
@@ -313,7 +313,8 @@ def _seed_runs(summary: Mapping[str, Any], slug: str, output_dir: str
 def summarize(variants: Sequence[Variant],
               summaries: Mapping[str, Mapping[str, Any]], *,
               output_dir: str, command: str = '') -> dict[str, Any]:
-  """The report of finished variants (each a `run_benchmark` summary)."""
+  """The report of finished variants (each a `text2sql_benchmark.report_runs`
+  summary)."""
   reference = summaries.get(REFERENCE)
   content = collections.OrderedDict(
       units='fraction', command=command, reference=REFERENCE,

@@ -1,16 +1,18 @@
 """Several methods of the Lorar paper's Table 2, run with several seeds.
 
-`run_benchmark` runs each method with `text2sql.run_text2sql` once per
-training seed, each run in a directory named by the method and a hash of its
-configuration, seed included (`runs/<method>-<hash>/`, `run_dir_for`), so a
-benchmark interrupted at any point continues where it stopped when run again
-(finished runs are read back, the unfinished one resumes from its
-checkpoint), and a changed configuration starts new runs instead of mixing
-results. Runs go seed by seed (`run_schedule`: every method with the first
-seed, then every method with the second, ...), so an interrupted benchmark
-already has complete comparisons; methods in `single_seed_methods` (by
-default finetuning and centralized training, the costly baselines the issue
-asks one seed of) run with the first seed only.
+A benchmark is `collect_runs` then `report_runs`. `collect_runs` runs each
+method with `text2sql.run_text2sql` once per training seed, with the
+settings all runs share (`RunSettings`), each run in a directory named by
+the method and a hash of its configuration, seed included
+(`runs/<method>-<hash>/`, `run_dir_for`), so a benchmark interrupted at any
+point continues where it stopped when run again (finished runs are read
+back, the unfinished one resumes from its checkpoint), and a changed
+configuration starts new runs instead of mixing results. Runs go seed by
+seed (`run_schedule`: every method with the first seed, then every method
+with the second, ...), so an interrupted benchmark already has complete
+comparisons; methods in `single_seed_methods` (by default finetuning and
+centralized training, the costly baselines the issue asks one seed of) run
+with the first seed only.
 
 Runs outlive the machine through `archive_dir` (`make bench-text2sql`:
 `docs/results/text2sql/runs/`, committed): each finished run's light files
@@ -19,10 +21,9 @@ weights) are copied there under the run's name (`archive_run`), and a run
 found there is read back instead of trained again. A benchmark longer than
 one sitting so accumulates its runs across machines and checkouts.
 
-The finished runs are then summarized by `text2sql_summary.summarize_runs`
-(means over seeds with 95 % intervals, the template-retrieval baseline,
-`results.md`, `results.json` and the figures; see
-`tff_nlp.experiments.text2sql_summary`).
+`report_runs` summarizes the finished runs: means over seeds with 95 %
+intervals, the template-retrieval baseline, `results.md`, `results.json`
+and the figures (`tff_nlp.experiments.text2sql_summary.summarize_runs`).
 """
 
 import collections
@@ -196,77 +197,175 @@ def run_schedule(
           if i == 0 or tuple(method) not in single]
 
 
-def run_benchmark(
-    *,
-    data_dir: Optional[str],
-    output_dir: str,
-    methods: Sequence[text2sql_report.MethodKey],
-    data: text2sql_task.DataConfig,
-    model: seq2seq.Seq2SeqConfig,
-    training: text2sql_task.TrainingConfig,
-    loop: training_lib.LoopConfig,
-    command: str = '',
-    seeds: Optional[Sequence[int]] = None,
-    single_seed_methods: Collection[text2sql_report.MethodKey] = (),
-    baseline: bool = True,
-    num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
-    archive_dir: Optional[str] = None,
-    train: bool = True,
-    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
-    init_from: Optional[str] = None,
-    lora: Optional[lora_lib.LoraConfig] = None,
-) -> dict[str, Any]:
-  """Runs (or reads back) every method with every seed, then reports them.
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+  """What a benchmark's runs share; each run adds its method and seed.
 
-  Args:
-    data_dir: The `shared/data` folder; None finds it.
-    output_dir: The benchmark directory.
-    methods: The methods, e.g. `[('finetune',), ('federated', 'fedopt',
-      'lorar')]`.
-    data: Data and tokenization, the same for every method.
-    model: The model, the same for every method.
+  Attributes:
+    data: Data and tokenization.
+    model: The model.
     training: Local training; its paradigm, algorithm and weighting are
-      replaced by each method's.
+      replaced by each method's (`training_for`).
     loop: Rounds (epochs outside federated runs) and evaluation cadence;
-      its seed is replaced by each run's (`dataclasses.replace(loop,
-      seed=s)`).
-    command: The command line, recorded in `results.md`.
-    seeds: The training seeds, run in the order of `run_schedule`; None:
-      `[loop.seed]`.
-    single_seed_methods: Methods run with the first seed only.
-    baseline: Also score the template-retrieval baseline on the runs' test
-      examples (`text2sql_seed_runs.template_retrieval_predictions`), and,
-      with `data.max_eval_examples` 0, check that every run was scored on
-      every client's full test split.
-    num_replicates: Bootstrap replicates of the intervals.
-    archive_dir: If set, finished runs are archived there (`archive_run`)
-      and runs archived there before are read back from there.
-    train: False: train nothing; report the runs of the schedule that are
-      finished (a benchmark still accumulating its seeds), and log the
-      missing ones. A method with no finished run is left out.
+      its seed is replaced by each run's.
     aggregation: How the federated methods aggregate (weight cap, robust
-      aggregation, DP; `algorithms.aggregation`). Its fields that differ
-      from the default name the federated runs' directories (a variant of
-      `run_dir_for`), so capped and plain runs are cached apart; the other
-      methods are unaffected.
+      aggregation, DP; `algorithms.aggregation`); None: the weighted mean.
+      Its fields that differ from the default name the federated runs'
+      directories (`run_variant`), so capped and plain runs are cached
+      apart; the other methods are unaffected.
     init_from: Every run starts from this run's model and tokenizer
       (`run_text2sql`'s `init_from`, e.g. a `pretrain_seq2seq` run). Its
       name and a digest of its `config.json` name the runs' directories.
     lora: Every run fine-tunes these LoRA adapters (`run_text2sql`'s
       `lora`; its seed is replaced by each run's). Its rank and alpha name
       the runs' directories.
+  """
+
+  data: text2sql_task.DataConfig
+  model: seq2seq.Seq2SeqConfig
+  training: text2sql_task.TrainingConfig
+  loop: training_lib.LoopConfig
+  aggregation: Optional[aggregation_lib.AggregationConfig] = None
+  init_from: Optional[str] = None
+  lora: Optional[lora_lib.LoraConfig] = None
+
+  def for_run(self, method: text2sql_report.MethodKey,
+              seed: int) -> 'RunSettings':
+    """The settings of one run: `method`'s training, `seed` in the loop and
+    the adapters, and the aggregation for federated methods only (None
+    when it is the default)."""
+    training = training_for(self.training, method)
+    aggregation = self.aggregation
+    if (training.paradigm != 'federated' or aggregation is None
+        or aggregation.is_default):
+      aggregation = None
+    return dataclasses.replace(
+        self, training=training, aggregation=aggregation,
+        loop=dataclasses.replace(self.loop, seed=seed),
+        lora=self.lora and dataclasses.replace(self.lora, seed=seed))
+
+  def run_dir(self, output_dir: str, method: text2sql_report.MethodKey
+              ) -> str:
+    """Where the run of `method` with these (`for_run`) settings lives."""
+    return run_dir_for(
+        output_dir, method, data=self.data, model=self.model,
+        training=self.training, seed=self.loop.seed,
+        variant=run_variant(self.aggregation, self.init_from, self.lora))
+
+  def run(self, *, data_dir: Optional[str], output_dir: str,
+          processes: Optional[training_lib.ProcessCache] = None
+          ) -> dict[str, Any]:
+    """`text2sql.run_text2sql` with these (`for_run`) settings."""
+    return text2sql.run_text2sql(
+        data_dir=data_dir, output_dir=output_dir, data=self.data,
+        model=self.model, training=self.training, loop=self.loop,
+        aggregation=self.aggregation, init_from=self.init_from,
+        lora=self.lora, processes=processes)
+
+
+def collect_runs(
+    settings: RunSettings,
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    methods: Sequence[text2sql_report.MethodKey],
+    seeds: Optional[Sequence[int]] = None,
+    single_seed_methods: Collection[text2sql_report.MethodKey] = (),
+    archive_dir: Optional[str] = None,
+    train: bool = True,
+) -> collections.OrderedDict:
+  """Runs (or reads back) every method with every seed.
+
+  A benchmark is `collect_runs`, then `report_runs` on what it found; a
+  benchmark that interleaves several settings seed by seed (e.g.
+  `peft_benchmark`) collects each, then reports once.
+
+  Args:
+    settings: What every run shares (`RunSettings`).
+    data_dir: The `shared/data` folder; None finds it.
+    output_dir: The benchmark directory; runs are in its `runs/`.
+    methods: The methods, e.g. `[('finetune',), ('federated', 'fedopt',
+      'lorar')]`.
+    seeds: The training seeds, run in the order of `run_schedule`; None:
+      `[settings.loop.seed]`.
+    single_seed_methods: Methods run with the first seed only.
+    archive_dir: If set, finished runs are archived there (`archive_run`)
+      and runs archived there before are read back from there.
+    train: False: train nothing; find the runs of the schedule that are
+      finished (a benchmark still accumulating its seeds), and log the
+      missing ones.
+
+  Returns:
+    {method: [(seed, run_dir), ...]} of the finished runs (archived ones in
+    `archive_dir`), in schedule order; methods with none left out.
+  """
+  seeds = ([settings.loop.seed] if seeds is None
+           else [int(s) for s in seeds])
+  schedule = run_schedule(methods, seeds, single_seed_methods)
+  runs = collections.OrderedDict((tuple(m), []) for m in methods)
+  for seed, method in schedule:
+    name = text2sql_report.method_slug(method)
+    run = settings.for_run(method, seed)
+    run_dir = run.run_dir(output_dir, method)
+    archived = archive_dir and os.path.join(archive_dir,
+                                            os.path.basename(run_dir))
+    rounds = settings.loop.rounds
+    if archived and finished_results(archived, rounds) is not None:
+      logging.info('%s, seed %d: archived before, read from %s', name, seed,
+                   archived)
+      runs[tuple(method)].append((seed, archived))
+      continue
+    if finished_results(run_dir, rounds) is None and not train:
+      logging.warning('%s, seed %d: not finished (%s), left out of the '
+                      'report', name, seed, run_dir)
+      continue
+    if finished_results(run_dir, rounds) is None:
+      logging.info('%s, seed %d: running in %s', name, seed, run_dir)
+      run.run(data_dir=data_dir, output_dir=run_dir)
+    else:
+      logging.info('%s, seed %d: done before, read from %s', name, seed,
+                   run_dir)
+    if archive_dir:
+      run_dir = archive_run(run_dir, archive_dir)
+    runs[tuple(method)].append((seed, run_dir))
+  os.makedirs(output_dir, exist_ok=True)  # Every run may be archived.
+  return collections.OrderedDict((m, r) for m, r in runs.items() if r)
+
+
+def report_runs(
+    runs: Mapping[text2sql_report.MethodKey, Sequence[tuple[int, str]]],
+    settings: RunSettings,
+    *,
+    data_dir: Optional[str],
+    output_dir: str,
+    command: str = '',
+    baseline: bool = True,
+    num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+) -> dict[str, Any]:
+  """Reports `collect_runs`' runs: `results.json`, `results.md`, figures.
+
+  Args:
+    runs: What `collect_runs` returned for `settings`.
+    settings: The runs' settings.
+    data_dir: The `shared/data` folder; None finds it.
+    output_dir: The benchmark directory.
+    command: The command line, recorded in `results.md`.
+    baseline: Also score the template-retrieval baseline on the runs' test
+      examples (`text2sql_seed_runs.template_retrieval_predictions`), and,
+      with `data.max_eval_examples` 0, check that every run was scored on
+      every client's full test split.
+    num_replicates: Bootstrap replicates of the intervals.
 
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
+
+  Raises:
+    InputError: If there is no run.
   """
-  runs = collect_runs(
-      data_dir=data_dir, output_dir=output_dir, methods=methods, data=data,
-      model=model, training=training, loop=loop, seeds=seeds,
-      single_seed_methods=single_seed_methods, archive_dir=archive_dir,
-      train=train, aggregation=aggregation, init_from=init_from, lora=lora)
   if not runs:
     raise errors.InputError(
         f'{output_dir}: no finished run of the benchmark to report.')
+  data = settings.data
   return text2sql_summary.summarize_runs(
       runs, output_dir=output_dir, command=command,
       baseline=(text2sql_seed_runs.template_retrieval_predictions(
@@ -274,75 +373,8 @@ def run_benchmark(
       expect_full_splits=baseline and not data.max_eval_examples,
       num_replicates=num_replicates,
       # The default aggregation differs in no field: an empty variant, None.
-      federated_aggregation=_aggregation_variant(aggregation) or None)
-
-
-def collect_runs(
-    *,
-    data_dir: Optional[str],
-    output_dir: str,
-    methods: Sequence[text2sql_report.MethodKey],
-    data: text2sql_task.DataConfig,
-    model: seq2seq.Seq2SeqConfig,
-    training: text2sql_task.TrainingConfig,
-    loop: training_lib.LoopConfig,
-    seeds: Optional[Sequence[int]] = None,
-    single_seed_methods: Collection[text2sql_report.MethodKey] = (),
-    archive_dir: Optional[str] = None,
-    train: bool = True,
-    aggregation: Optional[aggregation_lib.AggregationConfig] = None,
-    init_from: Optional[str] = None,
-    lora: Optional[lora_lib.LoraConfig] = None,
-) -> collections.OrderedDict:
-  """Trains (or finds) `run_benchmark`'s runs, without reporting them.
-
-  Arguments as `run_benchmark`'s; e.g. a benchmark that interleaves several
-  configurations seed by seed trains through this, then reports once.
-
-  Returns:
-    {method: [(seed, run_dir), ...]} of the finished runs (archived ones in
-    `archive_dir`), in schedule order; methods with none left out.
-  """
-  seeds = [loop.seed] if seeds is None else [int(s) for s in seeds]
-  schedule = run_schedule(methods, seeds, single_seed_methods)
-  runs = collections.OrderedDict((tuple(m), []) for m in methods)
-  for seed, method in schedule:
-    method_training = training_for(training, method)
-    method_aggregation = (
-        aggregation if method_training.paradigm == 'federated'
-        and aggregation is not None and not aggregation.is_default else None)
-    run_dir = run_dir_for(output_dir, method, data=data, model=model,
-                          training=method_training, seed=seed,
-                          variant=run_variant(method_aggregation, init_from,
-                                               lora))
-    archived = archive_dir and os.path.join(archive_dir,
-                                            os.path.basename(run_dir))
-    if archived and finished_results(archived, loop.rounds) is not None:
-      logging.info('%s, seed %d: archived before, read from %s',
-                   text2sql_report.method_slug(method), seed, archived)
-      runs[tuple(method)].append((seed, archived))
-      continue
-    if finished_results(run_dir, loop.rounds) is None and not train:
-      logging.warning('%s, seed %d: not finished (%s), left out of the '
-                      'report', text2sql_report.method_slug(method), seed,
-                      run_dir)
-      continue
-    if finished_results(run_dir, loop.rounds) is None:
-      logging.info('%s, seed %d: running in %s',
-                   text2sql_report.method_slug(method), seed, run_dir)
-      text2sql.run_text2sql(
-          data_dir=data_dir, output_dir=run_dir, data=data, model=model,
-          training=method_training, loop=dataclasses.replace(loop, seed=seed),
-          aggregation=method_aggregation, init_from=init_from,
-          lora=lora and dataclasses.replace(lora, seed=seed))
-    else:
-      logging.info('%s, seed %d: done before, read from %s',
-                   text2sql_report.method_slug(method), seed, run_dir)
-    if archive_dir:
-      run_dir = archive_run(run_dir, archive_dir)
-    runs[tuple(method)].append((seed, run_dir))
-  os.makedirs(output_dir, exist_ok=True)  # Every run may be archived.
-  return collections.OrderedDict((m, r) for m, r in runs.items() if r)
+      federated_aggregation=_aggregation_variant(settings.aggregation)
+      or None)
 
 
 def run_variant(aggregation, init_from: Optional[str],

@@ -25,6 +25,7 @@ variant in `<output_dir>/<variant>/`, and the report gives exact match,
 bytes per client and round and the differences from `pretrained_full`.
 """
 
+import dataclasses
 import shlex
 import sys
 
@@ -136,44 +137,41 @@ def main(argv):
   text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
   command = shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
                       + sys.argv[1:])
+  settings = text2sql_benchmark.RunSettings(
+      data=text2sql_flags.data_config(),
+      model=text2sql_flags.model_config(),
+      training=text2sql_flags.training_config(paradigm='federated'),
+      loop=common.loop_config_from_flags(),
+      aggregation=aggregation)
+  place = dict(data_dir=common.DATA_DIR.value,
+               output_dir=common.OUTPUT_DIR.value)
   if _VARIANTS.value:
     variants = peft_benchmark.parse_variants(_VARIANTS.value)
     if not _METHODS.present:
       methods = [text2sql_benchmark.parse_method(m)
                  for m in peft_benchmark.DEFAULT_METHODS]
-    setup = dict(
-        data_dir=common.DATA_DIR.value, output_dir=common.OUTPUT_DIR.value,
-        pretrained_dir=_PRETRAINED_DIR.value, variants=variants,
-        data=text2sql_flags.data_config(),
-        model=text2sql_flags.model_config(),
-        training=text2sql_flags.training_config(paradigm='federated'),
-        loop=common.loop_config_from_flags(),
-        lora=text2sql_flags.lora_config(rank=1))
+    # The adapters' settings but their rank, which each variant sets.
+    settings = dataclasses.replace(
+        settings, lora=text2sql_flags.lora_config(rank=1))
+    place['pretrained_dir'] = _PRETRAINED_DIR.value
     with runtime_flags.context_from_flags():
       if _TIME_ROUNDS.value and not _REPORT_ONLY.value:
         peft_benchmark.time_rounds(
-            method=methods[0], rounds=_TIME_ROUNDS.value,
-            repeats=_TIMING_REPEATS.value, **setup)
+            settings, variants=variants, method=methods[0],
+            rounds=_TIME_ROUNDS.value, repeats=_TIMING_REPEATS.value,
+            **place)
       peft_benchmark.run_peft_benchmark(
-          methods=methods, seeds=seeds, archive_dir=_ARCHIVE_DIR.value,
-          train=not _REPORT_ONLY.value, command=command, **setup)
+          settings, variants=variants, methods=methods, seeds=seeds,
+          archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
+          command=command, **place)
     return
   with runtime_flags.context_from_flags():
-    text2sql_benchmark.run_benchmark(
-        data_dir=common.DATA_DIR.value,
-        output_dir=common.OUTPUT_DIR.value,
-        methods=methods,
-        data=text2sql_flags.data_config(),
-        model=text2sql_flags.model_config(),
-        training=text2sql_flags.training_config(paradigm='federated'),
-        loop=common.loop_config_from_flags(),
-        seeds=seeds,
+    runs = text2sql_benchmark.collect_runs(
+        settings, methods=methods, seeds=seeds,
         single_seed_methods=single_seed_methods,
-        archive_dir=_ARCHIVE_DIR.value,
-        train=not _REPORT_ONLY.value,
-        aggregation=aggregation,
-        command=command,
-    )
+        archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
+        **place)
+    text2sql_benchmark.report_runs(runs, settings, command=command, **place)
 
 
 if __name__ == '__main__':

@@ -2,7 +2,7 @@
 
 `summarize_runs` reads finished run directories back (it trains nothing,
 and can be called on any finished runs, e.g. those of
-`text2sql_benchmark.run_benchmark`) and writes, next to them:
+`text2sql_benchmark.collect_runs`) and writes, next to them:
 
 *   `results.md`: test EM in the layout of the paper's Table 2 (clients as
     columns, MacroAvg, MicroAvg; our rows "mean ± half-width of the 95 %
