@@ -124,6 +124,92 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
           methods=[_FEDAVG], seeds=[0])
 
 
+class RunPeftBenchmarkTest(tf.test.TestCase):
+  """The orchestration, on runs a fake `run_text2sql` writes."""
+
+  # Correct test examples of 3 per client, every seed: from scratch 0,
+  # pre-trained full 2, LoRA 1; MacroAvg 0, 2/3 and 1/3.
+  _CORRECT = {'scratch_full': 0, 'pretrained_full': 2, 'lora_r4': 1}
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.bench = os.path.join(self.root, 'bench')
+    self.pretrained = os.path.join(self.root, 'pre')
+    os.makedirs(self.pretrained)
+    training.write_json(os.path.join(self.pretrained, 'config.json'),
+                        {'experiment': {}})
+    self.calls = []
+
+  def _fake_run(self, *, output_dir, data, loop, init_from, lora, **kwargs):
+    del kwargs
+    variant = os.path.relpath(output_dir, self.bench).split(os.sep)[0]
+    self.calls.append((loop.seed, variant, init_from,
+                       lora and (lora.rank, lora.alpha, lora.seed)))
+    real = text2sql_fake_runs.real_test_examples(
+        data.clients, schema_columns=data.schema_columns)
+    text2sql_fake_runs.write_run(
+        output_dir, loop.seed,
+        {c: _first(self._CORRECT[variant], 3) for c in data.clients},
+        {c: real[c][:3] for c in data.clients})
+    # Bytes per client and round: the whole model 4,000 each way, the
+    # adapters 100: 8,000 / 200 = 40 times fewer.
+    size = 100 if lora else 4000
+    os.makedirs(os.path.join(output_dir, 'federated'))
+    with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
+              'w') as f:
+      f.write(json.dumps({'round': 1, 'round_seconds': 2.0, 'communication': {
+          'bytes_down_per_client': size, 'bytes_up_per_client': size}}))
+
+  def _run(self, names, **kwargs):
+    settings = text2sql_benchmark.RunSettings(
+        data=tiny_text2sql.DATA, model=tiny_text2sql.MODEL,
+        training=text2sql_task.TrainingConfig(),
+        # write_run records 3 rounds: a finished run of this loop.
+        loop=training.LoopConfig(rounds=3),
+        lora=lora_lib.LoraConfig(rank=1, alpha=16.0))
+    with mock.patch.object(text2sql_benchmark.text2sql, 'run_text2sql',
+                           side_effect=self._fake_run):
+      return peft_benchmark.run_peft_benchmark(
+          settings, data_dir=None, output_dir=self.bench,
+          pretrained_dir=self.pretrained,
+          variants=peft_benchmark.parse_variants(names), methods=[_FEDAVG],
+          seeds=[0, 1], **kwargs)
+
+  def test_seed_by_seed_across_variants_then_one_report(self):
+    content = self._run(['scratch_full', 'pretrained_full', 'lora_r4'])
+    self.assertEqual(self.calls, [
+        (seed, variant, start, adapters)
+        for seed in (0, 1)
+        for variant, start, adapters in (
+            ('scratch_full', None, None),
+            ('pretrained_full', self.pretrained, None),
+            # The variant's rank, the flags' alpha, the run's seed.
+            ('lora_r4', self.pretrained, (4, 16.0, seed)))])
+    methods = {name: variant['methods']['fedavg-num_examples']
+               for name, variant in content['variants'].items()}
+    self.assertEqual({n: m['num_seeds'] for n, m in methods.items()},
+                     {'scratch_full': 2, 'pretrained_full': 2, 'lora_r4': 2})
+    self.assertAllClose([methods[n]['macro_avg'] for n in self._CORRECT],
+                        [0.0, 2 / 3, 1 / 3])
+    self.assertAllClose(methods['lora_r4']['bytes_fewer_than_full'], 40.0)
+    self.assertAllClose(methods['scratch_full']['bytes_fewer_than_full'], 1.0)
+    self.assertAllClose(
+        [content['differences'][f'{n}-fedavg-num_examples']['exact_match'][
+            'macro_avg']['difference'] for n in ('scratch_full', 'lora_r4')],
+        [-2 / 3, -1 / 3])
+    self.assertIsNotNone(content['baseline'])
+    # Reporting again trains nothing; a variant without a run is left out.
+    self.calls.clear()
+    with self.assertLogs(level='WARNING') as logs:
+      content = self._run(['pretrained_full', 'lora_r4', 'lora_r8'],
+                          train=False)
+    self.assertEqual(self.calls, [])
+    self.assertEqual(list(content['variants']), ['pretrained_full', 'lora_r4'])
+    self.assertTrue(any('lora_r8: no finished run yet' in line
+                        for line in logs.output), logs.output)
+
+
 class SummarizeTest(tf.test.TestCase):
 
   def setUp(self):
