@@ -531,9 +531,20 @@ def _check_init_model(run_dir: str, data: text2sql_task.DataConfig,
     model: This run's model config.
 
   Raises:
+    InputError: If `data` fits a maximum length to the data (0): the model's
+      shape is then not known before the data is read.
     CheckpointError: If the run's `config.json` cannot be read or records no
-      text2sql model, or a field differs.
+      text2sql model, or a field differs, or the run fitted its maximum
+      lengths to its data.
   """
+  fitted = [name for name in _LENGTH_FIELDS if not getattr(data, name)]
+  if fitted:
+    raise errors.InputError(
+        f'--init_from={run_dir}: '
+        + ', '.join(f'--{name}=0' for name in fitted)
+        + ' fits the maximum length to this run\'s data, so the model may '
+        'not have the shape of the one it starts from. Give the maximum '
+        'lengths that run was built with.')
   path = os.path.join(run_dir, run_dir_lib.CONFIG_FILE)
   try:
     with open(path, encoding='utf-8') as f:
@@ -546,6 +557,14 @@ def _check_init_model(run_dir: str, data: text2sql_task.DataConfig,
         f'{path}: cannot read the model configuration of the run in '
         f'{run_dir!r} ({type(e).__name__}: {e}); init_from needs the output '
         'directory of a text2sql run.') from e
+  earlier_fitted = [name for name in _LENGTH_FIELDS
+                    if not earlier_model[name]]
+  if earlier_fitted:
+    raise errors.CheckpointError(
+        f'{path}: the run in {run_dir!r} fitted '
+        f'{" and ".join(earlier_fitted)} to its data (0 in its '
+        'configuration), so the shape of its model is not recorded; start '
+        'from a run with explicit maximum lengths.')
   current = training_lib.to_json_value(dataclasses.replace(
       model, **{name: getattr(data, name) for name in _LENGTH_FIELDS}))
   diffs = []
