@@ -99,6 +99,11 @@ _TIME_ROUNDS = flags.DEFINE_integer(
     ' and report the round times beside the runs\' own. 0: do not.')
 _TIMING_REPEATS = flags.DEFINE_integer(
     'timing_repeats', 2, 'With --time_rounds: passes over the variants.')
+_TIMING_ONLY = flags.DEFINE_bool(
+    'timing_only', False,
+    'With --time_rounds: time the rounds, then report; train none of the '
+    'comparison\'s runs (e.g. to time again on a quiet machine while the '
+    'comparison runs elsewhere).')
 
 
 def _parse_seeds(values: list[str]) -> list[int]:
@@ -133,6 +138,16 @@ def main(argv):
     raise errors.InputError(
         str(e).replace('--methods:', '--single_seed_methods:', 1)) from None
   aggregation = aggregation_flags.aggregation_config()
+  needs_variants = [name for name, present in (
+      ('--pretrained_dir', _PRETRAINED_DIR.value),
+      ('--time_rounds', _TIME_ROUNDS.value),
+      ('--timing_only', _TIMING_ONLY.value)) if present]
+  if needs_variants and not _VARIANTS.value:
+    raise errors.InputError(
+        f'{", ".join(needs_variants)}: only with --variants (the fine-tuning '
+        'comparison).')
+  if _TIMING_ONLY.value and not _TIME_ROUNDS.value:
+    raise errors.InputError('--timing_only needs --time_rounds > 0.')
   # Flag errors before any training.
   text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
   command = shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
@@ -162,7 +177,8 @@ def main(argv):
             **place)
       peft_benchmark.run_peft_benchmark(
           settings, variants=variants, methods=methods, seeds=seeds,
-          archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
+          archive_dir=_ARCHIVE_DIR.value,
+          train=not (_REPORT_ONLY.value or _TIMING_ONLY.value),
           command=command, **place)
     return
   with runtime_flags.context_from_flags():
