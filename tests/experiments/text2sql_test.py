@@ -432,9 +432,21 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         f"'{earlier}' ({problem.format(path=path)}); init_from needs the "
         'output directory of a text2sql run.')
 
-  def test_init_from_with_lengths_fitted_to_the_data_is_refused(self):
-    # --max_source_length=0 (copy_words) fits the length to a run's data:
-    # two runs on other data build models of other shapes.
+  # --max_source_length=0 (copy_words) fits the length to a run's data:
+  # two runs on other data build models of other shapes. This run's data
+  # fitted, or the run it starts from's.
+  @parameterized.named_parameters(
+      ('this_run', True, errors.InputError,
+       "--init_from={earlier}: --max_source_length=0 fits the maximum length "
+       "to this run's data, so the model may not have the shape of the one "
+       'it starts from. Give the maximum lengths that run was built with.'),
+      ('the_earlier_run', False, errors.CheckpointError,
+       "{config}: the run in '{earlier}' fitted max_source_length to its "
+       'data (0 in its configuration), so the shape of its model is not '
+       'recorded; start from a run with explicit maximum lengths.'),
+  )
+  def test_init_from_with_lengths_fitted_to_the_data_is_refused(
+      self, this_run_fitted, error, message):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     earlier = tmp_path / 'earlier'
     (earlier / 'best_checkpoint' / 'centralized').mkdir(parents=True)
@@ -442,27 +454,14 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                  max_source_length=0)
     training.write_json(earlier / 'config.json', {'experiment': {
         'model': _MODEL, 'data': fitted}})
-
-    def start(data):
+    with self.assertRaises(error) as e:
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / 'run'), data=data,
-          model=_MODEL, loop=_LOOP, init_from=str(earlier),
+          data_dir=None, output_dir=str(tmp_path / 'run'),
+          data=fitted if this_run_fitted else _DATA, model=_MODEL,
+          loop=_LOOP, init_from=str(earlier),
           training=text2sql_task.TrainingConfig())
-
-    with self.assertRaises(errors.InputError) as e:
-      start(fitted)
-    self.assertEqual(str(e.exception), (
-        f'--init_from={earlier}: --max_source_length=0 fits the maximum '
-        "length to this run's data, so the model may not have the shape of "
-        'the one it starts from. Give the maximum lengths that run was '
-        'built with.'))
-    with self.assertRaises(errors.CheckpointError) as e:
-      start(_DATA)
-    self.assertEqual(str(e.exception), (
-        f"{earlier / 'config.json'}: the run in '{earlier}' fitted "
-        'max_source_length to its data (0 in its configuration), so the '
-        'shape of its model is not recorded; start from a run with explicit '
-        'maximum lengths.'))
+    self.assertEqual(str(e.exception), message.format(
+        earlier=earlier, config=earlier / 'config.json'))
     self.assertFalse((tmp_path / 'run').exists())
 
   @parameterized.parameters(*[(0, 4), (3, 4), (64, 4), (1000, 8),
