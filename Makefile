@@ -159,7 +159,8 @@ bench-text2sql: $(STAMP)
 # (make pretrain first, if it has not run), and full fine-tuning from
 # scratch, FedAvg with num_examples and Lorar weighting, 3 seeds, full test
 # splits (train_text2sql.peft.flags); resumable, runs archived in
-# docs/results/peft/runs; the report is docs/results/peft.md.
+# docs/results/peft/runs; the generated report is docs/results/peft/results.md
+# (and .json), which docs/results/peft.md discusses.
 PEFT_BENCH_DIR ?= runs/peft
 PEFT_ARCHIVE_DIR ?= docs/results/peft/runs
 PEFT_VARIANTS ?= scratch_full,pretrained_full,lora_r4,lora_r8,lora_r16
@@ -171,8 +172,7 @@ bench-peft: $(STAMP)
 	  --archive_dir=$(PEFT_ARCHIVE_DIR) --variants=$(PEFT_VARIANTS) \
 	  --pretrained_dir=$(PRETRAIN_DIR) --time_rounds=3 $(PEFT_BENCH_FLAGS)
 	mkdir -p docs/results/peft
-	cp $(PEFT_BENCH_DIR)/results.json docs/results/peft/
-	cp $(PEFT_BENCH_DIR)/results.md docs/results/peft.md
+	cp $(PEFT_BENCH_DIR)/results.json $(PEFT_BENCH_DIR)/results.md docs/results/peft/
 
 # The paper's Table 2 with the template parser (train_text2sql.templates.flags):
 # finetuning, centralized and {FedAvg, FedOPT, FedProx} x {num_examples,
