@@ -88,18 +88,33 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_known_and_any_rank(self):
     variants = peft_benchmark.parse_variants(
-        ['scratch_full', 'pretrained_full', 'lora_r32'])
-    self.assertEqual([(v.pretrained, v.lora_rank) for v in variants],
-                     [(False, 0), (True, 0), (True, 32)])
-    self.assertEqual(variants[2].label, 'LoRA r = 32, pre-trained')
+        ['scratch_full', 'pretrained_full', 'lora_r32',
+         'scratch_full_own_tokenizer'])
+    self.assertEqual(
+        [(v.pretrained, v.lora_rank, v.pretrained_tokenizer)
+         for v in variants],
+        [(False, 0, True), (True, 0, False), (True, 32, False),
+         (False, 0, False)])
+    self.assertEqual([v.label for v in variants], [
+        'full, from scratch (pre-trained tokenizer)', 'full, pre-trained',
+        'LoRA r = 32, pre-trained', 'full, from scratch (own tokenizer)'])
+
+  def test_pretrained_start_has_the_pretrained_tokenizer_anyway(self):
+    with self.assertRaisesRegex(ValueError, 'for variants from scratch'):
+      peft_benchmark.Variant('x', pretrained=True, pretrained_tokenizer=True)
 
   def test_variant_settings(self):
     base = _settings(lora_lib.LoraConfig(rank=1, alpha=32.0))
     scratch, full, lora = peft_benchmark.parse_variants(
         ['scratch_full', 'pretrained_full', 'lora_r8'])
+    # From scratch: fresh weights, the pre-trained run's tokenizer.
     self.assertIsNone(scratch.settings(base, 'pre').init_from)
+    self.assertEqual(scratch.settings(base, 'pre').tokenizer_from, 'pre')
     self.assertIsNone(scratch.settings(base, 'pre').lora)
+    (own,) = peft_benchmark.parse_variants(['scratch_full_own_tokenizer'])
+    self.assertIsNone(own.settings(base, 'pre').tokenizer_from)
     self.assertEqual(full.settings(base, 'pre').init_from, 'pre')
+    self.assertIsNone(full.settings(base, 'pre').tokenizer_from)
     self.assertIsNone(full.settings(base, 'pre').lora)
     # The variant's rank, the base's other adapter settings; each run then
     # its seed.
@@ -115,12 +130,15 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(errors.InputError, message):
       peft_benchmark.parse_variants(names)
 
-  def test_pretrained_variant_needs_a_pretrained_model(self):
-    with self.assertRaisesRegex(errors.InputError, '--pretrained_dir'):
+  # From scratch with the pre-trained tokenizer needs the run as well.
+  @parameterized.parameters('lora_r4', 'scratch_full')
+  def test_variant_needs_the_pretrained_run(self, name):
+    with self.assertRaisesRegex(errors.InputError,
+                                rf'\[{name!r}\] need --pretrained_dir'):
       peft_benchmark.run_peft_benchmark(
           _settings(), data_dir=None,
           output_dir=self.create_tempdir().full_path, pretrained_dir=None,
-          variants=peft_benchmark.parse_variants(['lora_r4']),
+          variants=peft_benchmark.parse_variants([name]),
           methods=[_FEDAVG], seeds=[0])
 
 
@@ -141,10 +159,11 @@ class RunPeftBenchmarkTest(tf.test.TestCase):
                         {'experiment': {}})
     self.calls = []
 
-  def _fake_run(self, *, output_dir, data, loop, init_from, lora, **kwargs):
+  def _fake_run(self, *, output_dir, data, loop, init_from, lora,
+                tokenizer_from, **kwargs):
     del kwargs
     variant = os.path.relpath(output_dir, self.bench).split(os.sep)[0]
-    self.calls.append((loop.seed, variant, init_from,
+    self.calls.append((loop.seed, variant, init_from or tokenizer_from,
                        lora and (lora.rank, lora.alpha, lora.seed)))
     real = text2sql_fake_runs.real_test_examples(
         data.clients, schema_columns=data.schema_columns)
@@ -182,7 +201,8 @@ class RunPeftBenchmarkTest(tf.test.TestCase):
         (seed, variant, start, adapters)
         for seed in (0, 1)
         for variant, start, adapters in (
-            ('scratch_full', None, None),
+            # Its tokenizer from the pre-trained run.
+            ('scratch_full', self.pretrained, None),
             ('pretrained_full', self.pretrained, None),
             # The variant's rank, the flags' alpha, the run's seed.
             ('lora_r4', self.pretrained, (4, 16.0, seed)))])
@@ -272,6 +292,14 @@ _ROUND_SECONDS = {('pretrained_full', 0): [6.0, 8.0],
                   ('lora_r4', 0): [2.0, 3.0], ('lora_r4', 1): [5.0, 1.0]}
 
 
+# Bytes per client and round of the timing runs: full 4,000 down and 4,100
+# up, LoRA 100 and 170: 8,100 / 270 = 30 times fewer.
+_TIMING_BYTES = {
+    'pretrained_full': {'bytes_down_per_client': 4000,
+                        'bytes_up_per_client': 4100},
+    'lora_r4': {'bytes_down_per_client': 100, 'bytes_up_per_client': 170}}
+
+
 class TimeRoundsTest(tf.test.TestCase):
 
   def setUp(self):
@@ -309,8 +337,9 @@ class TimeRoundsTest(tf.test.TestCase):
               'w') as f:
       for round_num, seconds in enumerate(
           [100.0] + _ROUND_SECONDS[variant, repeat], start=1):
-        f.write(json.dumps({'round': round_num,
-                            'round_seconds': seconds}) + '\n')
+        f.write(json.dumps({
+            'round': round_num, 'round_seconds': seconds,
+            'communication': _TIMING_BYTES[variant]}) + '\n')
       f.write(json.dumps({'round': 3, 'eval': {}}) + '\n')
     training.write_json(os.path.join(output_dir, 'results.json'),
                         {'config': {'loop': {'rounds': loop.rounds}}})
@@ -340,6 +369,8 @@ class TimeRoundsTest(tf.test.TestCase):
     self.assertEqual(full['median'], 7.0)
     self.assertEqual(lora['median'], 2.5)
     self.assertAllClose(lora['speedup_over_full'], 2.8)
+    self.assertEqual((lora['bytes_down_per_client'],
+                      lora['bytes_up_per_client']), (100, 170))
     with open(os.path.join(self.root, peft_benchmark.TIMING_FILE)) as f:
       self.assertEqual(json.load(f), content)
 
@@ -378,8 +409,10 @@ class TimeRoundsTest(tf.test.TestCase):
     self.assertEqual(content['round_time']['variants']['lora_r4']['median'],
                      2.5)
     table = peft_benchmark.markdown(content)
-    self.assertIn('| lora_r4 | 4 | 2.5 | 1.0–5.0 | 2.80 |', table)
-    self.assertIn('| pretrained_full | 4 | 7.0 | 4.0–10.0 | 1.00 |', table)
+    self.assertIn('| lora_r4 | 100 / 170 | 30.0× | 4 | 2.5 | 1.0–5.0 | 2.80 |',
+                  table)
+    self.assertIn('| pretrained_full | 4,000 / 4,100 | 1.0× | 4 | 7.0 | '
+                  '4.0–10.0 | 1.00 |', table)
 
 
 if __name__ == '__main__':

@@ -46,12 +46,15 @@ def _fake_runs(test_case):
   calls = []
 
   def fake_run(*, data_dir, output_dir, data, model, training, loop,
-               aggregation=None, init_from=None, lora=None, processes=None):
+               aggregation=None, init_from=None, lora=None, processes=None,
+               tokenizer_from=None):
     del data_dir, model, processes
     calls.append((training.method, loop.seed) if aggregation is None
                  else (training.method, loop.seed, aggregation))
     if init_from is not None or lora is not None:
       calls.append(('finetuning', init_from, lora))
+    if tokenizer_from is not None:
+      calls.append(('tokenizer', tokenizer_from))
     correct = _CORRECT[training.method]
     os.makedirs(os.path.join(output_dir, 'federated'), exist_ok=True)
     with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
@@ -91,11 +94,13 @@ def _fake_runs(test_case):
 
 
 def _run(output_dir, methods, loop=_LOOP, training_config=_TRAINING,
-         aggregation=None, init_from=None, lora=None, **kwargs):
+         aggregation=None, init_from=None, lora=None, tokenizer_from=None,
+         **kwargs):
   """`collect_runs`, then `report_runs`, as the binary does."""
   settings = text2sql_benchmark.RunSettings(
       data=_DATA, model=_MODEL, training=training_config, loop=loop,
-      aggregation=aggregation, init_from=init_from, lora=lora)
+      aggregation=aggregation, init_from=init_from, lora=lora,
+      tokenizer_from=tokenizer_from)
   runs = text2sql_benchmark.collect_runs(
       settings, data_dir=None, output_dir=str(output_dir), methods=methods,
       **kwargs)
@@ -156,6 +161,14 @@ class Text2SqlBenchmarkExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(calls[2:], [(_FEDAVG, 0),
                                  ('finetuning', str(pretrained), None)])
     self.assertLen(os.listdir(tmp_path / 'runs'), 2)
+    # From scratch with its tokenizer: a third run, named after it.
+    report = _run(tmp_path, _METHODS[:1], tokenizer_from=str(pretrained))
+    self.assertEqual(calls[4:], [(_FEDAVG, 0),
+                                 ('tokenizer', str(pretrained))])
+    self.assertStartsWith(
+        report['methods']['fedavg-num_examples']['run_dir'],
+        f'runs/fedavg-num_examples-tokenizerpretrain_cpu.{digest}-')
+    self.assertLen(os.listdir(tmp_path / 'runs'), 3)
 
   def test_runs_each_method_once_and_reads_finished_ones_back(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

@@ -142,7 +142,7 @@ class PretrainExecutionTest(tf.test.TestCase):
           data, max_source_length=64), model)
     tokenizer_dir = os.path.join(self.create_tempdir().full_path,
                                  'tokenizer')
-    text2sql._copy_tokenizer(output_dir, tokenizer_dir)
+    text2sql._copy_tokenizer(output_dir, tokenizer_dir, 'subword')
     task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=tokenizer_dir)
     self.assertEqual(task.tokenizer.vocabulary_size(), 500)

@@ -40,6 +40,7 @@ from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.tasks import seq2seq_examples
 from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.tasks import text2sql_process
+from tff_nlp.tasks import text2sql_templates
 
 _CLIENTS = tiny_text2sql.CLIENTS
 _DATA = tiny_text2sql.DATA
@@ -351,6 +352,71 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
             reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
                               '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
     assert results['config']['experiment']['init_from'] == str(pretrained)
+
+  def test_tokenizer_from_trains_fresh_weights_with_that_runs_tokenizer(
+      self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    pretrained = _pretrained()
+    results = experiment.run_text2sql(
+        data_dir=None, output_dir=str(tmp_path / 'scratch'),
+        # Its own vocabulary would be 300: the copied one is the run's.
+        data=dataclasses.replace(_DATA, vocabulary_size=300), model=_MODEL,
+        loop=dataclasses.replace(_LOOP, rounds=1),
+        tokenizer_from=str(pretrained),
+        training=text2sql_task.TrainingConfig(
+            paradigm='federated', local_epochs=text2sql_task.PerClient(1),
+            batch_sizes=text2sql_task.PerClient(4)))
+    assert ((tmp_path / 'scratch' / 'tokenizer' / 'vocabulary.spm')
+            .read_bytes() == (pretrained / 'tokenizer' /
+                              'vocabulary.spm').read_bytes())
+    with open(pretrained / 'results.json') as f:
+      assert results['vocabulary_size'] == json.load(f)['vocabulary_size']
+    assert results['config']['experiment']['tokenizer_from'] == str(
+        pretrained)
+    # Round 0 is a fresh model of the seed, not the run's trained one.
+    reader = tf.train.load_checkpoint(str(
+        tmp_path / 'scratch' / 'federated' / 'checkpoints' / 'round_0' /
+        'variables' / 'variables'))
+    with np.load(pretrained / 'centralized' / 'best_model.npz') as best:
+      differ = [not np.array_equal(
+          reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
+                            '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
+                for i in range(len(best.files))]
+    assert any(differ)
+
+  @parameterized.named_parameters(
+      ('with_init_from', True, False, errors.InputError,
+       "--tokenizer_from gives a model from scratch another run's tokenizer:"
+       ' it takes no --init_from or --init_from_keras_nlp (they bring their '
+       'own tokenizers) and no --parser=template.'),
+      ('another_kind_of_tokenizer', False, True, errors.CheckpointError,
+       '--tokenizer_from={earlier}: no subword tokenizer '
+       '({earlier}/tokenizer/vocabulary.spm is missing); --tokenizer=subword '
+       'needs a run that tokenized its data that way.'),
+  )
+  def test_tokenizer_from_refused(self, with_init_from, copy_words_run,
+                                  error, message):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    earlier = tmp_path / 'earlier'
+    (earlier / 'tokenizer').mkdir(parents=True)
+    if copy_words_run:
+      (earlier / 'tokenizer' / copy_tokenizer.VOCABULARY_FILE).write_text('')
+    with self.assertRaises(error) as e:
+      experiment.run_text2sql(
+          data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
+          model=_MODEL, loop=_LOOP, tokenizer_from=str(earlier),
+          init_from=str(earlier) if with_init_from else None,
+          training=text2sql_task.TrainingConfig())
+    self.assertEqual(str(e.exception), message.format(earlier=earlier))
+    self.assertFalse((tmp_path / 'run').exists())
+
+  def test_template_parser_refuses_lowercase_sql(self):
+    with self.assertRaisesRegex(errors.InputError, '--lowercase_sql'):
+      experiment.run_text2sql(
+          data_dir=None, output_dir=self.create_tempdir().full_path,
+          data=dataclasses.replace(_DATA, lowercase_sql=True),
+          model=text2sql_templates.TemplateParserConfig(), loop=_LOOP,
+          training=text2sql_task.TrainingConfig())
 
   @parameterized.named_parameters(
       # Other shapes: the checkpoint would not load either.

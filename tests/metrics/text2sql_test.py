@@ -94,6 +94,50 @@ class NormalizeSqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(text2sql.normalize_sql(sql), expected)
 
 
+class LowercaseSqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('names_and_keywords', 'SELECT CITYalias0.NAME FROM CITY AS CITYalias0',
+       'select cityalias0.name from city as cityalias0'),
+      ('double_quoted_value', 'WHERE T.X = "New York" AND T.Y = 5',
+       'where t.x = "New York" and t.y = 5'),
+      ('single_quoted_value', "WHERE T.X = 'Ann Arbor'",
+       "where t.x = 'Ann Arbor'"),
+      # A doubled quote escapes a quote inside the value.
+      ('escaped_quotes', 'A = \'It\'\'s B\' OR C = "Q""R" OR D',
+       'a = \'It\'\'s B\' or c = "Q""R" or d'),
+      ('other_quote_inside', 'A = "It\'s B" AND C', 'a = "It\'s B" and c'),
+      # An unclosed quote: the rest may be a value, so it keeps its case.
+      ('unclosed', 'SELECT A WHERE B = "Cc DD', 'select a where b = "Cc DD'),
+      ('empty', '', ''),
+      ('only_a_value', '"ABC"', '"ABC"'),
+  )
+  def test_lowercase_sql(self, sql, expected):
+    self.assertEqual(text2sql.lowercase_sql(sql), expected)
+    self.assertLen(text2sql.lowercase_sql(sql), len(sql))
+
+  @parameterized.parameters('geography', 'restaurants')
+  def test_gold_queries_run_the_same_lower_cased(self, client):
+    # SQLite ignores the case of keywords and names: every gold query of
+    # the client gives the same rows (or the same error) lower-cased.
+    db_path = sql_execution.find_databases(_text2sql_dir())[client]
+    connection = sql_execution.connect_read_only(db_path,
+                                                 gold_column_names=True)
+    self.addCleanup(connection.close)
+
+    def outcome(sql):
+      try:
+        return sql_execution.execute_select(connection, sql)
+      except sql_execution.QueryError as e:
+        return type(e)
+
+    golds = sorted({gold for gold, _ in _gold_pairs(client)})
+    lowered = [text2sql.lowercase_sql(gold) for gold in golds]
+    self.assertNotEqual(lowered, golds)
+    self.assertEqual([outcome(sql) for sql in lowered],
+                     [outcome(sql) for sql in golds])
+
+
 class ExactMatchExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   _GOLD = 'SELECT COUNT( * ) FROM city AS c WHERE c.name = "austin" ;'

@@ -55,20 +55,43 @@ class Variant:
 
   Attributes:
     name: The variant's name (its folder and its row in the report).
-    pretrained: Whether the runs start from the pre-trained model.
+    pretrained: Whether the runs start from the pre-trained model (and its
+      tokenizer).
     lora_rank: 0: the whole model is trained and sent; r > 0: LoRA
       adapters of rank r (on attention and feed-forward).
+    pretrained_tokenizer: From scratch only: the model starts from fresh
+      weights but tokenizes with the pre-trained model's tokenizer
+      (`run_text2sql`'s `tokenizer_from`), so that it differs from the
+      pre-trained start in its weights only: same pieces, same cut
+      sequences, token accuracy in the same units. False: a tokenizer
+      trained on the clients' own text (shorter SQL, another vocabulary).
   """
 
   name: str
   pretrained: bool
   lora_rank: int = 0
+  pretrained_tokenizer: bool = False
+
+  def __post_init__(self):
+    if self.pretrained and self.pretrained_tokenizer:
+      raise ValueError(
+          f'Variant {self.name!r}: pretrained_tokenizer is for variants from '
+          'scratch; a pre-trained start always has the pre-trained '
+          'tokenizer.')
+
+  @property
+  def needs_pretrained_run(self) -> bool:
+    return self.pretrained or self.pretrained_tokenizer
 
   @property
   def label(self) -> str:
     start = 'pre-trained' if self.pretrained else 'from scratch'
     what = f'LoRA r = {self.lora_rank}' if self.lora_rank else 'full'
-    return f'{what}, {start}'
+    tokenizer = ''
+    if not self.pretrained:
+      tokenizer = (' (pre-trained tokenizer)' if self.pretrained_tokenizer
+                   else ' (own tokenizer)')
+    return f'{what}, {start}{tokenizer}'
 
   def settings(self, base: text2sql_benchmark.RunSettings,
                pretrained_dir: Optional[str]
@@ -80,7 +103,7 @@ class Variant:
         adapters' other settings (alpha, targets; `LoraConfig()` if None),
         its `init_from` is replaced.
       pretrained_dir: The pre-trained model's run (`init_from` of the
-        pre-trained variants).
+        pre-trained variants, `tokenizer_from` of `pretrained_tokenizer`).
     """
     lora = None
     if self.lora_rank:
@@ -88,11 +111,13 @@ class Variant:
                                  rank=self.lora_rank)
     return dataclasses.replace(
         base, init_from=pretrained_dir if self.pretrained else None,
+        tokenizer_from=pretrained_dir if self.pretrained_tokenizer else None,
         lora=lora)
 
 
 DEFAULT_VARIANTS = (
-    Variant('scratch_full', pretrained=False),
+    # The control of the pre-trained start: its tokenizer, fresh weights.
+    Variant('scratch_full', pretrained=False, pretrained_tokenizer=True),
     Variant(REFERENCE, pretrained=True),
     Variant('lora_r4', pretrained=True, lora_rank=4),
     Variant('lora_r8', pretrained=True, lora_rank=8),
@@ -105,9 +130,17 @@ DEFAULT_VARIANTS = (
 DEFAULT_METHODS = ('fedavg/num_examples', 'fedavg/lorar')
 
 
+# Known by name, not run by default.
+OTHER_VARIANTS = (
+    # From scratch with a tokenizer of the clients' own text.
+    Variant('scratch_full_own_tokenizer', pretrained=False),
+)
+
+
 def parse_variants(names: Sequence[str]) -> list[Variant]:
-  """Variants by name: those of `DEFAULT_VARIANTS`, or 'lora_r<rank>'."""
-  known = {v.name: v for v in DEFAULT_VARIANTS}
+  """Variants by name: those of `DEFAULT_VARIANTS` and `OTHER_VARIANTS`,
+  or 'lora_r<rank>'."""
+  known = {v.name: v for v in DEFAULT_VARIANTS + OTHER_VARIANTS}
   variants = []
   for name in names:
     name = name.strip()
@@ -163,10 +196,12 @@ def run_peft_benchmark(
       variant, method or seed.
   """
   _check_variants(variants, pretrained_dir)
+  variant_settings = {v: v.settings(settings, pretrained_dir)
+                      for v in variants}
 
   def collect(variant, variant_seeds, variant_train):
     return text2sql_benchmark.collect_runs(
-        variant.settings(settings, pretrained_dir), data_dir=data_dir,
+        variant_settings[variant], data_dir=data_dir,
         output_dir=os.path.join(output_dir, variant.name), methods=methods,
         seeds=variant_seeds, train=variant_train,
         archive_dir=archive_dir and os.path.join(archive_dir, variant.name))
@@ -191,7 +226,7 @@ def run_peft_benchmark(
         f'{output_dir}: no finished run of any variant to report.')
   summaries = collections.OrderedDict(
       (v.name, text2sql_benchmark.report_runs(
-          runs[v], v.settings(settings, pretrained_dir), data_dir=data_dir,
+          runs[v], variant_settings[v], data_dir=data_dir,
           output_dir=os.path.join(output_dir, v.name), command=command))
       for v in finished)
   return summarize(finished, summaries, output_dir=output_dir,
@@ -202,10 +237,12 @@ def _check_variants(variants: Sequence[Variant],
                     pretrained_dir: Optional[str]) -> None:
   if not variants:
     raise errors.InputError('--variants: no variant given.')
-  if any(v.pretrained for v in variants) and not pretrained_dir:
+  needing = [v.name for v in variants if v.needs_pretrained_run]
+  if needing and not pretrained_dir:
     raise errors.InputError(
-        'The pre-trained variants need --pretrained_dir (a finished '
-        'pretrain_seq2seq run, e.g. make pretrain: runs/pretrain_cpu).')
+        f'The variants {needing} need --pretrained_dir (a finished '
+        'pretrain_seq2seq run, e.g. make pretrain: runs/pretrain_cpu): its '
+        'model or its tokenizer.')
 
 
 def time_rounds(settings: text2sql_benchmark.RunSettings, *,
@@ -240,8 +277,11 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
 
   Returns:
     The content of `TIMING_FILE`: per variant its steady round times
-    (`round_seconds`), their median, and `REFERENCE`'s median over it
-    (`speedup_over_full`; absent without `REFERENCE`).
+    (`round_seconds`), their median, `REFERENCE`'s median over it
+    (`speedup_over_full`; absent without `REFERENCE`), and the bytes each
+    client downloads and uploads per round (`bytes_down_per_client`,
+    `bytes_up_per_client`: the runs' `communication` records, the same in
+    every round and pass).
   """
   if rounds < 2 or repeats < 1:
     raise errors.InputError(
@@ -254,6 +294,7 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
                                eval_every=rounds, evaluate_initial=False))
   processes = training_lib.ProcessCache()
   times = collections.OrderedDict((v.name, []) for v in variants)
+  traffic = {}
   for repeat in range(repeats):
     order = variants if repeat % 2 == 0 else list(reversed(variants))
     for variant in order:
@@ -273,12 +314,15 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
           os.path.join(run_dir, 'federated', 'metrics.jsonl'))
       times[variant.name] += [r['round_seconds'] for r in records
                               if 'round_seconds' in r and r['round'] > 1]
+      traffic[variant.name] = _run_traffic(run_dir)
   content = collections.OrderedDict(
       method=text2sql_report.method_slug(method), rounds=rounds,
       repeats=repeats, variants=collections.OrderedDict())
   for name, seconds in times.items():
     content['variants'][name] = collections.OrderedDict(
-        round_seconds=seconds, median=float(np.median(seconds)))
+        round_seconds=seconds, median=float(np.median(seconds)),
+        bytes_down_per_client=traffic[name]['bytes_down_per_client'],
+        bytes_up_per_client=traffic[name]['bytes_up_per_client'])
   if REFERENCE in times:
     reference = content['variants'][REFERENCE]['median']
     for entry in content['variants'].values():
@@ -345,6 +389,7 @@ def summarize(variants: Sequence[Variant],
       methods[slug] = entry
     content['variants'][variant.name] = collections.OrderedDict(
         label=variant.label, pretrained=variant.pretrained,
+        pretrained_tokenizer=variant.pretrained or variant.pretrained_tokenizer,
         lora_rank=variant.lora_rank, methods=methods)
   if reference is not None:
     reference_methods = content['variants'][REFERENCE]['methods']
@@ -462,15 +507,28 @@ def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
       f'Side by side (`--time_rounds={timing["rounds"]}`, '
       f'{timing["repeats"]} interleaved passes of {timing["method"]}; the '
       'first round of each run, which compiles, left out):', '',
-      '| Variant | Rounds timed | Median round (s) | Range (s) | '
-      '× faster than full |', '|---|---:|---:|---|---:|']
-  for name, entry in timing['variants'].items():
+      '| Variant | Bytes down / up per client-round | × fewer than full | '
+      'Rounds timed | Median round (s) | Range (s) | × faster than full |',
+      '|---|---|---:|---:|---:|---|---:|']
+  variants = timing['variants']
+  reference = variants.get(REFERENCE)
+  for name, entry in variants.items():
     seconds = entry['round_seconds']
-    ratio = entry.get('speedup_over_full')
+    speedup = entry.get('speedup_over_full')
+    # Timings written before the bytes were recorded have none.
+    down, up = (entry.get('bytes_down_per_client'),
+                entry.get('bytes_up_per_client'))
+    fewer = None
+    if down is not None and reference and 'bytes_down_per_client' in reference:
+      fewer = (reference['bytes_down_per_client']
+               + reference['bytes_up_per_client']) / (down + up)
     lines.append(
-        f'| {name} | {len(seconds)} | {entry["median"]:.1f} | '
+        f'| {name} | '
+        f'{"–" if down is None else f"{down:,.0f} / {up:,.0f}"} | '
+        f'{"–" if fewer is None else f"{fewer:.1f}×"} | '
+        f'{len(seconds)} | {entry["median"]:.1f} | '
         f'{min(seconds):.1f}–{max(seconds):.1f} | '
-        f'{"–" if ratio is None else f"{ratio:.2f}"} |')
+        f'{"–" if speedup is None else f"{speedup:.2f}"} |')
   return lines
 
 

@@ -219,6 +219,8 @@ class RunSettings:
     lora: Every run fine-tunes these LoRA adapters (`run_text2sql`'s
       `lora`; its seed is replaced by each run's). Its rank and alpha name
       the runs' directories.
+    tokenizer_from: Every run trains a model from scratch with this run's
+      tokenizer (`run_text2sql`'s `tokenizer_from`); named as `init_from`.
   """
 
   data: text2sql_task.DataConfig
@@ -228,6 +230,7 @@ class RunSettings:
   aggregation: Optional[aggregation_lib.AggregationConfig] = None
   init_from: Optional[str] = None
   lora: Optional[lora_lib.LoraConfig] = None
+  tokenizer_from: Optional[str] = None
 
   def for_run(self, method: text2sql_report.MethodKey,
               seed: int) -> 'RunSettings':
@@ -250,7 +253,8 @@ class RunSettings:
     return run_dir_for(
         output_dir, method, data=self.data, model=self.model,
         training=self.training, seed=self.loop.seed,
-        variant=run_variant(self.aggregation, self.init_from, self.lora))
+        variant=run_variant(self.aggregation, self.init_from, self.lora,
+                            tokenizer_from=self.tokenizer_from))
 
   def run(self, *, data_dir: Optional[str], output_dir: str,
           processes: Optional[training_lib.ProcessCache] = None
@@ -260,7 +264,8 @@ class RunSettings:
         data_dir=data_dir, output_dir=output_dir, data=self.data,
         model=self.model, training=self.training, loop=self.loop,
         aggregation=self.aggregation, init_from=self.init_from,
-        lora=self.lora, processes=processes)
+        lora=self.lora, processes=processes,
+        tokenizer_from=self.tokenizer_from)
 
 
 def collect_runs(
@@ -378,21 +383,16 @@ def report_runs(
 
 
 def run_variant(aggregation, init_from: Optional[str],
-                lora: Optional[lora_lib.LoraConfig]
+                lora: Optional[lora_lib.LoraConfig], *,
+                tokenizer_from: Optional[str] = None
                 ) -> Optional[dict[str, Any]]:
-  """What besides the method defines a run: aggregation, start, adapters."""
+  """What besides the method defines a run: aggregation, start, adapters,
+  another run's tokenizer."""
   variant = collections.OrderedDict(_aggregation_variant(aggregation) or {})
   if init_from is not None:
-    path = os.path.join(init_from, 'config.json')
-    if not os.path.isfile(path):
-      raise errors.CheckpointError(
-          f'{path}: no run configuration; init_from must be a finished '
-          'run directory (e.g. of pretrain_seq2seq or train_text2sql).')
-    with open(path) as f:
-      init_config = json.load(f)
-    variant['init'] = '{}.{}'.format(
-        os.path.basename(os.path.normpath(init_from)),
-        training_lib.config_digest(init_config['experiment'])[:6])
+    variant['init'] = _run_reference(init_from, 'init_from')
+  if tokenizer_from is not None:
+    variant['tokenizer'] = _run_reference(tokenizer_from, 'tokenizer_from')
   if lora is not None:
     variant['lora_r'] = lora.rank
     if lora.alpha is not None:
@@ -402,6 +402,19 @@ def run_variant(aggregation, init_from: Optional[str],
     if lora.train_layer_norms:
       variant['lora_layer_norms'] = 1
   return variant or None
+
+
+def _run_reference(run_dir: str, what: str) -> str:
+  """`<run folder name>.<6 digits of its experiment's digest>`."""
+  path = os.path.join(run_dir, 'config.json')
+  if not os.path.isfile(path):
+    raise errors.CheckpointError(
+        f'{path}: no run configuration; {what} must be a finished run '
+        'directory (e.g. of pretrain_seq2seq or train_text2sql).')
+  with open(path) as f:
+    config = json.load(f)
+  return '{}.{}'.format(os.path.basename(os.path.normpath(run_dir)),
+                        training_lib.config_digest(config['experiment'])[:6])
 
 
 def _aggregation_variant(

@@ -98,6 +98,11 @@ DATA = config_flags.define_config(
         'max_train_examples': config_flags.Spec(
             'Training examples per client (seeded subset); 0: all. A default '
             'and per-client values, e.g. 200,advising=400,atis=400.'),
+        'lowercase_sql': config_flags.Spec(
+            'Lower-case the SQL outside its string literals (and the '
+            'schema\'s names in the input), for training and exact match; '
+            'SQLite runs it the same. Fewer pieces for a tokenizer trained '
+            'on natural language (--init_from a pretrain_seq2seq run).'),
     })
 
 # The method (paradigm, algorithm, weighting) is train_text2sql's flags or

@@ -23,6 +23,10 @@ the adapters, the model of `--init_from` (e.g. a `pretrain_seq2seq` run)
 stays frozen; see `tff_nlp.algorithms.build_lora_process`.
 `--init_from_keras_nlp=<dir>` starts from a local keras-nlp BART preset
 instead (its tokenizer and model; `tff_nlp.models.keras_nlp_preset`).
+`--tokenizer_from=<run>` trains a model from scratch with that run's
+tokenizer (the control of a pre-trained start). `--lowercase_sql` trains
+on and scores SQL lower-cased outside its values, which a tokenizer of
+natural language cuts into fewer pieces.
 
 With `--paradigm=federated`: `--max_weight_share`, `--robust_aggregation`
 and differential privacy (`--dp_noise_multiplier` or `--target_epsilon`,
@@ -68,6 +72,13 @@ _INIT_FROM = flags.DEFINE_string(
     'init_from', None,
     'Output directory of an earlier centralized or federated run to start '
     'from (its tokenizer and selected model); the model flags must match.')
+
+_TOKENIZER_FROM = flags.DEFINE_string(
+    'tokenizer_from', None,
+    'Output directory of an earlier run (e.g. pretrain_seq2seq) whose '
+    'tokenizer this run uses instead of training one; the model starts '
+    'from scratch (e.g. to compare with --init_from of that run at the same '
+    'tokenization). Not with --init_from or --init_from_keras_nlp.')
 
 _VOCAB_SLICE_KEYS = flags.DEFINE_integer(
     'vocab_slice_keys', 0,
@@ -125,6 +136,7 @@ def main(argv):
         loop=loop,
         init_from=_INIT_FROM.value,
         init_from_keras_nlp=_INIT_FROM_KERAS_NLP.value,
+        tokenizer_from=_TOKENIZER_FROM.value,
         vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
         num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
         aggregation=aggregation,

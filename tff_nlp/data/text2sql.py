@@ -524,10 +524,13 @@ def serialize_schema(schema: Schema, *, columns: bool = True) -> str:
                                for t in schema.tables)
 
 
-def model_input(question: str, schema: Schema, *, columns: bool = True) -> str:
-  """The parser's input: `question | <serialize_schema(schema)>`."""
-  return question + SCHEMA_SEPARATOR + serialize_schema(schema,
-                                                        columns=columns)
+def model_input(question: str, schema: Schema, *, columns: bool = True,
+                lowercase_schema: bool = False) -> str:
+  """The parser's input: `question | <serialize_schema(schema)>`, the
+  schema lower-cased with `lowercase_schema` (for lower-cased SQL)."""
+  names = serialize_schema(schema, columns=columns)
+  return question + SCHEMA_SEPARATOR + (names.lower() if lowercase_schema
+                                        else names)
 
 
 def check_client(name: str) -> None:

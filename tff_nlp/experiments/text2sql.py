@@ -177,6 +177,7 @@ def run_text2sql(
     lora: Optional[lora_lib.LoraConfig] = None,
     init_from_keras_nlp: Optional[str] = None,
     processes: Optional[training_lib.ProcessCache] = None,
+    tokenizer_from: Optional[str] = None,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -245,6 +246,12 @@ def run_text2sql(
       kept for later ones (e.g. a timing that runs each setting twice:
       building a process traces the model, which costs more than a few
       rounds). None: built for this call only.
+    tokenizer_from: The output directory of an earlier run (e.g. a
+      `pretrain_seq2seq` run) whose tokenizer this run uses instead of
+      training its own; the model starts from fresh weights. With the
+      `init_from` run's tokenizer, a model from scratch differs from one
+      fine-tuned from that run only in its starting weights. Not with
+      `init_from` or `init_from_keras_nlp`, which bring their tokenizers.
 
   Returns:
     The content of `results.json`.
@@ -259,11 +266,16 @@ def run_text2sql(
     aggregation = None
   templates = isinstance(model, text2sql_templates.TemplateParserConfig)
   if templates and (init_from or vocab_slice_keys or data.retrieved_sql
-                    or data.sql_merges or lora):
+                    or data.sql_merges or lora or data.lowercase_sql):
     raise errors.InputError(
         'The template parser (--parser=template) takes no --init_from, '
-        '--vocab_slice_keys, --retrieved_sql, --sql_merges or --lora_rank: '
-        'they are the seq2seq parser\'s.')
+        '--vocab_slice_keys, --retrieved_sql, --sql_merges, --lora_rank or '
+        '--lowercase_sql: they are the seq2seq parser\'s.')
+  if tokenizer_from and (init_from or init_from_keras_nlp or templates):
+    raise errors.InputError(
+        '--tokenizer_from gives a model from scratch another run\'s '
+        'tokenizer: it takes no --init_from or --init_from_keras_nlp (they '
+        'bring their own tokenizers) and no --parser=template.')
   if init_from_keras_nlp and (init_from or templates or vocab_slice_keys
                               or data.tokenizer == 'copy_words'):
     raise errors.InputError(
@@ -303,6 +315,8 @@ def run_text2sql(
     experiment['lora'] = lora
   if init_from_keras_nlp:
     experiment['init_from_keras_nlp'] = os.path.abspath(init_from_keras_nlp)
+  if tokenizer_from:
+    experiment['tokenizer_from'] = os.path.abspath(tokenizer_from)
   if aggregation is not None:
     # Only when set, as the two above.
     experiment['aggregation'] = aggregation
@@ -324,10 +338,15 @@ def run_text2sql(
     # leaves nothing that would refuse the corrected call.
     init_checkpoint = _selected_checkpoint(init_from)
     _check_init_model(init_from, data, model)
+  tokenizer_source = init_from or tokenizer_from
+  if tokenizer_source is not None:
+    _tokenizer_file(tokenizer_source, data.tokenizer,
+                    '--init_from' if init_from else '--tokenizer_from')
   training_lib.prepare_run_dir(output_dir, config)
   start = time.perf_counter()
-  if init_from is not None:
-    _copy_tokenizer(init_from, os.path.join(output_dir, TOKENIZER_DIR))
+  if tokenizer_source is not None:
+    _copy_tokenizer(tokenizer_source, os.path.join(output_dir, TOKENIZER_DIR),
+                    data.tokenizer)
   if templates:
     task = text2sql_task.prepare_template_task(
         data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
@@ -596,17 +615,26 @@ def _lora_sizes(model_fn) -> collections.OrderedDict:
       base_bytes_once=model_fn.base_bytes)
 
 
-def _copy_tokenizer(run_dir: str, tokenizer_dir: str) -> None:
-  names = (subword_tokenizer.PROTO_FILENAME, copy_tokenizer.VOCABULARY_FILE)
-  sources = [os.path.join(run_dir, TOKENIZER_DIR, name) for name in names]
-  if not any(os.path.exists(source) for source in sources):
+# The file that holds a run's tokenizer, by `DataConfig.tokenizer`.
+_TOKENIZER_FILES = {'subword': subword_tokenizer.PROTO_FILENAME,
+                    'copy_words': copy_tokenizer.VOCABULARY_FILE}
+
+
+def _tokenizer_file(run_dir: str, kind: str, flag: str) -> str:
+  """The `kind` tokenizer file of `run_dir`; a `CheckpointError` naming
+  `flag` if it has none (e.g. a copy_words run for a subword one)."""
+  path = os.path.join(run_dir, TOKENIZER_DIR, _TOKENIZER_FILES[kind])
+  if not os.path.isfile(path):
     raise errors.CheckpointError(
-        f'{os.path.join(run_dir, TOKENIZER_DIR)}: no tokenizer in '
-        f'{run_dir!r}.')
+        f'{flag}={run_dir}: no {kind} tokenizer ({path} is missing); '
+        f'--tokenizer={kind} needs a run that tokenized its data that way.')
+  return path
+
+
+def _copy_tokenizer(run_dir: str, tokenizer_dir: str, kind: str) -> None:
   os.makedirs(tokenizer_dir, exist_ok=True)
-  for name, source in zip(names, sources):
-    if os.path.exists(source):
-      shutil.copyfile(source, os.path.join(tokenizer_dir, name))
+  shutil.copyfile(_tokenizer_file(run_dir, kind, 'tokenizer'),
+                  os.path.join(tokenizer_dir, _TOKENIZER_FILES[kind]))
 
 
 def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:

@@ -26,10 +26,15 @@ from typing import Any, Optional
 
 from tff_nlp.metrics import sql_execution
 
-# String literals ('...' or "...", a doubled quote escapes it), parentheses
-# and the words ORDER BY: enough to find the top-level ORDER BY clause.
+# A SQL string literal: '...' or "...", a doubled quote escaping it.
+_STRING_LITERAL = r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\""
+# String literals, parentheses and the words ORDER BY: enough to find the
+# top-level ORDER BY clause.
 _ORDER_BY_TOKENS = re.compile(
-    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[()]|\bORDER\s+BY\b", re.IGNORECASE)
+    _STRING_LITERAL + r"|[()]|\bORDER\s+BY\b", re.IGNORECASE)
+# A string literal, or the text up to the next quote (an unclosed quote and
+# what follows it count as text).
+_LITERAL_OR_TEXT = re.compile(_STRING_LITERAL + r"""|[^'"]+|['"]""")
 
 
 def normalize_sql(sql: str) -> str:
@@ -54,6 +59,37 @@ def normalize_sql(sql: str) -> str:
     The normalised string.
   """
   return ' '.join(sql.split())
+
+
+def lowercase_sql(sql: str) -> str:
+  """`sql` with everything outside its string literals lower-cased.
+
+  Keywords, table and column names and aliases become lower case; the
+  values in quotes ('...' or "...", a doubled quote escaping it) keep their
+  case. SQLite ignores the case of keywords and names (and `LIKE` the case
+  of ASCII letters), so a query runs the same either way. What
+  `text2sql_task.DataConfig.lowercase_sql` trains on and scores: a
+  tokenizer trained on natural language splits `COURSEalias0.NAME` into
+  many more pieces than `coursealias0.name`.
+
+  Examples: `SELECT T.NAME FROM CITY AS T WHERE T.X = "New York"` becomes
+  `select t.name from city as t where t.x = "New York"`; an unclosed quote
+  leaves the rest as it is: `A = "Bb` becomes `a = "Bb`.
+
+  Args:
+    sql: A SQL string.
+
+  Returns:
+    The lower-cased string, as long as `sql`.
+  """
+  parts = []
+  quoted = False
+  for match in _LITERAL_OR_TEXT.finditer(sql):
+    part = match.group()
+    # From an unclosed quote on, nothing is lower-cased: it may be a value.
+    quoted = quoted or part in ('"', "'")
+    parts.append(part if quoted or part[0] in '\'"' else part.lower())
+  return ''.join(parts)
 
 
 def exact_match(prediction: str, gold: str) -> bool:

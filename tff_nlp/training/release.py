@@ -26,10 +26,23 @@ import tensorflow_federated as tff
 from tff_nlp import errors
 
 KEY_FIELD = 'round'
+# Field metadata of a dataclass field that `to_json_value` leaves out while it
+# has its default: a field added to a configuration later then keeps the
+# records and cache keys (`config_digest`) of the runs made before it.
+OMIT_IF_DEFAULT = 'tff_nlp_omit_if_default'
+
+
+def field_added_later(default: Any) -> Any:
+  """A dataclass field with `default` that `to_json_value` omits at it."""
+  return dataclasses.field(default=default, metadata={OMIT_IF_DEFAULT: True})
 
 
 def to_json_value(value: Any) -> Any:
-  """Converts numpy/TF/attrs/dataclass structures to JSON-serializable values."""
+  """Converts numpy/TF/attrs/dataclass structures to JSON-serializable values.
+
+  A dataclass becomes a mapping of its fields, in order, without the fields
+  made by `field_added_later` that hold their default.
+  """
   if isinstance(value, Mapping):
     return collections.OrderedDict(
         (str(k), to_json_value(v)) for k, v in value.items()
@@ -38,7 +51,9 @@ def to_json_value(value: Any) -> Any:
     return to_json_value(attrs.asdict(value, recurse=False))
   if dataclasses.is_dataclass(value) and not isinstance(value, type):
     return to_json_value(collections.OrderedDict(
-        (f.name, getattr(value, f.name)) for f in dataclasses.fields(value)))
+        (f.name, getattr(value, f.name)) for f in dataclasses.fields(value)
+        if not (f.metadata.get(OMIT_IF_DEFAULT)
+                and getattr(value, f.name) == f.default)))
   if isinstance(value, enum.Enum):
     return value.value
   if isinstance(value, (list, tuple)):
