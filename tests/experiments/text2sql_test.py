@@ -72,6 +72,27 @@ def _pretrained():
   return _shared_run(paradigm='centralized')[0]
 
 
+def _assert_same_tokenizer(run_dir, results, earlier):
+  """`run_dir` (with its `results`) tokenizes with the `earlier` run's
+  tokenizer: the same file, the same vocabulary size."""
+  assert ((run_dir / 'tokenizer' / 'vocabulary.spm').read_bytes()
+          == (earlier / 'tokenizer' / 'vocabulary.spm').read_bytes())
+  with open(earlier / 'results.json') as f:
+    assert results['vocabulary_size'] == json.load(f)['vocabulary_size']
+
+
+def _round_0_and_selected(run_dir, earlier):
+  """(round-0 global weight of federated `run_dir`, the `earlier` run's
+  selected weight) per trainable variable."""
+  reader = tf.train.load_checkpoint(str(
+      run_dir / 'federated' / 'checkpoints' / 'round_0' / 'variables' /
+      'variables'))
+  with np.load(earlier / 'centralized' / 'best_model.npz') as best:
+    return [(reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
+                               '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
+            for i in range(len(best.files))]
+
+
 class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -338,19 +359,10 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
             paradigm='federated', algorithm='fedavg', weighting='lorar',
             local_epochs=text2sql_task.PerClient(1),
             batch_sizes=text2sql_task.PerClient(4)))
-    assert ((tmp_path / 'finetuned' / 'tokenizer' / 'vocabulary.spm')
-            .read_bytes() == (pretrained / 'tokenizer' /
-                              'vocabulary.spm').read_bytes())
-    with open(pretrained / 'results.json') as f:
-      assert results['vocabulary_size'] == json.load(f)['vocabulary_size']
-    reader = tf.train.load_checkpoint(str(
-        tmp_path / 'finetuned' / 'federated' / 'checkpoints' / 'round_0' /
-        'variables' / 'variables'))
-    with np.load(pretrained / 'centralized' / 'best_model.npz') as best:
-      for i in range(len(best.files)):
-        np.testing.assert_array_equal(
-            reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
-                              '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
+    _assert_same_tokenizer(tmp_path / 'finetuned', results, pretrained)
+    for start, selected in _round_0_and_selected(tmp_path / 'finetuned',
+                                                 pretrained):
+      np.testing.assert_array_equal(start, selected)
     assert results['config']['experiment']['init_from'] == str(pretrained)
 
   def test_tokenizer_from_trains_fresh_weights_with_that_runs_tokenizer(
@@ -366,23 +378,12 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         training=text2sql_task.TrainingConfig(
             paradigm='federated', local_epochs=text2sql_task.PerClient(1),
             batch_sizes=text2sql_task.PerClient(4)))
-    assert ((tmp_path / 'scratch' / 'tokenizer' / 'vocabulary.spm')
-            .read_bytes() == (pretrained / 'tokenizer' /
-                              'vocabulary.spm').read_bytes())
-    with open(pretrained / 'results.json') as f:
-      assert results['vocabulary_size'] == json.load(f)['vocabulary_size']
+    _assert_same_tokenizer(tmp_path / 'scratch', results, pretrained)
     assert results['config']['experiment']['tokenizer_from'] == str(
         pretrained)
     # Round 0 is a fresh model of the seed, not the run's trained one.
-    reader = tf.train.load_checkpoint(str(
-        tmp_path / 'scratch' / 'federated' / 'checkpoints' / 'round_0' /
-        'variables' / 'variables'))
-    with np.load(pretrained / 'centralized' / 'best_model.npz') as best:
-      differ = [not np.array_equal(
-          reader.get_tensor(f'_value/global_model_weights/trainable/{i}/'
-                            '.ATTRIBUTES/VARIABLE_VALUE'), best[f'arr_{i}'])
-                for i in range(len(best.files))]
-    assert any(differ)
+    assert any(not np.array_equal(start, selected) for start, selected in
+               _round_0_and_selected(tmp_path / 'scratch', pretrained))
 
   @parameterized.named_parameters(
       ('with_init_from', True, False, errors.InputError,
