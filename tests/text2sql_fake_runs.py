@@ -25,7 +25,7 @@ def real_test_examples(clients, with_values=True, schema_columns=True):
 
 
 def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
-              execution=None, seconds=60.0, split_sizes=None):
+              execution=None, seconds=60.0, split_sizes=None, data=None):
   """A finished run as `run_text2sql` leaves it, without training.
 
   Args:
@@ -38,6 +38,8 @@ def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
     seconds: Its wall time.
     split_sizes: Client -> recorded test split size (default: the number
       of outcomes).
+    data: The `DataConfig` fields to record in its config (e.g.
+      `{'lowercase_sql': True}`), or None for none.
   """
   os.makedirs(os.path.join(run_dir, text2sql.PREDICTIONS_DIR), exist_ok=True)
   for client, values in outcomes.items():
@@ -49,7 +51,9 @@ def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
                             'exact_match': bool(value)}) + '\n')
   split_sizes = split_sizes or {c: len(v) for c, v in outcomes.items()}
   results = {
-      'config': {'experiment': {'seed': seed}, 'loop': {'rounds': 3}},
+      'config': {'experiment': dict({'seed': seed},
+                                    **({'data': data} if data else {})),
+                 'loop': {'rounds': 3}},
       'examples': {c: {'train': 8, 'dev': 4, 'test': split_sizes[c]}
                    for c in outcomes},
       'test': {'exact_match': {'per_client': {

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests import text2sql_fake_runs
+from tff_nlp.metrics import text2sql as text2sql_metrics
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -41,14 +42,19 @@ class CompareRunsBinaryExecutionTest(tf.test.TestCase):
     self.real = text2sql_fake_runs.real_test_examples(_CLIENTS)
     self.assertEqual([len(self.real[c]) for c in _CLIENTS], [74, 26])
 
-  def _runs(self, name, correct, seeds=(0, 1, 2)):
+  def _runs(self, name, correct, seeds=(0, 1, 2), lowercase_sql=False):
+    examples = self.real
+    if lowercase_sql:  # What such a run records: lower-cased gold SQL.
+      examples = {c: [(source, text2sql_metrics.lowercase_sql(gold))
+                      for source, gold in pairs]
+                  for c, pairs in self.real.items()}
     dirs = []
     for seed, counts in zip(seeds, correct):
       run_dir = os.path.join(self.tmp, f'{name}-{seed}')
       text2sql_fake_runs.write_run(
           run_dir, seed,
           {c: _first(k, len(self.real[c])) for c, k in zip(_CLIENTS, counts)},
-          self.real)
+          examples, data={'lowercase_sql': True} if lowercase_sql else None)
       dirs.append(run_dir)
     return ','.join(dirs)
 
@@ -98,6 +104,22 @@ class CompareRunsBinaryExecutionTest(tf.test.TestCase):
     self.assertAlmostEqual(report['a']['macro_avg']['estimate'],
                            (122 / 222 + 43 / 78) / 2, places=6)
     self.assertIn('a_minus_b_macro_by_seed: 7.6 [', result.stdout)
+
+  def test_lower_cased_runs_are_compared_with_the_baseline_lower_cased(
+      self):
+    output = os.path.join(self.tmp, 'intervals.json')
+    result = self._compare(
+        self._runs('a', _CORRECT_A[:1], seeds=(0,), lowercase_sql=True),
+        self._runs('b', _CORRECT_B[:1], seeds=(0,), lowercase_sql=True),
+        '--seeds=0,0', f'--output={output}')
+    self.assertEqual(result.returncode, 0, result.stderr)
+    with open(output) as f:
+      report = json.load(f)
+    # Template retrieval gets restaurants 72/74 and imdb 6/26 either way
+    # (its module docstring); A gets 40/74 and 13/26.
+    self.assertAlmostEqual(
+        report['a_minus_retrieval']['macro_avg']['estimate'],
+        _macro(_CORRECT_A[0]) - _macro((72, 6)), places=6)
 
   def test_unpaired_lists_are_refused(self):
     result = self._compare(self._runs('a', _CORRECT_A),

@@ -21,6 +21,7 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
+from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.tasks import text2sql as text2sql_task
 from tests import text2sql_fake_runs
 
@@ -369,6 +370,41 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(errors.InputError,
                                 "client 'imdb'.*do not align"):
       _summarize(tmp_path, {_FEDAVG_LORAR: runs}, baseline=baseline)
+
+  def test_baseline_of_lower_cased_runs(self):
+    # Runs with lowercase_sql are scored against lower-cased gold SQL: the
+    # baseline's gold and predictions are lower-cased with it, which
+    # changes none of its exact matches (restaurants 72 of 74 and imdb 6 of
+    # 26 either way, the template_retrieval module docstring).
+    plain = _baseline()
+    lowered = text2sql_seed_runs.template_retrieval_predictions(
+        text2sql_task.DataConfig(clients=_BASELINE_CLIENTS,
+                                 lowercase_sql=True), data_dir=None)
+    self.assertEqual(lowered.questions, plain.questions)
+    for client in _BASELINE_CLIENTS:
+      self.assertEqual(lowered.pairs[client], [
+          (text2sql_metrics.lowercase_sql(p),
+           text2sql_metrics.lowercase_sql(g))
+          for p, g in plain.pairs[client]])
+      self.assertEqual(sum(p == g for p, g in lowered.pairs[client]),
+                       sum(p == g for p, g in plain.pairs[client]))
+    self.assertEqual(
+        [sum(p == g for p, g in lowered.pairs[c]) for c in _BASELINE_CLIENTS],
+        [72, 6])
+    # A lower-cased run's test examples align with it, in full or a subset.
+    real = text2sql_fake_runs.real_test_examples(
+        ('imdb',), schema_columns=False)['imdb']
+    golds = [g for _, g in lowered.pairs['imdb']]
+    examples = []
+    for source, gold in real:
+      question, separator, schema = source.partition(' | ')
+      examples.append((question + separator + schema.lower(),
+                       text2sql_metrics.lowercase_sql(gold)))
+    for subset, expected in ((slice(None), list(range(len(golds)))),
+                             (slice(3, 9, 2), [3, 5, 7])):
+      self.assertEqual(text2sql_seed_runs.align_to_baseline(
+          examples[subset], lowered.questions['imdb'], golds, where='imdb'),
+                       expected)
 
   def test_align_to_baseline_anonymised_questions(self):
     # Without values, questions keep their variable names; gold SQL has

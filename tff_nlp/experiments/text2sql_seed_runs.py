@@ -204,8 +204,11 @@ def template_retrieval_predictions(
   """The template-retrieval baseline on the full test splits of `data`.
 
   Args:
-    data: The runs' data: its clients, and `with_values` for the questions
-      (the gold SQL has values either way).
+    data: The runs' data: its clients, `with_values` for the questions (the
+      gold SQL has values either way), and `lowercase_sql`: the runs' gold
+      SQL is then lower-cased outside its values, and so are the baseline's
+      gold and predictions (which changes none of its exact matches: no two
+      gold queries differ only there, see `DataConfig.lowercase_sql`).
     data_dir: The `shared/data` folder; None finds it.
 
   Returns:
@@ -214,11 +217,17 @@ def template_retrieval_predictions(
   clients = text2sql_data.load_clients(data.clients, data_dir=data_dir,
                                        with_values=data.with_values)
   folder = text2sql_source.find_text2sql_dir(data_dir)
+  pairs = template_retrieval.predict_clients(clients, data_dir=data_dir,
+                                             split='test')
+  if data.lowercase_sql:
+    lower = text2sql_metrics.lowercase_sql
+    pairs = {c: [(lower(prediction), lower(gold))
+                 for prediction, gold in client_pairs]
+             for c, client_pairs in pairs.items()}
   return BaselinePredictions(
       questions={c: [e.question for e in clients[c].test]
                  for c in data.clients},
-      pairs=template_retrieval.predict_clients(clients, data_dir=data_dir,
-                                               split='test'),
+      pairs=pairs,
       db_paths={c: path for c, path in
                 sql_execution.find_databases(folder).items()
                 if c in data.clients})
