@@ -1,8 +1,10 @@
 """Full fine-tuning vs LoRA adapters on the federated text-to-SQL clients.
 
 Issue 30's comparison: each `Variant` says where the parser starts (the
-pre-trained model of a `pretrain_seq2seq` run, or from scratch) and what the
-clients train (the whole model, or LoRA adapters of rank r). Every variant
+pre-trained model of a `pretrain_seq2seq` run, or from scratch; by default
+with that run's tokenizer, so that the two starts differ in their weights
+only) and what the clients train (the whole model, or LoRA adapters of
+rank r). Every variant
 runs every method (e.g. FedAvg with num_examples and with Lorar weighting)
 with every seed through `text2sql_benchmark.collect_runs`, in
 `<output_dir>/<variant>/` (each run cached under its configuration, so an

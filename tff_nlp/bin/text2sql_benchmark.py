@@ -18,11 +18,13 @@ baseline. Data, model and local-training flags are those of
 
 With `--variants`, it compares fine-tuning variants instead (issue 30;
 `tff_nlp.benchmarks.peft_benchmark`): each of the --methods runs from
-scratch (`scratch_full`) or from the `--pretrained_dir` model, training the
-whole model (`pretrained_full`) or LoRA adapters (`lora_r4`, `lora_r8`,
-`lora_r16`, any `lora_r<rank>`; `--lora_alpha`, `--lora_targets`), each
-variant in `<output_dir>/<variant>/`, and the report gives exact match,
-bytes per client and round and the differences from `pretrained_full`.
+scratch with the `--pretrained_dir` model's tokenizer (`scratch_full`; with
+a tokenizer of the clients' text: `scratch_full_own_tokenizer`) or from the
+`--pretrained_dir` model, training the whole model (`pretrained_full`) or
+LoRA adapters (`lora_r4`, `lora_r8`, `lora_r16`, any `lora_r<rank>`;
+`--lora_alpha`, `--lora_targets`), each variant in
+`<output_dir>/<variant>/`, and the report gives exact match, bytes per
+client and round and the differences from `pretrained_full`.
 """
 
 import dataclasses
@@ -84,12 +86,14 @@ _REPORT_ONLY = flags.DEFINE_bool(
 _VARIANTS = flags.DEFINE_list(
     'variants', [],
     'If set: compare these fine-tuning variants of every method '
-    '(scratch_full, pretrained_full, lora_r<rank>) instead of the methods '
-    'alone; see tff_nlp.benchmarks.peft_benchmark.')
+    '(scratch_full, scratch_full_own_tokenizer, pretrained_full, '
+    'lora_r<rank>) instead of the methods alone; see '
+    'tff_nlp.benchmarks.peft_benchmark.')
 _PRETRAINED_DIR = flags.DEFINE_string(
     'pretrained_dir', None,
     'With --variants: the pre-trained model\'s run (a pretrain_seq2seq run, '
-    'e.g. runs/pretrain_cpu from make pretrain).')
+    'e.g. runs/pretrain_cpu from make pretrain): the start of the '
+    'pre-trained variants and the tokenizer of scratch_full.')
 
 
 _TIME_ROUNDS = flags.DEFINE_integer(
