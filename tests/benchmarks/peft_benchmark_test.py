@@ -273,6 +273,16 @@ class SummarizeTest(tf.test.TestCase):
     self.assertLess(high, 0.0)  # The same examples: LoRA is below.
     self.assertLess(low, -0.35)
 
+  def test_token_accuracy_difference_from_full(self):
+    # MacroAvg token accuracy 0.40 - 0.65 in every seed: -0.25, an interval
+    # of zero width over the 3 paired seeds.
+    tokens = self.content['differences']['lora_r4-fedavg-num_examples'][
+        'token_accuracy']
+    self.assertAllClose(tokens['difference'], -0.25)
+    self.assertEqual(tokens['paired_seeds'], 3)
+    self.assertAllClose(tokens['seed_ci95'], [-0.25, -0.25])
+    self.assertEqual(tokens['seed_verdict'], 'pretrained_full higher')
+
   def test_files(self):
     with open(os.path.join(self.root, peft_benchmark.RESULTS_FILE)) as f:
       self.assertEqual(json.load(f)['reference'], 'pretrained_full')
@@ -281,6 +291,7 @@ class SummarizeTest(tf.test.TestCase):
     self.assertIn('| LoRA r = 4, pre-trained | FedAvg | 3 | 15.0', table)
     self.assertIn('| 40.0 [40.0, 40.0] | 100 / 120 | 36.8× | 3.0 |', table)
     self.assertIn('| lora_r4-fedavg-num_examples | -35.0 |', table)
+    self.assertIn('| -25.0 [-25.0, -25.0] | pretrained_full higher |', table)
 
 
 # Round times the fake runs record, per variant and pass: round 1 (which

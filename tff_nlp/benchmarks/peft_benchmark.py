@@ -411,12 +411,14 @@ def summarize(variants: Sequence[Variant],
         a = _seed_runs(summaries[variant.name], slug,
                        os.path.join(output_dir, variant.name))
         b = _seed_runs(reference, slug, os.path.join(output_dir, REFERENCE))
-        content['differences'][f'{variant.name}-{slug}'] = (
-            text2sql_summary.difference_json(
-                a, b, text2sql_summary.Bootstrap(
-                    intervals.DEFAULT_NUM_REPLICATES,
-                    intervals.DEFAULT_CONFIDENCE, 0), a_name=variant.name,
-                b_name=REFERENCE))
+        difference = text2sql_summary.difference_json(
+            a, b, text2sql_summary.Bootstrap(
+                intervals.DEFAULT_NUM_REPLICATES,
+                intervals.DEFAULT_CONFIDENCE, 0), a_name=variant.name,
+            b_name=REFERENCE)
+        difference['token_accuracy'] = _token_difference(
+            a, b, a_name=variant.name)
+        content['differences'][f'{variant.name}-{slug}'] = difference
   first = next(iter(summaries.values()))
   content['baseline'] = first.get('baseline')
   timing_path = os.path.join(output_dir, TIMING_FILE)
@@ -428,6 +430,32 @@ def summarize(variants: Sequence[Variant],
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
     f.write(markdown(content))
   return content
+
+
+def _token_difference(a: Sequence[text2sql_seed_runs.SeedRun],
+                      b: Sequence[text2sql_seed_runs.SeedRun], *,
+                      a_name: str) -> Optional[dict[str, Any]]:
+  """A − `REFERENCE` of MacroAvg test token accuracy, over paired seeds.
+
+  What separates variants whose exact match is still 0, in the same units
+  only when both tokenize alike (every default variant has the pre-trained
+  tokenizer). The runs record token counts per client, not per example, so
+  the interval is the Student-t one of the per-seed differences (None with
+  one seed); there is no bootstrap over examples. None if a run has no
+  token counts.
+  """
+  if any(run.tokens is None for run in [*a, *b]):
+    return None
+  b_by_seed = {run.seed: run for run in b}
+  per_seed = [run.tokens.macro - b_by_seed[run.seed].tokens.macro
+              for run in a if run.seed in b_by_seed]
+  interval = intervals.seed_interval(per_seed) if per_seed else None
+  ci = interval and text2sql_report.interval_json(interval)
+  return collections.OrderedDict(
+      difference=float(np.mean([run.tokens.macro for run in a])
+                       - np.mean([run.tokens.macro for run in b])),
+      paired_seeds=len(per_seed), seed_ci95=ci,
+      seed_verdict=ci and intervals.verdict(interval, a_name, REFERENCE))
 
 
 def _macro(summary: Optional[Mapping[str, Any]]
@@ -480,15 +508,23 @@ def markdown(content: Mapping[str, Any]) -> str:
               'model (MacroAvg EM, percentage points): over seeds, and the '
               'paired bootstrap over test examples.', '',
               '| Variant − full | Difference | Seeds 95% CI | Bootstrap 95% '
-              'CI | Verdict |', '|---|---:|---|---|---|']
+              'CI | Verdict | Token accuracy difference [seeds 95% CI] | '
+              'Verdict |', '|---|---:|---|---|---|---|---|']
     for name, difference in content['differences'].items():
       macro = difference['exact_match']['macro_avg']
       seed_ci = macro['seed_ci95']
       boot = macro['bootstrap_ci95']
+      tokens = difference.get('token_accuracy')
+      token_text = token_verdict = '–'
+      if tokens:
+        token_text = (f'{100 * tokens["difference"]:+.1f} '
+                      f'{_ci_text(tokens["seed_ci95"])}')
+        token_verdict = tokens['seed_verdict'] or '–'
       lines.append(
           f'| {name} | {100 * macro["difference"]:+.1f} | '
           f'{_ci_text(seed_ci)} | {_ci_text(boot)} | '
-          f'{macro["bootstrap_verdict"] or macro["seed_verdict"] or "–"} |')
+          f'{macro["bootstrap_verdict"] or macro["seed_verdict"] or "–"} | '
+          f'{token_text} | {token_verdict} |')
   return '\n'.join(lines) + '\n'
 
 
