@@ -193,6 +193,44 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert (f'| MacroAvg | {points} | [{points}, {points}] | {verdict} |'
             in table)
 
+  def test_lorar_minus_num_examples_token_accuracy(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    # MacroAvg token accuracy: num_examples (0.5 + 0.3) / 2 = 0.4 on every
+    # seed; Lorar seed s (0.6 + 0.1 s + 0.4) / 2 = 0.5, 0.55, 0.6. Paired
+    # differences 0.10, 0.15, 0.20: mean 0.15, sd 0.05, 95 % t half-width
+    # t_{2,0.975} 0.05 / sqrt(3) = 0.124209.
+    runs = {}
+    for method, tokens in (
+        (_FEDAVG, lambda s: {'imdb': (50, 100), 'yelp': (30, 100)}),
+        (_FEDAVG_LORAR,
+         lambda s: {'imdb': (60 + 10 * s, 100), 'yelp': (40, 100)})):
+      runs[method] = []
+      for seed in range(3):
+        run_dir = str(tmp_path / 'runs' / f'{method[2]}-{seed}')
+        text2sql_fake_runs.write_run(run_dir, seed, _RISING[seed],
+                                     _FAKE_EXAMPLES, tokens=tokens(seed))
+        runs[method].append((seed, run_dir))
+    report = _summarize(tmp_path, runs)
+    tokens = report['lorar_vs_num_examples']['fedavg']['token_accuracy']
+    half = _T_2 * 0.05 / math.sqrt(3)
+    assert tokens['difference'] == pytest.approx(0.15)
+    assert tokens['paired_seeds'] == 3
+    assert tokens['seed_ci95'] == pytest.approx([0.15 - half, 0.15 + half])
+    assert tokens['seed_verdict'] == 'Lorar higher'
+    table = (tmp_path / 'results.md').read_text()
+    assert ('| token accuracy, MacroAvg | +15.00 | – | – | – | – | '
+            f'[{100 * (0.15 - half):+.2f}, {100 * (0.15 + half):+.2f}] | '
+            'Lorar higher |') in table
+
+  def test_no_token_difference_without_token_counts(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    report = _summarize(tmp_path, {
+        _FEDAVG: _write_method(tmp_path, 'base', _RISING),
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', _RISING)})
+    assert report['lorar_vs_num_examples']['fedavg']['token_accuracy'] is None
+    assert 'token accuracy, MacroAvg' not in (tmp_path / 'results.md'
+                                              ).read_text()
+
   def test_resampled_seeds_widen_the_difference(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     # Same outcomes per seed, but seeds differ: resampling seeds

@@ -416,8 +416,6 @@ def summarize(variants: Sequence[Variant],
                 intervals.DEFAULT_NUM_REPLICATES,
                 intervals.DEFAULT_CONFIDENCE, 0), a_name=variant.name,
             b_name=REFERENCE)
-        difference['token_accuracy'] = _token_difference(
-            a, b, a_name=variant.name)
         content['differences'][f'{variant.name}-{slug}'] = difference
   first = next(iter(summaries.values()))
   content['baseline'] = first.get('baseline')
@@ -430,32 +428,6 @@ def summarize(variants: Sequence[Variant],
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
     f.write(markdown(content))
   return content
-
-
-def _token_difference(a: Sequence[text2sql_seed_runs.SeedRun],
-                      b: Sequence[text2sql_seed_runs.SeedRun], *,
-                      a_name: str) -> Optional[dict[str, Any]]:
-  """A − `REFERENCE` of MacroAvg test token accuracy, over paired seeds.
-
-  What separates variants whose exact match is still 0, in the same units
-  only when both tokenize alike (every default variant has the pre-trained
-  tokenizer). The runs record token counts per client, not per example, so
-  the interval is the Student-t one of the per-seed differences (None with
-  one seed); there is no bootstrap over examples. None if a run has no
-  token counts.
-  """
-  if any(run.tokens is None for run in [*a, *b]):
-    return None
-  b_by_seed = {run.seed: run for run in b}
-  per_seed = [run.tokens.macro - b_by_seed[run.seed].tokens.macro
-              for run in a if run.seed in b_by_seed]
-  interval = intervals.seed_interval(per_seed) if per_seed else None
-  ci = interval and text2sql_report.interval_json(interval)
-  return collections.OrderedDict(
-      difference=float(np.mean([run.tokens.macro for run in a])
-                       - np.mean([run.tokens.macro for run in b])),
-      paired_seeds=len(per_seed), seed_ci95=ci,
-      seed_verdict=ci and intervals.verdict(interval, a_name, REFERENCE))
 
 
 def _macro(summary: Optional[Mapping[str, Any]]

@@ -227,6 +227,13 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
   (`seed_ci95`, None with one), the paired bootstrap over test examples
   (`bootstrap_ci95`) and over examples and seeds (`bootstrap_seeds_ci95`),
   each with its `intervals.verdict`.
+
+  `token_accuracy` is A - B of MacroAvg teacher-forced test token accuracy,
+  what separates models whose exact match is still 0: the `difference`,
+  `paired_seeds` and the t interval of the per-seed differences with its
+  verdict. The runs record token counts per client, not per example, so
+  there is no bootstrap; it is None when a run has no token counts. Its
+  units are the same for A and B only if they tokenize alike.
   """
   b_by_seed = {r.seed: r for r in b}
   common = [(r, b_by_seed[r.seed]) for r in a if r.seed in b_by_seed]
@@ -274,7 +281,25 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
       a=a_name, b=b_name, num_seeds=[len(a), len(b)],
       paired_seeds=[x.seed for x, _ in common],
       exact_match=content,
+      token_accuracy=_token_difference(a, b, common, a_name, b_name),
       bootstrap=bootstrap.to_json() if plain is not None else None)
+
+
+def _token_difference(a, b, common, a_name: str, b_name: str
+                      ) -> Optional[dict[str, Any]]:
+  """`difference_json`'s `token_accuracy` entry (MacroAvg), or None."""
+  if any(run.tokens is None for run in [*a, *b]):
+    return None
+  per_seed = [x.tokens.macro - y.tokens.macro for x, y in common]
+  interval = intervals.seed_interval(per_seed) if per_seed else None
+  return collections.OrderedDict(
+      difference=float(np.mean([run.tokens.macro for run in a])
+                       - np.mean([run.tokens.macro for run in b])),
+      paired_seeds=len(per_seed),
+      seed_ci95=(text2sql_report.interval_json(interval)
+                 if interval else None),
+      seed_verdict=(intervals.verdict(interval, a_name, b_name)
+                    if interval else None))
 
 
 def summarize_runs(

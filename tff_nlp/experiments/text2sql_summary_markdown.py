@@ -210,8 +210,10 @@ def _percent_interval(bounds: Optional[Sequence[float]]) -> str:
 def difference_markdown(difference: Mapping[str, Any]) -> str:
   """One algorithm's Lorar - num_examples table.
 
-  Rows: the clients, MacroAvg, MicroAvg; columns: the difference in points
-  and each interval (`[low, high]`, points) with its verdict.
+  Rows: the clients, MacroAvg, MicroAvg of exact match, then MacroAvg
+  token accuracy if every run recorded it (it has only the seed interval);
+  columns: the difference in points and each interval (`[low, high]`,
+  points) with its verdict.
   """
   header = ['', 'Lorar − num_examples', 'bootstrap 95% CI (test examples)',
             'verdict', 'bootstrap 95% CI (examples and seeds)', 'verdict',
@@ -226,6 +228,13 @@ def difference_markdown(difference: Mapping[str, Any]) -> str:
     for key in ('bootstrap', 'bootstrap_seeds', 'seed'):
       cells += [_points_interval(entry[f'{key}_ci95']),
                 entry[f'{key}_verdict'] or text2sql_report.MISSING]
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  tokens = difference.get('token_accuracy')
+  if tokens:
+    cells = ['token accuracy, MacroAvg', _points(tokens['difference'])]
+    cells += [text2sql_report.MISSING] * 4
+    cells += [_points_interval(tokens['seed_ci95']),
+              tokens['seed_verdict'] or text2sql_report.MISSING]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
 
