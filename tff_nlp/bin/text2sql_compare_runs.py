@@ -21,7 +21,6 @@ differences (`a_minus_b_macro_by_seed`).
 """
 
 import json
-import os
 
 from absl import app
 from absl import flags
@@ -75,14 +74,6 @@ def _read_runs(argv) -> tuple[list, list]:
           [text2sql_seed_runs.read_run(d, s) for d, s in zip(dirs_b, seeds)])
 
 
-def _lowercase_sql(run_dir: str) -> bool:
-  """Whether the run trained on and was scored against lower-cased SQL
-  (`DataConfig.lowercase_sql`; absent from runs recorded without it)."""
-  with open(os.path.join(run_dir, 'results.json'), encoding='utf-8') as f:
-    experiment = json.load(f)['config']['experiment']
-  return bool(experiment.get('data', {}).get('lowercase_sql', False))
-
-
 def main(argv):
   if len(argv) != 3:
     raise app.UsageError('Give two run directories (or lists): A and B.')
@@ -90,8 +81,8 @@ def main(argv):
   # The baseline is scored against run A's gold SQL, lower-cased with it.
   baseline = text2sql_seed_runs.template_retrieval_predictions(
       text2sql.DataConfig(clients=tuple(runs_a[0].outcomes),
-                          lowercase_sql=_lowercase_sql(
-                              argv[1].split(',')[0])), data_dir=None)
+                          lowercase_sql=runs_a[0].lowercase_sql),
+      data_dir=None)
   ((retrieval, _),) = text2sql_seed_runs.baseline_runs(
       baseline, {runs_a[0].seed: runs_a[0]})
   a, b = _stacked(runs_a), _stacked(runs_b)

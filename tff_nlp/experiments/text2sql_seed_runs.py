@@ -52,6 +52,9 @@ class SeedRun:
     seconds: Wall time of the run.
     best_rounds: The selected round per trained model.
     split_sizes: Client name -> {'train', 'dev', 'test'} example counts.
+    lowercase_sql: Whether the run trained on and was scored against
+      lower-cased SQL (`DataConfig.lowercase_sql`; False for runs recorded
+      before the option).
   """
 
   seed: int
@@ -65,6 +68,7 @@ class SeedRun:
   best_rounds: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   split_sizes: Mapping[str, Mapping[str, int]] = dataclasses.field(
       default_factory=dict)
+  lowercase_sql: bool = False
 
 
 def _read_predictions(path: str) -> list[dict[str, Any]]:
@@ -122,7 +126,8 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
     raise errors.InputError(f'{path}: no results; is the run finished?')
   with open(path, encoding='utf-8') as f:
     results = json.load(f)
-  recorded_seed = results.get('config', {}).get('experiment', {}).get('seed')
+  experiment = results.get('config', {}).get('experiment', {})
+  recorded_seed = experiment.get('seed')
   if recorded_seed is not None and recorded_seed != seed:
     raise errors.InputError(
         f'{path}: a run of seed {recorded_seed}, expected seed {seed}.')
@@ -177,7 +182,8 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
                                 total_key='tokens') if tokens else None,
       seconds=results.get('seconds'),
       best_rounds=results.get('best_rounds', {}),
-      split_sizes=split_sizes)
+      split_sizes=split_sizes,
+      lowercase_sql=bool(experiment.get('data', {}).get('lowercase_sql')))
 
 
 @dataclasses.dataclass(frozen=True)
