@@ -4,8 +4,8 @@ References: hand-derived numbers (examples seen = steps x batch, the
 initial loss of a near-uniform model = ln V, perplexity = e^loss, the
 corpus line counts read here directly), the uninterrupted run for a resumed
 one, and text-to-SQL's own `init_from` checks (`_selected_checkpoint`,
-`_check_init_model`, `_copy_tokenizer`, `prepare_task`,
-`load_model_weights`) for the run directory.
+`_check_init_model`, `_tokenizer_file`, `_copy_tokenizer`,
+`prepare_task`, `load_model_weights`) for the run directory.
 """
 
 import dataclasses
@@ -142,7 +142,9 @@ class PretrainExecutionTest(tf.test.TestCase):
           data, max_source_length=64), model)
     tokenizer_dir = os.path.join(self.create_tempdir().full_path,
                                  'tokenizer')
-    text2sql._copy_tokenizer(output_dir, tokenizer_dir, 'subword')
+    text2sql._copy_tokenizer(
+        text2sql._tokenizer_file(output_dir, 'subword', '--init_from'),
+        tokenizer_dir)
     task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=tokenizer_dir)
     self.assertEqual(task.tokenizer.vocabulary_size(), 500)

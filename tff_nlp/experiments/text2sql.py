@@ -340,13 +340,13 @@ def run_text2sql(
     _check_init_model(init_from, data, model)
   tokenizer_source = init_from or tokenizer_from
   if tokenizer_source is not None:
-    _tokenizer_file(tokenizer_source, data.tokenizer,
-                    '--init_from' if init_from else '--tokenizer_from')
+    tokenizer_file = _tokenizer_file(
+        tokenizer_source, data.tokenizer,
+        '--init_from' if init_from else '--tokenizer_from')
   training_lib.prepare_run_dir(output_dir, config)
   start = time.perf_counter()
   if tokenizer_source is not None:
-    _copy_tokenizer(tokenizer_source, os.path.join(output_dir, TOKENIZER_DIR),
-                    data.tokenizer)
+    _copy_tokenizer(tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
   if templates:
     task = text2sql_task.prepare_template_task(
         data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
@@ -631,10 +631,11 @@ def _tokenizer_file(run_dir: str, kind: str, flag: str) -> str:
   return path
 
 
-def _copy_tokenizer(run_dir: str, tokenizer_dir: str, kind: str) -> None:
+def _copy_tokenizer(tokenizer_file: str, tokenizer_dir: str) -> None:
+  """Copies a `_tokenizer_file` into this run's `tokenizer_dir`."""
   os.makedirs(tokenizer_dir, exist_ok=True)
-  shutil.copyfile(_tokenizer_file(run_dir, kind, 'tokenizer'),
-                  os.path.join(tokenizer_dir, _TOKENIZER_FILES[kind]))
+  shutil.copyfile(tokenizer_file, os.path.join(
+      tokenizer_dir, os.path.basename(tokenizer_file)))
 
 
 def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:
