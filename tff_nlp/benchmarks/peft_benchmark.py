@@ -316,7 +316,8 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
           os.path.join(run_dir, 'federated', 'metrics.jsonl'))
       times[variant.name] += [r['round_seconds'] for r in records
                               if 'round_seconds' in r and r['round'] > 1]
-      traffic[variant.name] = _run_traffic(run_dir)
+      if variant.name not in traffic:  # The same bytes in every pass.
+        traffic[variant.name] = _run_traffic(run_dir)
   content = collections.OrderedDict(
       method=text2sql_report.method_slug(method), rounds=rounds,
       repeats=repeats, variants=collections.OrderedDict())
