@@ -245,13 +245,7 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
   mean_b = text2sql_report.summarize_seeds([r.exact_match for r in b])
 
   def entry(estimate_a, estimate_b, per_seed, part, client=None):
-    seed_interval = (intervals.seed_interval(per_seed) if per_seed else None)
-    content = collections.OrderedDict(
-        difference=estimate_a - estimate_b,
-        seed_ci95=(text2sql_report.interval_json(seed_interval)
-                   if seed_interval else None),
-        seed_verdict=(intervals.verdict(seed_interval, a_name, b_name)
-                      if seed_interval else None))
+    content = _seed_entry(estimate_a - estimate_b, per_seed, a_name, b_name)
     for key, result in (('bootstrap', plain), ('bootstrap_seeds', with_seeds)):
       interval = None
       if result is not None:
@@ -291,11 +285,23 @@ def _token_difference(a, b, common, a_name: str, b_name: str
   if any(run.tokens is None for run in [*a, *b]):
     return None
   per_seed = [x.tokens.macro - y.tokens.macro for x, y in common]
+  return _seed_entry(
+      float(np.mean([run.tokens.macro for run in a])
+            - np.mean([run.tokens.macro for run in b])),
+      per_seed, a_name, b_name, paired_seeds=len(per_seed))
+
+
+def _seed_entry(difference: float, per_seed: Sequence[float], a_name: str,
+                b_name: str, **extra: Any) -> dict[str, Any]:
+  """A difference with the t interval of its per-seed differences.
+
+  `seed_ci95` and `seed_verdict` are None without paired seeds; `extra`
+  entries go between `difference` and the interval.
+  """
   interval = intervals.seed_interval(per_seed) if per_seed else None
   return collections.OrderedDict(
-      difference=float(np.mean([run.tokens.macro for run in a])
-                       - np.mean([run.tokens.macro for run in b])),
-      paired_seeds=len(per_seed),
+      difference=difference,
+      **extra,
       seed_ci95=(text2sql_report.interval_json(interval)
                  if interval else None),
       seed_verdict=(intervals.verdict(interval, a_name, b_name)
