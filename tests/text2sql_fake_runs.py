@@ -25,7 +25,8 @@ def real_test_examples(clients, with_values=True, schema_columns=True):
 
 
 def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
-              execution=None, seconds=60.0, split_sizes=None, data=None):
+              execution=None, seconds=60.0, split_sizes=None, data=None,
+              example_tokens=None):
   """A finished run as `run_text2sql` leaves it, without training.
 
   Args:
@@ -33,22 +34,34 @@ def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
     seed: Its seed, recorded in its config.
     outcomes: Client -> 0/1 exact match per test example.
     examples: Client -> (input, gold SQL) per test example.
-    tokens: Client -> (correct tokens, tokens), or None.
+    tokens: Client -> (correct tokens, tokens), or None (with
+      `example_tokens`: their sums).
     execution: Client -> (correct, total), or None.
     seconds: Its wall time.
     split_sizes: Client -> recorded test split size (default: the number
       of outcomes).
     data: The `DataConfig` fields to record in its config (e.g.
       `{'lowercase_sql': True}`), or None for none.
+    example_tokens: Client -> (correct tokens, tokens) of each test example,
+      written into its predictions (as runs since per-example token counts
+      do), or None (as older runs).
   """
+  if example_tokens and not tokens:
+    tokens = {c: tuple(int(sum(column)) for column in zip(*pairs))
+              for c, pairs in example_tokens.items()}
   os.makedirs(os.path.join(run_dir, text2sql.PREDICTIONS_DIR), exist_ok=True)
   for client, values in outcomes.items():
     with open(os.path.join(run_dir, text2sql.PREDICTIONS_DIR,
                            f'{client}.jsonl'), 'w') as f:
-      for value, (source, gold) in zip(values, examples[client]):
-        f.write(json.dumps({'input': source, 'gold': gold,
-                            'prediction': gold if value else 'SELECT 0 ;',
-                            'exact_match': bool(value)}) + '\n')
+      for i, (value, (source, gold)) in enumerate(
+          zip(values, examples[client])):
+        record = {'input': source, 'gold': gold,
+                  'prediction': gold if value else 'SELECT 0 ;',
+                  'exact_match': bool(value)}
+        if example_tokens:
+          record['correct_tokens'], record['tokens'] = (
+              example_tokens[client][i])
+        f.write(json.dumps(record) + '\n')
   split_sizes = split_sizes or {c: len(v) for c, v in outcomes.items()}
   results = {
       'config': {'experiment': dict({'seed': seed},

@@ -57,11 +57,17 @@ _LORA = [{'imdb': _first(1, 10), 'yelp': _first(4, 20)}] * 3
 # 120. Full / LoRA = 8,100 / 220 = 36.8181...
 _TRAFFIC = {'pretrained_full': [(4000, 4100), (4000, 4100)],
             'lora_r4': [(100, 110), (100, 130)]}
-# Teacher-forced test tokens (correct, total), the same every seed: full
-# imdb 60/100, yelp 70/100 -> MacroAvg 0.65; LoRA 30/100, 50/100 -> 0.40.
-# Equal seeds: the interval over seeds is the point itself.
-_TOKENS = {'pretrained_full': {'imdb': (60, 100), 'yelp': (70, 100)},
-           'lora_r4': {'imdb': (30, 100), 'yelp': (50, 100)}}
+# Teacher-forced test tokens (correct, total) per example, the same every
+# seed. imdb: 10 examples of 10 tokens, full 6 right each (0.6), LoRA 3
+# (0.3); yelp: 20 of 5 tokens, full 4, 3, 4, 3, ... (70 of 100), LoRA 3, 2,
+# 3, 2, ... (0.5). MacroAvg full 0.65, LoRA 0.40. LoRA - full on any
+# resample of the examples: imdb -3 k / 10 k = -0.3, yelp -k / 5 k = -0.2,
+# MacroAvg -0.25; equal seeds: every interval is the point itself.
+_TOKENS = {
+    'pretrained_full': {'imdb': [(6, 10)] * 10,
+                        'yelp': [(4 - i % 2, 5) for i in range(20)]},
+    'lora_r4': {'imdb': [(3, 10)] * 10,
+                'yelp': [(3 - i % 2, 5) for i in range(20)]}}
 
 
 def _write_variant(root, name, per_seed):
@@ -69,7 +75,7 @@ def _write_variant(root, name, per_seed):
   for seed, outcomes in enumerate(per_seed):
     run_dir = os.path.join(root, name, 'runs', f'fedavg-{seed}')
     text2sql_fake_runs.write_run(run_dir, seed, outcomes, _EXAMPLES,
-                                 tokens=_TOKENS[name])
+                                 example_tokens=_TOKENS[name])
     os.makedirs(os.path.join(run_dir, 'federated'))
     with open(os.path.join(run_dir, 'federated', 'metrics.jsonl'), 'w') as f:
       f.write(json.dumps({'round': 0}) + '\n')
@@ -280,8 +286,9 @@ class SummarizeTest(tf.test.TestCase):
         'token_accuracy']
     self.assertAllClose(tokens['difference'], -0.25)
     self.assertEqual(tokens['paired_seeds'], 3)
-    self.assertAllClose(tokens['seed_ci95'], [-0.25, -0.25])
-    self.assertEqual(tokens['seed_verdict'], 'pretrained_full higher')
+    for key in ('seed', 'bootstrap', 'bootstrap_seeds'):
+      self.assertAllClose(tokens[f'{key}_ci95'], [-0.25, -0.25])
+      self.assertEqual(tokens[f'{key}_verdict'], 'pretrained_full higher')
 
   def test_files(self):
     with open(os.path.join(self.root, peft_benchmark.RESULTS_FILE)) as f:
@@ -290,8 +297,12 @@ class SummarizeTest(tf.test.TestCase):
       table = f.read()
     self.assertIn('| LoRA r = 4, pre-trained | FedAvg | 3 | 15.0', table)
     self.assertIn('| 40.0 [40.0, 40.0] | 100 / 120 | 36.8× | 3.0 |', table)
-    self.assertIn('| lora_r4-fedavg-num_examples | -35.0 |', table)
-    self.assertIn('| -25.0 [-25.0, -25.0] | pretrained_full higher |', table)
+    # EM: seeds [-35 ± 49.7] (no difference), bootstrap below 0: not called.
+    self.assertRegex(
+        table, r'\| lora_r4-fedavg-num_examples \| -35\.0 \| \[-84\.7, '
+        r'\+14\.7\] \| \[-[0-9.]+, -[0-9.]+\] \| no difference \| -25\.0 \| '
+        r'\[-25\.0, -25\.0\] \| \[-25\.0, -25\.0\] \| pretrained_full '
+        r'higher \|')
 
 
 # Round times the fake runs record, per variant and pass: round 1 (which

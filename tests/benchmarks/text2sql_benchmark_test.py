@@ -41,9 +41,24 @@ _CORRECT = {_FEDAVG: {'geography': 1, 'imdb': 0},
             _CENTRALIZED: {'geography': 2, 'imdb': 2}}
 
 
-def _fake_runs(test_case):
-  """Replaces `run_text2sql` in `test_case`; returns the (method, seed) runs."""
+def _fill(correct, tokens):
+  """(correct, tokens) of `_NUM_TEST` examples of `tokens` tokens each, the
+  `correct` ones in the first examples: _fill(10, 5) = (5, 5), (5, 5),
+  (0, 5), (0, 5)."""
+  return [(min(tokens, max(0, correct - i * tokens)), tokens)
+          for i in range(_NUM_TEST)]
+
+
+def _fake_runs(test_case, options=None):
+  """Replaces `run_text2sql` in `test_case`; returns the (method, seed) runs.
+
+  `options`, read at each call and changeable between them:
+  `example_tokens` (write per-example token counts, as runs do since
+  2026-11-29), `checkpoints` (leave a checkpoint folder), `seconds` (the
+  recorded wall time), `extra_correct` (added to `_CORRECT`).
+  """
   calls = []
+  options = {} if options is None else options
 
   def fake_run(*, data_dir, output_dir, data, model, training, loop,
                aggregation=None, init_from=None, lora=None, processes=None,
@@ -55,8 +70,12 @@ def _fake_runs(test_case):
       calls.append(('finetuning', init_from, lora))
     if tokenizer_from is not None:
       calls.append(('tokenizer', tokenizer_from))
-    correct = _CORRECT[training.method]
+    correct = {c: k + options.get('extra_correct', 0)
+               for c, k in _CORRECT[training.method].items()}
     os.makedirs(os.path.join(output_dir, 'federated'), exist_ok=True)
+    if options.get('checkpoints'):
+      os.makedirs(os.path.join(output_dir, 'federated', 'checkpoints',
+                               f'round_{loop.rounds}'), exist_ok=True)
     with open(os.path.join(output_dir, 'federated', 'metrics.jsonl'),
               'w') as f:
       for r in range(loop.rounds + 1):
@@ -81,10 +100,14 @@ def _fake_runs(test_case):
         {c: [i < correct[c] for i in range(_NUM_TEST)] for c in data.clients},
         {c: real[c][:_NUM_TEST] for c in data.clients},
         # Token accuracy: 10 * correct EM examples of 20 (geography) and
-        # of 40 (imdb) tokens.
+        # of 40 (imdb) tokens; per example (of 5 or 10 tokens), the correct
+        # tokens fill the first examples.
         tokens={c: (10 * correct[c], 20 if c == 'geography' else 40)
                 for c in data.clients},
-        seconds=1.0)
+        example_tokens=options.get('example_tokens') and {
+            c: _fill(10 * correct[c], 5 if c == 'geography' else 10)
+            for c in data.clients},
+        seconds=options.get('seconds', 1.0))
     with open(os.path.join(output_dir, 'results.json')) as f:
       return json.load(f)
 
@@ -270,6 +293,53 @@ class Text2SqlBenchmarkExecutionTest(tf.test.TestCase, parameterized.TestCase):
     text2sql_benchmark.archive_run(str(run_dir), str(archive))
     assert (lorar / 'predictions' / 'imdb.jsonl.gz').read_bytes() == before
     assert not any(n.endswith('.partial') for n in os.listdir(archive))
+
+  def test_runs_without_example_tokens_are_scored_again_once(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    options = {'checkpoints': True}
+    calls = _fake_runs(self, options)
+    archive = tmp_path / 'archive'
+    _run(tmp_path, _METHODS, archive_dir=str(archive))
+    assert len(calls) == 2
+    # The code now records per-example token counts: each run is scored
+    # again (a call of `run_text2sql` in its directory), once; its wall
+    # time stays, the rescoring's is recorded beside it; the archive has
+    # the new predictions.
+    options.update(example_tokens=True, seconds=7.0)
+    report = _run(tmp_path, _METHODS, archive_dir=str(archive))
+    assert calls == [(m, 0) for m in _METHODS] * 2
+    for name in os.listdir(archive):
+      with open(archive / name / 'results.json') as f:
+        results = json.load(f)
+      assert (results['seconds'], results['rescore_seconds']) == (1.0, 7.0)
+    difference = report['lorar_vs_num_examples']['fedavg']['token_accuracy']
+    assert difference['bootstrap_ci95'] is not None
+    _run(tmp_path, _METHODS, archive_dir=str(archive))
+    assert len(calls) == 4
+    assert not list(tmp_path.rglob('*.before_rescore'))
+
+  def test_archived_runs_without_checkpoints_are_not_scored_again(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    options = {}
+    calls = _fake_runs(self, options)
+    _run(tmp_path, _METHODS)
+    options.update(example_tokens=True)
+    report = _run(tmp_path, _METHODS)
+    assert len(calls) == 2
+    difference = report['lorar_vs_num_examples']['fedavg']['token_accuracy']
+    assert difference['bootstrap_ci95'] is None
+    assert difference['seed_ci95'] is None  # One seed.
+
+  def test_a_rescore_with_other_scores_is_refused(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    options = {'checkpoints': True}
+    _fake_runs(self, options)
+    _run(tmp_path, _METHODS[:1])
+    options.update(example_tokens=True, extra_correct=1)
+    with self.assertRaisesRegex(
+        errors.InputError, r"its \['exact_match', 'tokens'\] differ from the "
+        r'recorded ones \(kept in .*results.json.before_rescore\)'):
+      _run(tmp_path, _METHODS[:1])
 
   def test_report_only_reports_the_finished_runs(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

@@ -95,6 +95,15 @@ def _flip_prediction(run_dir):
     f.writelines(json.dumps(line) + '\n' for line in lines)
 
 
+def _miscount_tokens(run_dir):
+  path = os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'yelp.jsonl')
+  with open(path) as f:
+    lines = [json.loads(line) for line in f]
+  lines[0]['correct_tokens'] += 1
+  with open(path, 'w') as f:
+    f.writelines(json.dumps(line) + '\n' for line in lines)
+
+
 def _remove_predictions(run_dir):
   os.remove(os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'imdb.jsonl'))
 
@@ -222,6 +231,62 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
             f'[{100 * (0.15 - half):+.2f}, {100 * (0.15 + half):+.2f}] | '
             'Lorar higher |') in table
 
+  def _token_runs(self, tmp_path, lorar_tokens_per_yelp_example=5,
+                  drop_example_tokens_of=None):
+    """FedAvg and FedAvg + Lorar with per-example token counts.
+
+    imdb: 10 examples of 10 tokens; num_examples gets 5 of each right
+    (0.5), Lorar 7 (0.7). yelp: 20 examples of 5 tokens; num_examples gets
+    2, 1, 2, 1, ... (30 of 100: 0.3), Lorar 3, 2, 3, 2, ... (0.5). Every seed
+    the same. Lorar - num_examples on any resample of the examples: imdb
+    2 k / 10 k = 0.2, yelp k / 5 k = 0.2, MacroAvg 0.2, so every interval
+    is [0.2, 0.2].
+    """
+    runs = {}
+    for method, imdb, yelp in ((_FEDAVG, 5, (2, 1)),
+                               (_FEDAVG_LORAR, 7, (3, 2))):
+      yelp_units = (lorar_tokens_per_yelp_example if method == _FEDAVG_LORAR
+                    else 5)
+      example_tokens = {'imdb': [(imdb, 10)] * 10,
+                        'yelp': [(yelp[i % 2], yelp_units) for i in range(20)]}
+      runs[method] = []
+      for seed in range(3):
+        run_dir = str(tmp_path / 'runs' / f'{method[2]}-{seed}')
+        text2sql_fake_runs.write_run(
+            run_dir, seed, _RISING[seed], _FAKE_EXAMPLES,
+            **({'tokens': {'imdb': (10 * imdb, 100),
+                           'yelp': (30 if imdb == 5 else 50, 100)}}
+               if (method, seed) == drop_example_tokens_of
+               else {'example_tokens': example_tokens}))
+        runs[method].append((seed, run_dir))
+    return _summarize(tmp_path, runs)['lorar_vs_num_examples']['fedavg'][
+        'token_accuracy']
+
+  def test_token_difference_bootstraps_the_examples_tokens(self):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    tokens = self._token_runs(tmp_path)
+    assert tokens['difference'] == pytest.approx(0.2)
+    for key in ('seed', 'bootstrap', 'bootstrap_seeds'):
+      assert tokens[f'{key}_ci95'] == pytest.approx([0.2, 0.2]), key
+      assert tokens[f'{key}_verdict'] == 'Lorar higher', key
+    table = (tmp_path / 'results.md').read_text()
+    assert ('| token accuracy, MacroAvg | +20.00 | [+20.00, +20.00] | Lorar '
+            'higher | [+20.00, +20.00] | Lorar higher | [+20.00, +20.00] | '
+            'Lorar higher |') in table
+
+  @parameterized.named_parameters(
+      # Lorar's yelp examples of 6 tokens: the runs tokenize differently.
+      ('other_tokens', dict(lorar_tokens_per_yelp_example=6)),
+      # A run recorded before per-example token counts.
+      ('older_run', dict(drop_example_tokens_of=(_FEDAVG_LORAR, 1))),
+  )
+  def test_no_token_bootstrap_without_the_same_example_tokens(self, kwargs):
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    tokens = self._token_runs(tmp_path, **kwargs)
+    assert tokens['seed_ci95'] is not None
+    assert tokens['bootstrap_ci95'] is None
+    assert tokens['bootstrap_seeds_verdict'] is None
+
   def test_no_token_difference_without_token_counts(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     report = _summarize(tmp_path, {
@@ -251,10 +316,17 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
       (_drop_prediction, "19 predictions, but client 'yelp' has 20"),
       (_flip_prediction, r'5 exact matches, but .* counts 4'),
       (_remove_predictions, 'imdb.jsonl: missing'),
+      (_miscount_tokens, r'yelp.jsonl: 31 of 100 tokens correct per example, '
+       'but results.json counts 30 of 100'),
   ])
   def test_refuses_inconsistent_runs(self, corrupt, message):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
-    runs = _write_method(tmp_path, 'lorar', _RISING)
+    # Per-example token counts: imdb 1 of 5 right each (10 of 50), yelp 1
+    # and 2 of 5 alternately (30 of 100); `_miscount_tokens` makes yelp's
+    # lines add up to 31.
+    runs = _write_method(tmp_path, 'lorar', _RISING, example_tokens={
+        'imdb': [(1, 5)] * 10,
+        'yelp': [(2 if i % 2 else 1, 5) for i in range(20)]})
     corrupt(runs[1][1])
     with self.assertRaisesRegex(errors.InputError, message):
       _summarize(tmp_path, {_FEDAVG_LORAR: runs})

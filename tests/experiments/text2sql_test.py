@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import pathlib
+import shutil
 from unittest import mock
 
 from absl.testing import parameterized
@@ -28,6 +29,7 @@ from tff_nlp import training
 from tff_nlp.algorithms import aggregation
 from tff_nlp.analysis import privacy
 from tff_nlp.baselines import template_retrieval
+from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.metrics import intervals
@@ -141,7 +143,14 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
       for line in lines:
         assert line['exact_match'] == metrics.exact_match(
             line['prediction'], line['gold'])
+        assert 0 <= line['correct_tokens'] <= line['tokens']
       outcomes[client] = [line['exact_match'] for line in lines]
+      # The per-example token counts add up to the client's.
+      assert ([sum(line[k] for line in lines) for k in ('correct_tokens',
+                                                        'tokens')]
+              == [results['test_tokens'][client][k] for k in (
+                  'correct_tokens', 'tokens')])
+      assert 'example_tokens' not in results['test_tokens'][client]
     expected = metrics.ClientAccuracies.from_outcomes(outcomes)
     assert results['test']['exact_match']['macro_avg'] == pytest.approx(
         expected.macro)
@@ -584,6 +593,11 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     metrics = token_metrics(data)
     assert metrics['tokens'] == 14
     assert metrics['correct_tokens'] == expected_correct
+    # Per example, in the data's order (batches go by length): 3, 4, 2, 5
+    # target tokens.
+    assert metrics['example_tokens'] == [3, 4, 2, 5]
+    assert metrics['example_correct_tokens'] == (
+        ((logits.argmax(-1) == y.numpy()) & mask).sum(axis=1).tolist())
     assert metrics['token_accuracy'] == pytest.approx(expected_correct / 14)
     assert metrics['token_loss'] == pytest.approx(expected_loss, abs=1e-5)
     # New weights and another split reuse the one trace (batches of every
@@ -694,6 +708,43 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                                 algorithm='fedavg',
                                              weighting='lorar'),
           loop=_LOOP, vocab_slice_keys=60)
+
+  def test_a_finished_run_scored_again_gives_its_scores(self):
+    # A copy of a finished run as recorded before per-example token counts
+    # (and with a wall time to keep): scoring it again from its checkpoints
+    # trains no round and gives the recorded scores, with the counts.
+    shared, _ = _shared_run(paradigm='federated', algorithm='fedavg',
+                            weighting='lorar')
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / 'run'
+    shutil.copytree(shared, run_dir)
+    expected = {}
+    for path in (run_dir / 'predictions').iterdir():
+      lines = [json.loads(line) for line in path.read_text().splitlines()]
+      expected[path.name] = lines
+      path.write_text(''.join(json.dumps(
+          {k: v for k, v in line.items() if k not in ('correct_tokens',
+                                                      'tokens')}) + '\n'
+                              for line in lines))
+    with open(run_dir / 'results.json') as f:
+      before = json.load(f)
+    before['seconds'] = 1234.5
+    training.write_json(str(run_dir / 'results.json'), before)
+    metrics_before = (run_dir / 'federated' / 'metrics.jsonl').read_text()
+    settings = text2sql_benchmark.RunSettings(
+        data=_DATA, model=_MODEL, loop=_LOOP,
+        training=text2sql_task.TrainingConfig(
+            paradigm='federated', algorithm='fedavg', weighting='lorar',
+            local_epochs=text2sql_task.PerClient(1),
+            batch_sizes=text2sql_task.PerClient(4)))
+    after = text2sql_benchmark.rescore_run(settings, str(run_dir),
+                                           data_dir=None)
+    for name, lines in expected.items():
+      assert [json.loads(line) for line in (
+          run_dir / 'predictions' / name).read_text().splitlines()] == lines
+    assert (run_dir / 'federated' / 'metrics.jsonl').read_text() == (
+        metrics_before)
+    assert after['seconds'] == 1234.5 and after['rescore_seconds'] > 0
+    assert after['test'] == json.loads(json.dumps(before['test']))
 
   def test_same_config_and_seed_give_identical_weights_and_metrics(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

@@ -34,6 +34,23 @@ _POINT_A = ({'x': 2 / 3, 'y': 3 / 8}, 25 / 48, 1 / 2)
 _POINT_B = ({'x': 1 / 3, 'y': 3 / 4}, 13 / 24, 4 / 7)
 _POINT_A_MINUS_B = ({'x': 1 / 3, 'y': -3 / 8}, -1 / 48, -1 / 14)
 
+# With units (e.g. target tokens): x's 3 examples have 2, 1, 3 units (6), y's
+# 2 have 4, 1 (5); outcomes count correct units.
+#
+# A (1 seed):  x 1 1 2 (4/6 = 2/3)      y 3 0 (3/5)
+#   MacroAvg (2/3 + 3/5) / 2 = 19/30; MicroAvg (4 + 3) / 11 = 7/11.
+# B (2 seeds): x seed 0: 2 0 3 (5)      y seed 0: 4 1 (5)
+#                seed 1: 0 1 0 (1)        seed 1: 2 0 (2)
+#   x: 6 / (2 * 6) = 1/2; y: 7 / (2 * 5) = 7/10; MacroAvg 3/5;
+#   MicroAvg (6 + 7) / (2 * 11) = 13/22.
+# A - B: x 1/6, y -1/10, MacroAvg 19/30 - 18/30 = 1/30, MicroAvg 1/22.
+_UNITS = {'x': [2, 1, 3], 'y': [4, 1]}
+_UNITS_A = {'x': [[1, 1, 2]], 'y': [[3, 0]]}
+_UNITS_B = {'x': [[2, 0, 3], [0, 1, 0]], 'y': [[4, 1], [2, 0]]}
+_UNITS_POINT_A = ({'x': 2 / 3, 'y': 3 / 5}, 19 / 30, 7 / 11)
+_UNITS_POINT_B = ({'x': 1 / 2, 'y': 7 / 10}, 3 / 5, 13 / 22)
+_UNITS_POINT_A_MINUS_B = ({'x': 1 / 6, 'y': -1 / 10}, 1 / 30, 1 / 22)
+
 # Student-t quantiles from scipy 1.9.3 (`scipy.stats.t.ppf`), accurate to
 # about 1e-9 relative here: its df = 1 and 2 values at 0.975 are 2e-11 off
 # the closed forms, and at (0.995, 3) the exact CDF of its 5.84090929975643
@@ -68,17 +85,22 @@ def _percentile(values, q):
       ordered[above] - ordered[below])
 
 
-def _reference(methods, num_replicates, resample_seeds, seed, confidence):
+def _reference(methods, num_replicates, resample_seeds, seed, confidence,
+               units=None):
   """Slow loop-based bootstrap with the draws documented in `intervals`.
 
   Args:
     methods: One or two outcome mappings; with two, the difference.
+    units: Client -> each example's units (None: one each); an accuracy is
+      then the drawn examples' correct units over their units.
 
   Returns:
     (per_client, macro, micro) with an (estimate, low, high) each.
   """
   methods = [{c: np.asarray(v) for c, v in m.items()} for m in methods]
   clients = list(methods[0])
+  units = {c: np.ones(len(methods[0][c][0])) if units is None
+           else np.asarray(units[c], dtype=float) for c in clients}
   rng = np.random.default_rng(seed)
   seed_draws = []
   for m in methods:
@@ -95,12 +117,13 @@ def _reference(methods, num_replicates, resample_seeds, seed, confidence):
   def statistics(m, seeds, examples):
     # Per seed, that seed's accuracies on the drawn examples; then the
     # mean over the drawn seeds.
-    per_client = {c: np.mean([np.mean(m[c][s][examples[c]]) for s in seeds])
+    per_client = {c: np.mean([np.sum(m[c][s][examples[c]])
+                              / np.sum(units[c][examples[c]]) for s in seeds])
                   for c in clients}
     macro = np.mean(list(per_client.values()))
     micro = np.mean([
         sum(np.sum(m[c][s][examples[c]]) for c in clients) /
-        sum(len(examples[c]) for c in clients) for s in seeds])
+        sum(np.sum(units[c][examples[c]]) for c in clients) for s in seeds])
     return [per_client[c] for c in clients] + [macro, micro]
 
   def combined(all_seeds, examples):
@@ -299,6 +322,50 @@ class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self._assert_matches(result, _reference([a, b], 300, resample_seeds, 3,
                                             0.95))
 
+  @parameterized.product(
+      method=('a', 'b', 'difference'),
+      resample_seeds=(False, True),
+  )
+  def test_tiny_example_with_units(self, method, resample_seeds):
+    kwargs = dict(num_replicates=300, seed=5, resample_seeds=resample_seeds,
+                  units=_UNITS)
+    if method == 'difference':
+      result = intervals.bootstrap_difference(_UNITS_A, _UNITS_B, **kwargs)
+      methods, point = [_UNITS_A, _UNITS_B], _UNITS_POINT_A_MINUS_B
+    else:
+      outcomes, point = {'a': (_UNITS_A, _UNITS_POINT_A),
+                         'b': (_UNITS_B, _UNITS_POINT_B)}[method]
+      result = intervals.bootstrap_accuracy(outcomes, **kwargs)
+      methods = [outcomes]
+    self._assert_point(result, point)
+    self._assert_matches(
+        result, _reference(methods, 300, resample_seeds, 5, 0.95, _UNITS))
+
+  @parameterized.product(resample_seeds=(False, True))
+  def test_random_example_with_units(self, resample_seeds):
+    # Token counts of 1 to 30 per example; correct tokens up to them.
+    rng = np.random.default_rng(7)
+    sizes = {'p': 19, 'q': 6, 'r': 33}
+    units = {c: rng.integers(1, 31, size=n) for c, n in sizes.items()}
+    a = {c: rng.binomial(units[c], 0.6, size=(3, n))
+         for c, n in sizes.items()}
+    b = {c: rng.binomial(units[c], 0.4, size=(2, n))
+         for c, n in sizes.items()}
+    result = intervals.bootstrap_difference(
+        a, b, num_replicates=300, seed=4, resample_seeds=resample_seeds,
+        units=units)
+    self._assert_matches(result, _reference(
+        [a, b], 300, resample_seeds, 4, 0.95, units))
+
+  @parameterized.product(resample_seeds=(False, True))
+  def test_one_unit_per_example_is_exact_match(self, resample_seeds):
+    # Units of 1 give the very numbers of 0/1 outcomes (same draws).
+    ones = {c: np.ones(len(v[0])) for c, v in _A.items()}
+    kwargs = dict(num_replicates=200, seed=2, resample_seeds=resample_seeds)
+    self.assertEqual(
+        intervals.bootstrap_difference(_A, _B, units=ones, **kwargs),
+        intervals.bootstrap_difference(_A, _B, **kwargs))
+
 
 class BootstrapPropertiesExecutionTest(tf.test.TestCase,
                                        parameterized.TestCase):
@@ -416,6 +483,33 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_invalid_outcomes(self, a, b, message):
     with self.assertRaisesRegex(ValueError, message):
       intervals.bootstrap_difference(a, b)
+
+  @parameterized.named_parameters(
+      ('above_units', {'x': [[1, 2, 2]], 'y': [[3, 0]]}, _UNITS,
+       r"A, client 'x'.*whole numbers from 0 to each example's units"),
+      ('fraction', {'x': [[1, 0.5, 2]], 'y': [[3, 0]]}, _UNITS,
+       r"A, client 'x'.*whole numbers"),
+      ('negative', {'x': [[1, -1, 2]], 'y': [[3, 0]]}, _UNITS,
+       r"A, client 'x'.*whole numbers"),
+      ('unit_count', _UNITS_A, {'x': [2, 1], 'y': [4, 1]},
+       r"A, client 'x': 3 examples but 2 units"),
+      ('client_without_units', _UNITS_A, {'x': [2, 1, 3]},
+       r"A: client 'y' has no units"),
+      ('no_units', _UNITS_A, {'x': [2, 1, 3], 'y': [0, 0]},
+       r"units, client 'y'.*positive sum"),
+      ('fractional_units', _UNITS_A, {'x': [2, 1.5, 3], 'y': [4, 1]},
+       r"units, client 'x'.*whole numbers"),
+  )
+  def test_invalid_units(self, a, units, message):
+    with self.assertRaisesRegex(ValueError, message):
+      intervals.bootstrap_difference(a, _UNITS_B, units=units)
+
+  def test_a_replicate_without_units_is_refused(self):
+    # 1 of 4 examples has units: a replicate drawing only the other three
+    # (probability (3/4)^4 each) comes within 200 replicates.
+    with self.assertRaisesRegex(ValueError, "Client 'x'.*without units"):
+      intervals.bootstrap_accuracy({'x': [[1, 0, 0, 0]]}, units={
+          'x': [1, 0, 0, 0]}, num_replicates=200)
 
   @parameterized.named_parameters(
       ('replicates', dict(num_replicates=0), 'num_replicates'),

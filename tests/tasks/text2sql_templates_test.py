@@ -160,6 +160,12 @@ class Text2SqlTemplatesExecutionTest(tf.test.TestCase, parameterized.TestCase):
       outcomes[client] = [line['exact_match'] for line in lines]
       assert results['test_tokens'][client]['tokens'] == (
           text2sql_templates.coverage(test.y)[0])
+      # Per question: one "token" if its template is covered, right or not.
+      assert [line['tokens'] for line in lines] == [
+          int(c != text2sql_templates.NO_CLASS) for c in test.y]
+      assert all(line['correct_tokens'] <= line['tokens'] for line in lines)
+      assert sum(line['correct_tokens'] for line in lines) == (
+          results['test_tokens'][client]['correct_tokens'])
       assert results['template_coverage'][client] == dict(zip(
           ('covered', 'total'), text2sql_templates.coverage(test.y)))
     expected = metrics.ClientAccuracies.from_outcomes(outcomes)

@@ -477,27 +477,27 @@ def markdown(content: Mapping[str, Any]) -> str:
                  '| – | 0 / 0 | – | – |')
   lines += _round_time_lines(content.get('round_time'))
   if content['differences']:
-    lines += ['', f'Differences from full fine-tuning of the pre-trained '
-              'model (MacroAvg EM, percentage points): over seeds, and the '
-              'paired bootstrap over test examples.', '',
-              '| Variant − full | Difference | Seeds 95% CI | Bootstrap 95% '
-              'CI | Verdict | Token accuracy difference [seeds 95% CI] | '
-              'Verdict |', '|---|---:|---|---|---|---|---|']
+    lines += ['', 'Differences from full fine-tuning of the pre-trained '
+              'model (MacroAvg, percentage points): the t interval over '
+              'paired seeds and the paired bootstrap over test examples '
+              '(token accuracy: each example weighing its tokens). A '
+              'difference is called only where every interval shown excludes '
+              '0 on the same side.', '',
+              '| Variant − full | EM difference | Seeds 95% CI | Bootstrap '
+              '95% CI | Verdict | Token accuracy difference | Seeds 95% CI | '
+              'Bootstrap 95% CI | Verdict |',
+              '|---|---:|---|---|---|---:|---|---|---|']
     for name, difference in content['differences'].items():
-      macro = difference['exact_match']['macro_avg']
-      seed_ci = macro['seed_ci95']
-      boot = macro['bootstrap_ci95']
-      tokens = difference.get('token_accuracy')
-      token_text = token_verdict = '–'
-      if tokens:
-        token_text = (f'{100 * tokens["difference"]:+.1f} '
-                      f'{_ci_text(tokens["seed_ci95"])}')
-        token_verdict = tokens['seed_verdict'] or '–'
-      lines.append(
-          f'| {name} | {100 * macro["difference"]:+.1f} | '
-          f'{_ci_text(seed_ci)} | {_ci_text(boot)} | '
-          f'{macro["bootstrap_verdict"] or macro["seed_verdict"] or "–"} | '
-          f'{token_text} | {token_verdict} |')
+      cells = [name]
+      for entry in (difference['exact_match']['macro_avg'],
+                    difference.get('token_accuracy')):
+        if not entry:
+          cells += ['–'] * 4
+          continue
+        cells += [f'{100 * entry["difference"]:+.1f}',
+                  _ci_text(entry['seed_ci95']),
+                  _ci_text(entry.get('bootstrap_ci95')), _verdict(entry)]
+      lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
 
 
@@ -541,6 +541,16 @@ def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
         f'{min(seconds):.1f}–{max(seconds):.1f} | '
         f'{"–" if speedup is None else f"{speedup:.2f}"} |')
   return lines
+
+
+def _verdict(entry: Mapping[str, Any]) -> str:
+  """One verdict from a difference's seed and bootstrap verdicts: theirs if
+  they agree (or only one exists), else 'no difference'."""
+  verdicts = {entry.get(f'{key}_verdict') for key in ('seed', 'bootstrap')}
+  verdicts.discard(None)
+  if not verdicts:
+    return '–'
+  return verdicts.pop() if len(verdicts) == 1 else intervals.NO_DIFFERENCE
 
 
 def _ci_text(interval) -> str:

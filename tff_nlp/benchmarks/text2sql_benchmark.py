@@ -21,6 +21,13 @@ weights) are copied there under the run's name (`archive_run`), and a run
 found there is read back instead of trained again. A benchmark longer than
 one sitting so accumulates its runs across machines and checkouts.
 
+A finished run recorded before per-example token counts existed
+(`text2sql_seed_runs.has_example_tokens`), whose checkpoints are still on
+this machine, is scored again from them when the benchmark trains
+(`rescore_run`): the token-accuracy differences then get their bootstrap
+over test examples. Its training, exact match and wall time stay as they
+were.
+
 `report_runs` summarizes the finished runs: means over seeds with 95 %
 intervals, the template-retrieval baseline, `results.md`, `results.json`
 and the figures (`tff_nlp.experiments.text2sql_summary.summarize_runs`).
@@ -29,6 +36,7 @@ and the figures (`tff_nlp.experiments.text2sql_summary.summarize_runs`).
 import collections
 from collections.abc import Collection, Mapping, Sequence
 import dataclasses
+import glob
 import gzip
 import json
 import os
@@ -315,7 +323,15 @@ def collect_runs(
     archived = archive_dir and os.path.join(archive_dir,
                                             os.path.basename(run_dir))
     rounds = settings.loop.rounds
-    if archived and finished_results(archived, rounds) is not None:
+    is_archived = (archived is not None
+                   and finished_results(archived, rounds) is not None)
+    if (train and finished_results(run_dir, rounds) is not None
+        and _can_rescore(archived if is_archived else run_dir, run_dir)):
+      logging.info('%s, seed %d: recorded without per-example token '
+                   'counts; scoring it again in %s', name, seed, run_dir)
+      rescore_run(run, run_dir, data_dir=data_dir)
+      is_archived = False  # Archived again below.
+    if is_archived:
       logging.info('%s, seed %d: archived before, read from %s', name, seed,
                    archived)
       runs[tuple(method)].append((seed, archived))
@@ -335,6 +351,64 @@ def collect_runs(
     runs[tuple(method)].append((seed, run_dir))
   os.makedirs(output_dir, exist_ok=True)  # Every run may be archived.
   return collections.OrderedDict((m, r) for m, r in runs.items() if r)
+
+
+def _can_rescore(recorded_dir: str, run_dir: str) -> bool:
+  """A run recorded (in `recorded_dir`) without per-example token counts,
+  whose training checkpoints are in `run_dir`."""
+  return (not text2sql_seed_runs.has_example_tokens(recorded_dir)
+          and bool(glob.glob(os.path.join(
+              run_dir, '**', training_lib.CHECKPOINT_DIR), recursive=True)))
+
+
+def rescore_run(run: RunSettings, run_dir: str, *,
+                data_dir: Optional[str]) -> dict[str, Any]:
+  """Scores a finished run again from its checkpoints, keeping its record.
+
+  `run.run` resumes the run at its last checkpoint, trains no round and
+  scores the selected model on the test splits again, writing what the
+  current code records (e.g. per-example token counts). The scores must be
+  the ones recorded: every client's exact match and token counts; the
+  recorded wall time (`seconds`) stays, the rescoring's goes to
+  `rescore_seconds`.
+
+  Args:
+    run: The run's settings (`RunSettings.for_run`).
+    run_dir: Its finished directory.
+    data_dir: The `shared/data` folder; None finds it.
+
+  Returns:
+    The new `results.json` content.
+
+  Raises:
+    InputError: If a score changed (the old `results.json` is then kept as
+      `results.json.before_rescore` beside the new one).
+  """
+  path = os.path.join(run_dir, text2sql.RESULTS_FILE)
+  aside = path + '.before_rescore'
+  with open(path, encoding='utf-8') as f:
+    before = json.load(f)
+  os.replace(path, aside)
+  try:
+    after = run.run(data_dir=data_dir, output_dir=run_dir)
+  except BaseException:
+    os.replace(aside, path)
+    raise
+  changed = [key for key, scores in (
+      ('exact_match', lambda r: r['test']['exact_match']['per_client']),
+      ('tokens', lambda r: {c: (v['correct_tokens'], v['tokens'])
+                            for c, v in r['test_tokens'].items()}))
+             if json.loads(json.dumps(scores(before)))
+             != json.loads(json.dumps(scores(after)))]
+  if changed:
+    raise errors.InputError(
+        f'{run_dir}: scored again from its checkpoints, its {changed} '
+        f'differ from the recorded ones (kept in {aside}).')
+  after['rescore_seconds'] = after['seconds']
+  after['seconds'] = before['seconds']
+  training_lib.write_json(path, after)
+  os.remove(aside)
+  return after
 
 
 def report_runs(

@@ -184,7 +184,8 @@ def run_text2sql(
   Writes to `output_dir`: `config.json`, `tokenizer/`, one run directory per
   trained model (`federated/`, `centralized/` or `finetune/<client>/`, each
   with checkpoints, metrics, `best_model.npz`), `predictions/<client>.jsonl`
-  (test predictions), `results.json`, `results.md` (Table 2 layout, the
+  (each test example's prediction, exact match and teacher-forced
+  `correct_tokens` of its `tokens`), `results.json`, `results.md` (Table 2 layout, the
   paper's numbers beside ours), `dev_exact_match.png` and, for federated
   runs, `training_loss.png`. Running it again resumes.
 
@@ -386,6 +387,7 @@ def run_text2sql(
         lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(
             preset))
   predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
+  example_tokens = {}
   # Building a process traces the model (most of a small run's time); the
   # finetuning units of one learning rate share one, and so do calls with
   # this configuration given the same `processes`.
@@ -442,6 +444,10 @@ def run_text2sql(
       test = task.splits[client]['test']
       predictions[client] = (test, predict(client, test))
       test_tokens[client] = token_metrics_fn(test)
+      # Per example into the predictions file, not into results.json.
+      example_tokens[client] = (
+          test_tokens[client].pop('example_correct_tokens'),
+          test_tokens[client].pop('example_tokens'))
 
   evaluation = text2sql_metrics.evaluate(
       {c: list(zip(predictions[c][1], predictions[c][0].gold_sql))
@@ -451,12 +457,12 @@ def run_text2sql(
   for client, (test, predicted) in predictions.items():
     with open(os.path.join(output_dir, PREDICTIONS_DIR, f'{client}.jsonl'),
               'w', encoding='utf-8') as f:
-      for source, gold, prediction in zip(test.sources, test.gold_sql,
-                                          predicted):
+      for source, gold, prediction, correct_tokens, tokens in zip(
+          test.sources, test.gold_sql, predicted, *example_tokens[client]):
         f.write(json.dumps(collections.OrderedDict(
             input=source, gold=gold, prediction=prediction,
-            exact_match=text2sql_metrics.exact_match(prediction, gold)))
-                + '\n')
+            exact_match=text2sql_metrics.exact_match(prediction, gold),
+            correct_tokens=correct_tokens, tokens=tokens)) + '\n')
 
   best_rounds = {
       name: _best_round(records) for name, records in unit_records.items()}

@@ -49,6 +49,10 @@ class SeedRun:
     examples: Client name -> (model input, gold SQL) of each test example.
     execution: Execution accuracy of the clients with a database, if any.
     tokens: Teacher-forced token accuracy, if recorded.
+    token_outcomes: Client name -> ([num_examples] correct tokens,
+      [num_examples] tokens) of each test example, from the predictions;
+      None for runs recorded before they were (no bootstrap of token
+      accuracy then).
     seconds: Wall time of the run.
     best_rounds: The selected round per trained model.
     split_sizes: Client name -> {'train', 'dev', 'test'} example counts.
@@ -64,6 +68,8 @@ class SeedRun:
   examples: Mapping[str, tuple[tuple[str, str], ...]]
   execution: Optional[text2sql_metrics.ClientAccuracies] = None
   tokens: Optional[text2sql_metrics.ClientAccuracies] = None
+  token_outcomes: Optional[Mapping[str, tuple[np.ndarray, np.ndarray]]] = (
+      None)
   seconds: Optional[float] = None
   best_rounds: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   split_sizes: Mapping[str, Mapping[str, int]] = dataclasses.field(
@@ -93,6 +99,38 @@ def _read_predictions(path: str) -> list[dict[str, Any]]:
   return records
 
 
+def has_example_tokens(run_dir: str) -> bool:
+  """Whether a finished run's test predictions carry per-example token
+  counts (runs before 2026-11-29 have per-client counts only)."""
+  folder = os.path.join(run_dir, text2sql.PREDICTIONS_DIR)
+  names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+  if not names:
+    return False
+  records = _read_predictions(os.path.join(folder, names[0]))
+  return bool(records) and 'tokens' in records[0]
+
+
+def _token_outcomes(path: str, records: Sequence[Mapping[str, Any]],
+                    counts: Mapping[str, Any]
+                    ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+  """A client's per-example (correct tokens, tokens), checked against its
+  `test_tokens` `counts`; None if the predictions have none (older runs)."""
+  if not all('tokens' in r for r in records):
+    if any('tokens' in r for r in records):
+      raise errors.InputError(
+          f'{path}: some lines have "tokens" and others not.')
+    return None
+  correct = np.array([r['correct_tokens'] for r in records], np.int64)
+  total = np.array([r['tokens'] for r in records], np.int64)
+  if (int(correct.sum()), int(total.sum())) != (counts['correct_tokens'],
+                                                counts['tokens']):
+    raise errors.InputError(
+        f'{path}: {int(correct.sum())} of {int(total.sum())} tokens correct '
+        f'per example, but results.json counts {counts["correct_tokens"]} of '
+        f'{counts["tokens"]}.')
+  return correct, total
+
+
 def _client_accuracies(per_client: dict[str, dict[str, Any]], *,
                        correct_key: str,
                        total_key: str) -> text2sql_metrics.ClientAccuracies:
@@ -109,7 +147,8 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
   Checks that every client was scored on its whole test split (the `total`
   of its exact match equals the split size recorded in `examples`), that
   `predictions/<client>.jsonl` has a line per scored example and the same
-  number correct, and that the run's seed is `seed`.
+  number correct, that its per-example token counts (if any) add up to
+  `test_tokens`' per client, and that the run's seed is `seed`.
 
   Args:
     run_dir: A finished `run_text2sql` directory.
@@ -138,6 +177,8 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
         f'{path}: scored clients {list(per_client)}, but the run has '
         f'{list(split_sizes)}.')
   outcomes, examples = collections.OrderedDict(), collections.OrderedDict()
+  tokens = results.get('test_tokens')
+  token_outcomes = collections.OrderedDict()
   for client, counts in per_client.items():
     split = split_sizes[client]['test']
     if counts['total'] != split:
@@ -165,8 +206,12 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
           f'{predictions}: {int(np.sum(outcomes[client]))} exact matches, '
           f'but {path} counts {counts["correct"]}.')
     examples[client] = tuple((r['input'], r['gold']) for r in records)
+    if tokens and token_outcomes is not None:
+      token_outcomes[client] = _token_outcomes(predictions, records,
+                                               tokens[client])
+      if token_outcomes[client] is None:
+        token_outcomes = None
   execution = results['test'].get('execution')
-  tokens = results.get('test_tokens')
   return SeedRun(
       seed=seed,
       run_dir=run_dir,
@@ -180,6 +225,7 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
       # Runs from before token metrics existed have no 'test_tokens'.
       tokens=_client_accuracies(tokens, correct_key='correct_tokens',
                                 total_key='tokens') if tokens else None,
+      token_outcomes=token_outcomes if tokens else None,
       seconds=results.get('seconds'),
       best_rounds=results.get('best_rounds', {}),
       split_sizes=split_sizes,

@@ -76,6 +76,28 @@ def _stacked(runs: Sequence[text2sql_seed_runs.SeedRun]
       for c in runs[0].outcomes)
 
 
+def _stacked_tokens(runs: Sequence[text2sql_seed_runs.SeedRun]
+                    ) -> dict[str, np.ndarray]:
+  """Client -> [num_seeds, num_examples] correct tokens per example."""
+  return collections.OrderedDict(
+      (c, np.stack([r.token_outcomes[c][0] for r in runs]).astype(np.float64))
+      for c in runs[0].token_outcomes)
+
+
+def _token_units(runs: Sequence[text2sql_seed_runs.SeedRun]
+                 ) -> Optional[dict[str, np.ndarray]]:
+  """Client -> each test example's tokens, if every run has them and they
+  are the same in every run (the runs tokenize alike); else None."""
+  if any(r.token_outcomes is None for r in runs):
+    return None
+  units = {c: total for c, (_, total) in runs[0].token_outcomes.items()}
+  for run in runs[1:]:
+    if (list(run.token_outcomes) != list(units) or not all(
+        np.array_equal(run.token_outcomes[c][1], units[c]) for c in units)):
+      return None
+  return units
+
+
 @dataclasses.dataclass(frozen=True)
 class Bootstrap:
   """The paired bootstrap of the report's intervals (`intervals`)."""
@@ -98,6 +120,17 @@ class Bootstrap:
         _stacked(a), _stacked(b), num_replicates=self.num_replicates,
         confidence=self.confidence, seed=self.seed,
         resample_seeds=resample_seeds)
+
+  def token_difference(self, a: Sequence[text2sql_seed_runs.SeedRun],
+                       b: Sequence[text2sql_seed_runs.SeedRun],
+                       resample_seeds: bool):
+    """`difference` of teacher-forced token accuracy: the same examples
+    resampled, each weighing its tokens (`_token_units` checks them)."""
+    return intervals.bootstrap_difference(
+        _stacked_tokens(a), _stacked_tokens(b),
+        num_replicates=self.num_replicates, confidence=self.confidence,
+        seed=self.seed, resample_seeds=resample_seeds,
+        units=_token_units([*a, *b]))
 
   def to_json(self) -> dict[str, Any]:
     return collections.OrderedDict(
@@ -230,10 +263,12 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
 
   `token_accuracy` is A - B of MacroAvg teacher-forced test token accuracy,
   what separates models whose exact match is still 0: the `difference`,
-  `paired_seeds` and the t interval of the per-seed differences with its
-  verdict. The runs record token counts per client, not per example, so
-  there is no bootstrap; it is None when a run has no token counts. Its
-  units are the same for A and B only if they tokenize alike.
+  `paired_seeds`, the t interval of the per-seed differences with its
+  verdict, and the same two bootstraps over test examples (each example
+  weighing its tokens, `Bootstrap.token_difference`); those are None unless
+  every run recorded its per-example token counts and all have the same
+  ones (they tokenize alike). The entry is None when a run has no token
+  counts at all.
   """
   b_by_seed = {r.seed: r for r in b}
   common = [(r, b_by_seed[r.seed]) for r in a if r.seed in b_by_seed]
@@ -275,20 +310,31 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
       a=a_name, b=b_name, num_seeds=[len(a), len(b)],
       paired_seeds=[x.seed for x, _ in common],
       exact_match=content,
-      token_accuracy=_token_difference(a, b, common, a_name, b_name),
+      token_accuracy=_token_difference(a, b, common, a_name, b_name,
+                                       bootstrap),
       bootstrap=bootstrap.to_json() if plain is not None else None)
 
 
-def _token_difference(a, b, common, a_name: str, b_name: str
+def _token_difference(a, b, common, a_name: str, b_name: str,
+                      bootstrap: Optional[Bootstrap]
                       ) -> Optional[dict[str, Any]]:
   """`difference_json`'s `token_accuracy` entry (MacroAvg), or None."""
   if any(run.tokens is None for run in [*a, *b]):
     return None
   per_seed = [x.tokens.macro - y.tokens.macro for x, y in common]
-  return _seed_entry(
+  content = _seed_entry(
       float(np.mean([run.tokens.macro for run in a])
             - np.mean([run.tokens.macro for run in b])),
       per_seed, a_name, b_name, paired_seeds=len(per_seed))
+  with_units = (bootstrap is not None and _same_examples([*a, *b])
+                and _token_units([*a, *b]) is not None)
+  for key, resample_seeds in (('bootstrap', False), ('bootstrap_seeds', True)):
+    interval = (bootstrap.token_difference(a, b, resample_seeds).macro
+                if with_units else None)
+    content[f'{key}_ci95'] = [interval.low, interval.high] if interval else None
+    content[f'{key}_verdict'] = (
+        intervals.verdict(interval, a_name, b_name) if interval else None)
+  return content
 
 
 def _seed_entry(difference: float, per_seed: Sequence[float], a_name: str,

@@ -232,9 +232,10 @@ def difference_markdown(difference: Mapping[str, Any]) -> str:
   tokens = difference.get('token_accuracy')
   if tokens:
     cells = ['token accuracy, MacroAvg', _points(tokens['difference'])]
-    cells += [text2sql_report.MISSING] * 4
-    cells += [_points_interval(tokens['seed_ci95']),
-              tokens['seed_verdict'] or text2sql_report.MISSING]
+    for key in ('bootstrap', 'bootstrap_seeds', 'seed'):
+      # Runs recorded before per-example token counts have no bootstraps.
+      cells += [_points_interval(tokens.get(f'{key}_ci95')),
+                tokens.get(f'{key}_verdict') or text2sql_report.MISSING]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
 

@@ -20,6 +20,14 @@ and each interval here covers a stated part of it:
     method's seeds with replacement, so it covers both sources (see
     `bootstrap_difference` for how well, with few seeds).
 
+With `units` (each example's number of scored units, e.g. its target tokens,
+the same for every method and seed), y[s, c, i] counts example i's correct
+units (0 <= y <= u_i) and an accuracy is a ratio of sums: client c's is
+Σ_s Σ_i y[s, c, i] / (S Σ_i u_i), MicroAvg Σ y / (S Σ_c Σ_i u_i). Examples,
+not units, are resampled (a question's tokens are not independent), so the
+interval is that of a ratio estimator over clustered units. Without `units`
+every u_i is 1 and the accuracies below are exact match's.
+
 `verdict` turns an interval of a difference A - B into 'no difference',
 'A higher' or 'B higher'. `client_difference` is the paired bootstrap of A - B
 on one client.
@@ -37,7 +45,8 @@ The bootstrap, replicate by replicate (B replicates, default 2000):
     = (1/C) Σ_c acc_c and MicroAvg = Σ_c Σ_s Σ_i y[s, c, idx_i]
     / (S Σ_c n_c) (each the mean over seeds of that seed's MacroAvg /
     MicroAvg, since the resampled sizes are fixed); for a difference, A's
-    minus B's.
+    minus B's. With `units`, n_c becomes Σ_i u[c, idx_i], the drawn
+    examples' units.
 
 The interval is the percentile interval: the (1 - confidence)/2 and
 (1 + confidence)/2 quantiles of the B replicates (`np.quantile`, linear
@@ -61,8 +70,11 @@ DEFAULT_NUM_REPLICATES = 2000
 NO_DIFFERENCE = 'no difference'
 UNDETERMINED = 'undetermined'
 
-# Client name -> 0/1 outcomes of shape [num_seeds, num_examples].
+# Client name -> 0/1 outcomes of shape [num_seeds, num_examples] (with
+# `units`, each example's count of correct units).
 Outcomes = Mapping[str, Union[np.ndarray, Sequence[Sequence[float]]]]
+# Client name -> each example's number of scored units, [num_examples].
+Units = Mapping[str, Union[np.ndarray, Sequence[float]]]
 
 
 class Interval(NamedTuple):
@@ -272,8 +284,12 @@ class AccuracyIntervals:
     )
 
 
-def _as_outcomes(outcomes: Outcomes, name: str) -> dict[str, np.ndarray]:
-  """Checks one method's outcomes; float64 [S, n_c] arrays of 0 and 1."""
+def _as_outcomes(outcomes: Outcomes, name: str,
+                 units: Optional[Mapping[str, np.ndarray]] = None
+                 ) -> dict[str, np.ndarray]:
+  """Checks one method's outcomes; float64 [S, n_c] arrays of 0 and 1, or
+  with `units` (`_as_units`) of whole numbers from 0 to each example's
+  units."""
   if not outcomes:
     raise ValueError(f'{name}: need at least one client.')
   arrays = {}
@@ -283,15 +299,44 @@ def _as_outcomes(outcomes: Outcomes, name: str) -> dict[str, np.ndarray]:
       raise ValueError(
           f'{name}, client {client!r}: outcomes must have shape '
           f'[num_seeds, num_examples], both >= 1, got {array.shape}.')
-    if not np.all((array == 0) | (array == 1)):
-      raise ValueError(
-          f'{name}, client {client!r}: outcomes must be 0 or 1.')
+    if units is None:
+      if not np.all((array == 0) | (array == 1)):
+        raise ValueError(
+            f'{name}, client {client!r}: outcomes must be 0 or 1.')
+    else:
+      if client not in units:
+        raise ValueError(f'{name}: client {client!r} has no units.')
+      if array.shape[1] != units[client].shape[0]:
+        raise ValueError(
+            f'{name}, client {client!r}: {array.shape[1]} examples but '
+            f'{units[client].shape[0]} units.')
+      if not np.all((array == np.round(array)) & (array >= 0)
+                    & (array <= units[client])):
+        raise ValueError(
+            f'{name}, client {client!r}: outcomes must be whole numbers '
+            'from 0 to each example\'s units.')
     arrays[client] = array
   num_seeds = {client: array.shape[0] for client, array in arrays.items()}
   if len(set(num_seeds.values())) > 1:
     raise ValueError(
         f'{name}: every client needs the same number of seeds (one seed is '
         f'one run, scored on every client), got {num_seeds}.')
+  return arrays
+
+
+def _as_units(units: Optional[Units]) -> Optional[dict[str, np.ndarray]]:
+  """Checks `units`: float64 [n_c] whole numbers >= 0, each client's > 0."""
+  if units is None:
+    return None
+  arrays = {}
+  for client, values in units.items():
+    array = np.asarray(values, dtype=np.float64)
+    if (array.ndim != 1 or not np.all(array == np.round(array))
+        or np.any(array < 0) or not np.sum(array) > 0):
+      raise ValueError(
+          f'units, client {client!r}: need a [num_examples] vector of whole '
+          'numbers >= 0 with a positive sum.')
+    arrays[client] = array
   return arrays
 
 
@@ -326,14 +371,17 @@ def _correct(y: np.ndarray, indices: np.ndarray,
 
 
 def _draw(methods: Sequence[Mapping[str, np.ndarray]], num_replicates: int,
-          resample_seeds: bool, seed: int) -> dict[str, np.ndarray]:
+          resample_seeds: bool, seed: int,
+          units: Optional[Mapping[str, np.ndarray]] = None
+          ) -> list[np.ndarray]:
   """The replicates of the seed-averaged accuracies, one array per method.
 
   Draw order from `np.random.default_rng(seed)`: with `resample_seeds`,
   `integers(0, S_m, size=(B, S_m))` for each method m in order; then, for
   each client c in the first method's order, `integers(0, n_c, size=(B,
   n_c))`, shared by the methods. Peak memory is about 16 B n_c bytes for the
-  largest client (54 MB at B = 2000, n_c = 1700).
+  largest client (54 MB at B = 2000, n_c = 1700). `units` (shared by the
+  methods) change the denominators only, not the draws.
 
   Returns:
     For each method, in order, a [C + 2, B] array: the C clients'
@@ -351,25 +399,38 @@ def _draw(methods: Sequence[Mapping[str, np.ndarray]], num_replicates: int,
   accuracies = [np.empty((len(clients) + 2, num_replicates))
                 for _ in methods]
   total_correct = [np.zeros(num_replicates) for _ in methods]
+  total_units = np.zeros(num_replicates)
   for row, client in enumerate(clients):
     num_examples = methods[0][client].shape[1]
     indices = rng.integers(0, num_examples,
                            size=(num_replicates, num_examples))
+    drawn_units = (np.full(num_replicates, float(num_examples))
+                   if units is None else np.sum(units[client][indices], axis=1))
+    if not np.all(drawn_units > 0):
+      raise ValueError(
+          f'Client {client!r}: a replicate drew only examples without units; '
+          'too few scored examples to bootstrap.')
+    total_units += drawn_units
     for m, arrays in enumerate(methods):
       correct = _correct(arrays[client], indices, weights[m])
       total_correct[m] += correct
-      accuracies[m][row] = correct / arrays[client].size
+      accuracies[m][row] = correct / (arrays[client].shape[0] * drawn_units)
   for m, arrays in enumerate(methods):
+    num_seeds = next(iter(arrays.values())).shape[0]
     accuracies[m][-2] = np.mean(accuracies[m][:-2], axis=0)
-    accuracies[m][-1] = total_correct[m] / sum(a.size for a in arrays.values())
+    accuracies[m][-1] = total_correct[m] / (num_seeds * total_units)
   return accuracies
 
 
-def _point(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+def _point(arrays: Mapping[str, np.ndarray],
+           units: Optional[Mapping[str, np.ndarray]] = None) -> np.ndarray:
   """[C + 2] seed-averaged client accuracies, MacroAvg, MicroAvg."""
-  per_client = [np.mean(a) for a in arrays.values()]
+  sizes = {c: a.shape[1] if units is None else np.sum(units[c])
+           for c, a in arrays.items()}
+  per_client = [np.sum(a) / (a.shape[0] * sizes[c])
+                for c, a in arrays.items()]
   micro = (sum(np.sum(a) for a in arrays.values()) /
-           sum(a.size for a in arrays.values()))
+           sum(a.shape[0] * sizes[c] for c, a in arrays.items()))
   return np.array(per_client + [np.mean(per_client), micro])
 
 
@@ -406,6 +467,7 @@ def bootstrap_accuracy(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
     resample_seeds: bool = False,
+    units: Optional[Units] = None,
 ) -> AccuracyIntervals:
   """Percentile bootstrap intervals of one method's seed-averaged accuracy.
 
@@ -421,19 +483,25 @@ def bootstrap_accuracy(
     confidence: Coverage in (0, 1).
     seed: Seed of `np.random.default_rng`.
     resample_seeds: Also resample the seeds (module docstring).
+    units: Client name -> each example's number of scored units (e.g.
+      target tokens); `outcomes` then count correct units (module
+      docstring). None: one unit per example.
 
   Returns:
     The intervals; `num_seeds` is (S,).
 
   Raises:
-    ValueError: On an empty mapping, a wrong shape, outcomes other than 0/1,
+    ValueError: On an empty mapping, a wrong shape, outcomes other than 0/1
+      (with `units`: other than whole numbers up to the example's units),
       or clients with different numbers of seeds.
   """
   _check_bootstrap_args(num_replicates, confidence)
-  arrays = _as_outcomes(outcomes, 'outcomes')
-  (replicates,) = _draw([arrays], num_replicates, resample_seeds, seed)
+  units = _as_units(units)
+  arrays = _as_outcomes(outcomes, 'outcomes', units)
+  (replicates,) = _draw([arrays], num_replicates, resample_seeds, seed,
+                        units)
   return _intervals(
-      list(arrays), _point(arrays), replicates,
+      list(arrays), _point(arrays, units), replicates,
       num_seeds=(next(iter(arrays.values())).shape[0],),
       confidence=confidence, resample_seeds=resample_seeds, seed=seed)
 
@@ -446,6 +514,7 @@ def bootstrap_difference(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
     resample_seeds: bool = False,
+    units: Optional[Units] = None,
 ) -> AccuracyIntervals:
   """Paired percentile bootstrap intervals of A - B.
 
@@ -476,6 +545,8 @@ def bootstrap_difference(
     confidence: Coverage in (0, 1).
     seed: Seed of `np.random.default_rng`.
     resample_seeds: Also resample each method's seeds.
+    units: As in `bootstrap_accuracy`, one vector per client for both A and
+      B (which must score the same units, e.g. tokenize alike).
 
   Returns:
     Intervals of A - B, clients in A's order; `num_seeds` is (S_A, S_B).
@@ -486,13 +557,14 @@ def bootstrap_difference(
       clients or a client's example counts differ.
   """
   _check_bootstrap_args(num_replicates, confidence)
-  a = _as_outcomes(outcomes_a, 'A')
-  b = _as_outcomes(outcomes_b, 'B')
+  units = _as_units(units)
+  a = _as_outcomes(outcomes_a, 'A', units)
+  b = _as_outcomes(outcomes_b, 'B', units)
   _check_paired(a, b)
   replicates_a, replicates_b = _draw([a, b], num_replicates, resample_seeds,
-                                     seed)
+                                     seed, units)
   return _intervals(
-      list(a), _point(a) - _point({c: b[c] for c in a}),
+      list(a), _point(a, units) - _point({c: b[c] for c in a}, units),
       replicates_a - replicates_b,
       num_seeds=(next(iter(a.values())).shape[0],
                  next(iter(b.values())).shape[0]),

@@ -223,8 +223,11 @@ def make_token_metrics_fn(
     batch_size: Examples per forward pass.
 
   Returns:
-    A function from `Examples` to
-    OrderedDict(token_loss, token_accuracy, correct_tokens, tokens).
+    A function from `Examples` to OrderedDict(token_loss, token_accuracy,
+    correct_tokens, tokens, example_correct_tokens, example_tokens): the
+    last two are each example's counts (lists of ints, in `data`'s order),
+    what a paired bootstrap over test examples resamples
+    (`intervals.bootstrap_difference`'s `units`).
   """
   @tf.function(input_signature=[seq2seq_inputs.input_spec()[0]])
   def forward(x):
@@ -233,7 +236,9 @@ def make_token_metrics_fn(
   def token_metrics(data: Examples) -> collections.OrderedDict[str, float]:
     order = np.argsort(np.sum(data.y != seq2seq.PAD_ID, axis=1),
                        kind='stable')
-    loss_sum = correct = tokens = 0.0
+    loss_sum = 0.0
+    example_correct = np.zeros(len(data), np.int64)
+    example_tokens = np.zeros(len(data), np.int64)
     for start in range(0, len(data), batch_size):
       rows = order[start:start + batch_size]
       x, y = seq2seq_inputs.trim_padding(
@@ -245,14 +250,18 @@ def make_token_metrics_fn(
       nll = tf.keras.losses.sparse_categorical_crossentropy(
           y, logits, from_logits=True)
       loss_sum += float(tf.reduce_sum(nll * mask))
-      correct += float(tf.reduce_sum(mask * tf.cast(
-          tf.argmax(logits, axis=-1, output_type=tf.int32) == y, tf.float32)))
-      tokens += float(tf.reduce_sum(mask))
+      example_correct[rows] = tf.reduce_sum(mask * tf.cast(
+          tf.argmax(logits, axis=-1, output_type=tf.int32) == y, tf.float32),
+                                            axis=1).numpy()
+      example_tokens[rows] = tf.reduce_sum(mask, axis=1).numpy()
+    correct, tokens = int(example_correct.sum()), int(example_tokens.sum())
     return collections.OrderedDict(
-        token_loss=loss_sum / max(tokens, 1.0),
-        token_accuracy=correct / max(tokens, 1.0),
-        correct_tokens=int(correct),
-        tokens=int(tokens))
+        token_loss=loss_sum / max(tokens, 1),
+        token_accuracy=correct / max(tokens, 1),
+        correct_tokens=correct,
+        tokens=tokens,
+        example_correct_tokens=example_correct.tolist(),
+        example_tokens=example_tokens.tolist())
 
   token_metrics.forward = forward  # Exposed so tests can count its traces.
   return token_metrics

@@ -265,9 +265,14 @@ def template_metrics(keras_model: tf.keras.Model, data, *,
                      batch_size: int) -> dict[str, float]:
   """Gold-class cross-entropy and accuracy over the covered examples."""
   covered = data.y != NO_CLASS
+  # Per example (as the seq2seq parser's `make_token_metrics_fn`): one
+  # "token" per covered question, none for the others.
+  example_tokens = covered.astype(int).tolist()
   if not covered.any():
     return {'token_loss': float('nan'), 'token_accuracy': 0.0,
-            'correct_tokens': 0, 'tokens': 0}
+            'correct_tokens': 0, 'tokens': 0,
+            'example_correct_tokens': [0] * len(covered),
+            'example_tokens': example_tokens}
   x = {k: v[covered] for k, v in data.x.items()}
   probabilities = keras_model.predict(x, batch_size=batch_size, verbose=0)
   gold = probabilities[np.arange(len(probabilities)), data.y[covered]]
@@ -278,4 +283,13 @@ def template_metrics(keras_model: tf.keras.Model, data, *,
           'token_accuracy': float(np.mean(accuracy)),
           # The seq2seq parser's token counts' names: here one "token" per
           # covered question.
-          'correct_tokens': int(np.sum(accuracy)), 'tokens': int(len(loss))}
+          'correct_tokens': int(np.sum(accuracy)), 'tokens': int(len(loss)),
+          'example_correct_tokens': _scatter(covered, accuracy),
+          'example_tokens': example_tokens}
+
+
+def _scatter(covered: np.ndarray, accuracy: np.ndarray) -> list[int]:
+  """Each question's correct "tokens": its accuracy if covered, else 0."""
+  example_correct = np.zeros(len(covered), int)
+  example_correct[covered] = accuracy
+  return example_correct.tolist()

@@ -1,5 +1,6 @@
 """Resumable training loops from `tff.program` pieces, and their records."""
 
+from tff_nlp.training.loop import CHECKPOINT_DIR
 from tff_nlp.training.loop import ClientDataFn
 from tff_nlp.training.loop import EvaluateFn
 from tff_nlp.training.loop import LoopConfig
