@@ -104,6 +104,15 @@ def _miscount_tokens(run_dir):
     f.writelines(json.dumps(line) + '\n' for line in lines)
 
 
+def _drop_line_tokens(run_dir):
+  path = os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'imdb.jsonl')
+  with open(path) as f:
+    lines = [json.loads(line) for line in f]
+  del lines[3]['tokens']
+  with open(path, 'w') as f:
+    f.writelines(json.dumps(line) + '\n' for line in lines)
+
+
 def _remove_predictions(run_dir):
   os.remove(os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'imdb.jsonl'))
 
@@ -318,6 +327,8 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
       (_remove_predictions, 'imdb.jsonl: missing'),
       (_miscount_tokens, r'yelp.jsonl: 31 of 100 tokens correct per example, '
        'but results.json counts 30 of 100'),
+      (_drop_line_tokens, 'imdb.jsonl: some lines have "tokens" and others '
+       'not'),
   ])
   def test_refuses_inconsistent_runs(self, corrupt, message):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
