@@ -744,7 +744,27 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert (run_dir / 'federated' / 'metrics.jsonl').read_text() == (
         metrics_before)
     assert after['seconds'] == 1234.5 and after['rescore_seconds'] > 0
+    assert not (run_dir / 'results.json.before_rescore').exists()
     assert after['test'] == json.loads(json.dumps(before['test']))
+
+  def test_a_resumed_run_counts_the_recorded_time_before_it(self):
+    # A finished run without its results resumes after its last round: its
+    # `seconds` add the recorded round and evaluation times of rounds 0-2.
+    kwargs = dict(paradigm='federated', algorithm='fedavg', weighting='lorar')
+    shared, _ = _shared_run(**kwargs)
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / 'run'
+    shutil.copytree(shared, run_dir)
+    os.remove(run_dir / 'results.json')
+    records = training.read_json_lines(
+        str(run_dir / 'federated' / 'metrics.jsonl'))
+    expected = sum(r.get('round_seconds', 0.0) + r.get('eval_seconds', 0.0)
+                   for r in records)
+    assert len(records) == 3 and expected > 0
+    results = _run(run_dir, **kwargs)
+    assert results['seconds_before_resume'] == pytest.approx(expected)
+    assert results['seconds'] > expected
+    assert len(training.read_json_lines(
+        str(run_dir / 'federated' / 'metrics.jsonl'))) == 3
 
   def test_same_config_and_seed_give_identical_weights_and_metrics(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

@@ -404,8 +404,14 @@ def rescore_run(run: RunSettings, run_dir: str, *,
     raise errors.InputError(
         f'{run_dir}: scored again from its checkpoints, its {changed} '
         f'differ from the recorded ones (kept in {aside}).')
-  after['rescore_seconds'] = after['seconds']
-  after['seconds'] = before['seconds']
+  after['rescore_seconds'] = (after['seconds']
+                             - after.get('seconds_before_resume', 0.0))
+  # The training's time as recorded (older runs have no
+  # `seconds_before_resume`).
+  for key in ('seconds', 'seconds_before_resume'):
+    after.pop(key, None)
+    if key in before:
+      after[key] = before[key]
   training_lib.write_json(path, after)
   os.remove(aside)
   return after

@@ -194,6 +194,10 @@ def run_text2sql(
   `test_exact_match_bootstrap_ci95`: their 95 % percentile bootstrap
   intervals over the test examples (`intervals.bootstrap_accuracy`, as
   fractions). One run is one seed; `text2sql_benchmark` aggregates seeds.
+  `seconds` is the run's wall time: this call's, plus, for a run resumed
+  from a checkpoint, the recorded round and evaluation times of the rounds
+  before it (`seconds_before_resume`; earlier processes' start-up is not
+  recorded, so not counted).
   A differentially private run (`aggregation`) also records its ε: after
   each round in the round's record (`privacy`), and after the run under
   `privacy` (with δ, the noise multiplier, clients per round, population,
@@ -388,6 +392,7 @@ def run_text2sql(
             preset))
   predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
   example_tokens = {}
+  seconds_before_resume = 0.0
   # Building a process traces the model (most of a small run's time); the
   # finetuning units of one learning rate share one, and so do calls with
   # this configuration given the same `processes`.
@@ -433,6 +438,10 @@ def run_text2sql(
         round_metrics_fn=accounting and accounting.round_metrics,
     )
     unit_records[unit.name] = run.records
+    if run.resumed_from:
+      seconds_before_resume += sum(
+          r.get('round_seconds', 0.0) + r.get('eval_seconds', 0.0)
+          for r in run.records if r['round'] <= run.resumed_from)
     if accounting is not None:
       unit_privacy[unit.name] = accounting.to_json(loop.rounds)
     keras_model, predict, token_metrics_fn = evaluator.scorer()
@@ -498,7 +507,8 @@ def run_text2sql(
           c: dict(zip(('covered', 'total'), text2sql_templates.coverage(
               task.splits[c]['test'].y))) for c in task.clients}}
          if templates else {}),
-      seconds=time.perf_counter() - start,
+      seconds=time.perf_counter() - start + seconds_before_resume,
+      seconds_before_resume=seconds_before_resume,
   )
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), results)
   report = text2sql_report.run_markdown(
