@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo notebook pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-peft bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
+.PHONY: venv test demo notebook pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-peft bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-text2sql-templates - Table 2 with the template parser, 3 seeds (about 2 hours; resumable)"
 	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags, 3 seeds (30-75 min)"
 	@echo "make bench-peft - full fine-tuning vs LoRA r = 4, 8, 16 from the make pretrain model, and from scratch, on the text-to-SQL clients, 3 seeds (many hours; resumable)"
+	@echo "make bench-peft-lora-scale - the LoRA scale check behind train_text2sql.peft.flags' --lora_alpha: r = 4, FedAvg, seed 0, alpha = 4 (scale 1), 16, 64 and 256 (about an hour)"
 	@echo "make bench-select - federated_select bytes and time as the vocabulary grows to 10^6"
 	@echo "make bench-vocab-slice - vocabulary-sliced vs dense FedAvg on the text-to-SQL clients"
 	@echo "make bench-nmt - federated mixed-domain NMT with dynamic pulling on CPU (hours; resumable)"
@@ -173,6 +174,25 @@ bench-peft: $(STAMP)
 	  --pretrained_dir=$(PRETRAIN_DIR) --time_rounds=3 $(PEFT_BENCH_FLAGS)
 	mkdir -p docs/results/peft
 	cp $(PEFT_BENCH_DIR)/results.json $(PEFT_BENCH_DIR)/results.md docs/results/peft/
+
+# How train_text2sql.peft.flags' --lora_alpha was chosen: LoRA r = 4 with
+# FedAvg (num_examples), seed 0, alpha = 4 (= r: scale 1, as the LoraConfig
+# default alpha = None), 16, 64 and 256, compared by dev token accuracy
+# after the last round (docs/results/peft.md). Runs are archived in
+# docs/results/peft/lora_scale; they share runs/peft with make bench-peft
+# (the chosen alpha's run is one of its runs), whose report they overwrite
+# until make bench-peft runs again.
+PEFT_LORA_SCALE_DIR ?= docs/results/peft/lora_scale
+bench-peft-lora-scale: $(STAMP)
+	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
+	for alpha in 4 16 64 256; do \
+	  "$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	    --flagfile=tff_nlp/bin/flags/train_text2sql.peft.flags \
+	    --output_dir=$(PEFT_BENCH_DIR) --progress=off \
+	    --archive_dir=$(PEFT_LORA_SCALE_DIR) --variants=lora_r4 --seeds=0 \
+	    --methods=fedavg/num_examples --pretrained_dir=$(PRETRAIN_DIR) \
+	    --lora_alpha=$$alpha || exit 1; \
+	done
 
 # The paper's Table 2 with the template parser (train_text2sql.templates.flags):
 # finetuning, centralized and {FedAvg, FedOPT, FedProx} x {num_examples,
