@@ -86,31 +86,36 @@ def _drop_prediction(run_dir):
     f.writelines(lines[:-1])
 
 
-def _flip_prediction(run_dir):
-  path = os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'imdb.jsonl')
-  with open(path) as f:
-    lines = [json.loads(line) for line in f]
+def _edit_predictions(client, edit):
+  """A corruption of a run: `edit` changes the records of `client`'s
+  predictions file in place."""
+
+  def corrupt(run_dir):
+    path = os.path.join(run_dir, text2sql.PREDICTIONS_DIR, f'{client}.jsonl')
+    with open(path) as f:
+      lines = [json.loads(line) for line in f]
+    edit(lines)
+    with open(path, 'w') as f:
+      f.writelines(json.dumps(line) + '\n' for line in lines)
+
+  return corrupt
+
+
+def _flip(lines):
   lines[-1]['exact_match'] = not lines[-1]['exact_match']
-  with open(path, 'w') as f:
-    f.writelines(json.dumps(line) + '\n' for line in lines)
 
 
-def _miscount_tokens(run_dir):
-  path = os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'yelp.jsonl')
-  with open(path) as f:
-    lines = [json.loads(line) for line in f]
+def _miscount(lines):
   lines[0]['correct_tokens'] += 1
-  with open(path, 'w') as f:
-    f.writelines(json.dumps(line) + '\n' for line in lines)
 
 
-def _drop_line_tokens(run_dir):
-  path = os.path.join(run_dir, text2sql.PREDICTIONS_DIR, 'imdb.jsonl')
-  with open(path) as f:
-    lines = [json.loads(line) for line in f]
+def _drop_tokens(lines):
   del lines[3]['tokens']
-  with open(path, 'w') as f:
-    f.writelines(json.dumps(line) + '\n' for line in lines)
+
+
+_flip_prediction = _edit_predictions('imdb', _flip)
+_miscount_tokens = _edit_predictions('yelp', _miscount)
+_drop_line_tokens = _edit_predictions('imdb', _drop_tokens)
 
 
 def _remove_predictions(run_dir):
