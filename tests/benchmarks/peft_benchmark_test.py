@@ -305,6 +305,25 @@ class SummarizeTest(tf.test.TestCase):
         r'higher \|')
 
 
+class VerdictTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(
+      # Both intervals agree, or disagree.
+      ('a higher', 'a higher', 'a higher'),
+      ('no difference', 'a higher', 'no difference'),
+      ('b higher', 'a higher', 'no difference'),
+      # One seed: the seed interval is undetermined, the bootstrap decides.
+      ('undetermined', 'b higher', 'b higher'),
+      ('undetermined', 'no difference', 'no difference'),
+      (None, 'a higher', 'a higher'),
+      ('undetermined', None, 'undetermined'),
+      (None, None, '–'),
+  )
+  def test_one_verdict_from_both_intervals(self, seed, bootstrap, expected):
+    self.assertEqual(peft_benchmark._verdict(  # pylint: disable=protected-access
+        {'seed_verdict': seed, 'bootstrap_verdict': bootstrap}), expected)
+
+
 # Round times the fake runs record, per variant and pass: round 1 (which
 # compiles) 100 s, then these. Full: 6, 8 | 10, 4 -> median of 4, 6, 8, 10
 # = 7. LoRA r = 4: 2, 3 | 5, 1 -> median of 1, 2, 3, 5 = 2.5. Full / LoRA

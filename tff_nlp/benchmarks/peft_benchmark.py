@@ -545,12 +545,15 @@ def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
 
 def _verdict(entry: Mapping[str, Any]) -> str:
   """One verdict from a difference's seed and bootstrap verdicts: theirs if
-  they agree (or only one exists), else 'no difference'."""
-  verdicts = {entry.get(f'{key}_verdict') for key in ('seed', 'bootstrap')}
-  verdicts.discard(None)
-  if not verdicts:
-    return '–'
-  return verdicts.pop() if len(verdicts) == 1 else intervals.NO_DIFFERENCE
+  they agree (or only one is determined: one seed leaves the seed interval
+  undetermined), else 'no difference'."""
+  verdicts = [entry.get(f'{key}_verdict') for key in ('seed', 'bootstrap')]
+  determined = {v for v in verdicts
+                if v is not None and v != intervals.UNDETERMINED}
+  if not determined:
+    return intervals.UNDETERMINED if intervals.UNDETERMINED in verdicts else '–'
+  return (determined.pop() if len(determined) == 1
+          else intervals.NO_DIFFERENCE)
 
 
 def _ci_text(interval) -> str:
