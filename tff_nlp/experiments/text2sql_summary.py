@@ -123,14 +123,14 @@ class Bootstrap:
 
   def token_difference(self, a: Sequence[text2sql_seed_runs.SeedRun],
                        b: Sequence[text2sql_seed_runs.SeedRun],
+                       units: Mapping[str, np.ndarray],
                        resample_seeds: bool):
     """`difference` of teacher-forced token accuracy: the same examples
-    resampled, each weighing its tokens (`_token_units` checks them)."""
+    resampled, each weighing its tokens (`units`, from `_token_units`)."""
     return intervals.bootstrap_difference(
         _stacked_tokens(a), _stacked_tokens(b),
         num_replicates=self.num_replicates, confidence=self.confidence,
-        seed=self.seed, resample_seeds=resample_seeds,
-        units=_token_units([*a, *b]))
+        seed=self.seed, resample_seeds=resample_seeds, units=units)
 
   def to_json(self) -> dict[str, Any]:
     return collections.OrderedDict(
@@ -326,11 +326,11 @@ def _token_difference(a, b, common, a_name: str, b_name: str,
       float(np.mean([run.tokens.macro for run in a])
             - np.mean([run.tokens.macro for run in b])),
       per_seed, a_name, b_name, paired_seeds=len(per_seed))
-  with_units = (bootstrap is not None and _same_examples([*a, *b])
-                and _token_units([*a, *b]) is not None)
+  units = (_token_units([*a, *b])
+           if bootstrap is not None and _same_examples([*a, *b]) else None)
   for key, resample_seeds in (('bootstrap', False), ('bootstrap_seeds', True)):
-    interval = (bootstrap.token_difference(a, b, resample_seeds).macro
-                if with_units else None)
+    interval = (bootstrap.token_difference(a, b, units, resample_seeds).macro
+                if units is not None else None)
     content[f'{key}_ci95'] = [interval.low, interval.high] if interval else None
     content[f'{key}_verdict'] = (
         intervals.verdict(interval, a_name, b_name) if interval else None)
