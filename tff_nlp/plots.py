@@ -320,7 +320,9 @@ def plot_intervals(
   """
   if not rows:
     raise ValueError('Nothing to plot: rows is empty.')
-  fig, axes = _new_figure(1, 1, width=7.0, height=0.45 * len(rows) + 1.2)
+  # Wide enough for the longest label beside a readable axis.
+  width = max(7.0, 4.0 + 0.07 * max(len(label) for label in rows))
+  fig, axes = _new_figure(1, 1, width=width, height=0.45 * len(rows) + 1.2)
   ax = axes[0, 0]
   labels = list(rows)
   ys = np.arange(len(labels))[::-1]

@@ -20,12 +20,15 @@ from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.benchmarks import peft_benchmark
+from tff_nlp.benchmarks import peft_report
 from tff_nlp.benchmarks import text2sql_benchmark
+from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_summary
 from tff_nlp.models import lora as lora_lib
 from tff_nlp.tasks import text2sql as text2sql_task
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
+_FEDAVG_LORAR = ('federated', 'fedavg', 'lorar')
 _SIZES = {'imdb': 10, 'yelp': 20}
 _EXAMPLES = {c: [(f'question {i} of {c}', f'SELECT {i} ;') for i in range(n)]
              for c, n in _SIZES.items()}
@@ -64,30 +67,41 @@ _TRAFFIC = {'pretrained_full': [(4000, 4100), (4000, 4100)],
 # resample of the examples: imdb -3 k / 10 k = -0.3, yelp -k / 5 k = -0.2,
 # MacroAvg -0.25; equal seeds: every interval is the point itself.
 _TOKENS = {
-    'pretrained_full': {'imdb': [(6, 10)] * 10,
-                        'yelp': [(4 - i % 2, 5) for i in range(20)]},
-    'lora_r4': {'imdb': [(3, 10)] * 10,
-                'yelp': [(3 - i % 2, 5) for i in range(20)]}}
+    ('pretrained_full', 'num_examples'): {
+        'imdb': [(6, 10)] * 10, 'yelp': [(4 - i % 2, 5) for i in range(20)]},
+    ('lora_r4', 'num_examples'): {
+        'imdb': [(3, 10)] * 10, 'yelp': [(3 - i % 2, 5) for i in range(20)]},
+    # Full fine-tuning with Lorar: the same exact matches as with
+    # num_examples (`_FULL`), one more token right in each imdb example
+    # (0.7), yelp's the same: MacroAvg 0.70. Lorar - num_examples on any
+    # resample: imdb +k / 10 k = +0.1, yelp 0, MacroAvg +0.05; EM 0.
+    ('pretrained_full', 'lorar'): {
+        'imdb': [(7, 10)] * 10, 'yelp': [(4 - i % 2, 5) for i in range(20)]},
+}
 
 
-def _write_variant(root, name, per_seed):
-  runs = []
-  for seed, outcomes in enumerate(per_seed):
-    run_dir = os.path.join(root, name, 'runs', f'fedavg-{seed}')
-    text2sql_fake_runs.write_run(run_dir, seed, outcomes, _EXAMPLES,
-                                 example_tokens=_TOKENS[name])
-    os.makedirs(os.path.join(run_dir, 'federated'))
-    with open(os.path.join(run_dir, 'federated', 'metrics.jsonl'), 'w') as f:
-      f.write(json.dumps({'round': 0}) + '\n')
-      for round_num, (down, up) in enumerate(_TRAFFIC[name], start=1):
-        f.write(json.dumps({
-            'round': round_num, 'round_seconds': 2.0 * round_num,
-            'communication': {'bytes_down_per_client': down,
-                              'bytes_up_per_client': up}}) + '\n')
-    runs.append((seed, run_dir))
+def _write_variant(root, name, per_seed, lorar=None):
+  """Writes a variant's runs (FedAvg; with Lorar too if `lorar`, its
+  outcomes per seed) and returns its seed summary."""
+  runs = {}
+  for method, outcomes_per_seed in ((_FEDAVG, per_seed),
+                                    (_FEDAVG_LORAR, lorar)):
+    for seed, outcomes in enumerate(outcomes_per_seed or ()):
+      run_dir = os.path.join(root, name, 'runs', f'fedavg-{method[2]}-{seed}')
+      text2sql_fake_runs.write_run(run_dir, seed, outcomes, _EXAMPLES,
+                                   example_tokens=_TOKENS[name, method[2]])
+      os.makedirs(os.path.join(run_dir, 'federated'))
+      with open(os.path.join(run_dir, 'federated', 'metrics.jsonl'),
+                'w') as f:
+        f.write(json.dumps({'round': 0}) + '\n')
+        for round_num, (down, up) in enumerate(_TRAFFIC[name], start=1):
+          f.write(json.dumps({
+              'round': round_num, 'round_seconds': 2.0 * round_num,
+              'communication': {'bytes_down_per_client': down,
+                                'bytes_up_per_client': up}}) + '\n')
+      runs.setdefault(method, []).append((seed, run_dir))
   return text2sql_summary.summarize_runs(
-      {_FEDAVG: runs}, output_dir=os.path.join(root, name),
-      num_replicates=200)
+      runs, output_dir=os.path.join(root, name), num_replicates=200)
 
 
 class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
@@ -193,7 +207,7 @@ class RunPeftBenchmarkTest(tf.test.TestCase):
         # write_run records 3 rounds: a finished run of this loop.
         loop=training.LoopConfig(rounds=3),
         lora=lora_lib.LoraConfig(rank=1, alpha=16.0))
-    with mock.patch.object(text2sql_benchmark.text2sql, 'run_text2sql',
+    with mock.patch.object(text2sql, 'run_text2sql',
                            side_effect=self._fake_run):
       return peft_benchmark.run_peft_benchmark(
           settings, data_dir=None, output_dir=self.bench,
@@ -242,11 +256,11 @@ class SummarizeTest(tf.test.TestCase):
     super().setUp()
     self.root = self.create_tempdir().full_path
     summaries = {'pretrained_full': _write_variant(
-        self.root, 'pretrained_full', _FULL),
+        self.root, 'pretrained_full', _FULL, lorar=_FULL),
                  'lora_r4': _write_variant(self.root, 'lora_r4', _LORA)}
     self.variants = peft_benchmark.parse_variants(
         ['pretrained_full', 'lora_r4'])
-    self.content = peft_benchmark.summarize(
+    self.content = peft_report.summarize(
         self.variants, summaries, output_dir=self.root, command='cmd')
 
   def test_exact_match_and_traffic(self):
@@ -290,10 +304,44 @@ class SummarizeTest(tf.test.TestCase):
       self.assertAllClose(tokens[f'{key}_ci95'], [-0.25, -0.25])
       self.assertEqual(tokens[f'{key}_verdict'], 'pretrained_full higher')
 
+  def test_lorar_against_num_examples_within_a_variant(self):
+    # Only full fine-tuning ran both weightings. The same exact matches:
+    # EM +0 with every interval [0, 0]; tokens +0.05 on every resample.
+    self.assertEqual(list(self.content['lorar_vs_num_examples']),
+                     ['pretrained_full-fedavg'])
+    difference = self.content['lorar_vs_num_examples'][
+        'pretrained_full-fedavg']
+    self.assertEqual((difference['a'], difference['b']),
+                     ('Lorar', 'num_examples'))
+    em = difference['exact_match']['macro_avg']
+    self.assertAllClose(em['difference'], 0.0)
+    self.assertAllClose(em['seed_ci95'], [0.0, 0.0])
+    tokens = difference['token_accuracy']
+    self.assertAllClose(tokens['difference'], 0.05)
+    for key in ('seed', 'bootstrap', 'bootstrap_seeds'):
+      self.assertAllClose(tokens[f'{key}_ci95'], [0.05, 0.05])
+      self.assertEqual(tokens[f'{key}_verdict'], 'Lorar higher')
+    # Lorar is compared with the reference's Lorar runs only: LoRA has none.
+    self.assertEqual(list(self.content['differences']),
+                     ['lora_r4-fedavg-num_examples'])
+
+  def test_token_accuracy_figure(self):
+    self.assertEqual(self.content['figures'],
+                     [peft_report.TOKEN_PLOT_FILE])
+    with open(os.path.join(self.root, peft_report.TOKEN_PLOT_FILE),
+              'rb') as f:
+      self.assertEqual(f.read(8), b'\x89PNG\r\n\x1a\n')
+    # Per seed 0.65, 0.65, 0.65 (full) and 0.70 (full, Lorar).
+    methods = self.content['variants']['pretrained_full']['methods']
+    self.assertAllClose(methods['fedavg-num_examples'][
+        'token_accuracy_per_seed'], [0.65] * 3)
+    self.assertAllClose(methods['fedavg-lorar'][
+        'token_accuracy_per_seed'], [0.70] * 3)
+
   def test_files(self):
-    with open(os.path.join(self.root, peft_benchmark.RESULTS_FILE)) as f:
+    with open(os.path.join(self.root, peft_report.RESULTS_FILE)) as f:
       self.assertEqual(json.load(f)['reference'], 'pretrained_full')
-    with open(os.path.join(self.root, peft_benchmark.TABLE_FILE)) as f:
+    with open(os.path.join(self.root, peft_report.TABLE_FILE)) as f:
       table = f.read()
     self.assertIn('| LoRA r = 4, pre-trained | FedAvg | 3 | 15.0', table)
     self.assertIn('| 40.0 [40.0, 40.0] | 100 / 120 | 36.8× | 3.0 |', table)
@@ -303,6 +351,10 @@ class SummarizeTest(tf.test.TestCase):
         r'\+14\.7\] \| \[-[0-9.]+, -[0-9.]+\] \| no difference \| -25\.0 \| '
         r'\[-25\.0, -25\.0\] \| \[-25\.0, -25\.0\] \| pretrained_full '
         r'higher \|')
+    self.assertIn('| pretrained_full-fedavg | +0.0 | [+0.0, +0.0] | '
+                  '[+0.0, +0.0] | no difference | +5.0 | [+5.0, +5.0] | '
+                  '[+5.0, +5.0] | Lorar higher |', table)
+    self.assertIn(f'![{peft_report.TOKEN_PLOT_FILE}]', table)
 
 
 class VerdictTest(tf.test.TestCase, parameterized.TestCase):
@@ -320,7 +372,7 @@ class VerdictTest(tf.test.TestCase, parameterized.TestCase):
       (None, None, '–'),
   )
   def test_one_verdict_from_both_intervals(self, seed, bootstrap, expected):
-    self.assertEqual(peft_benchmark._verdict(  # pylint: disable=protected-access
+    self.assertEqual(peft_report._verdict(  # pylint: disable=protected-access
         {'seed_verdict': seed, 'bootstrap_verdict': bootstrap}), expected)
 
 
@@ -386,7 +438,7 @@ class TimeRoundsTest(tf.test.TestCase):
                         {'config': {'loop': {'rounds': loop.rounds}}})
 
   def _time(self, pretrained_dir=None):
-    with mock.patch.object(peft_benchmark.text2sql, 'run_text2sql',
+    with mock.patch.object(text2sql, 'run_text2sql',
                            side_effect=self._fake_run):
       return peft_benchmark.time_rounds(
           _settings(), data_dir=None, output_dir=self.root,
@@ -412,7 +464,7 @@ class TimeRoundsTest(tf.test.TestCase):
     self.assertAllClose(lora['speedup_over_full'], 2.8)
     self.assertEqual((lora['bytes_down_per_client'],
                       lora['bytes_up_per_client']), (100, 170))
-    with open(os.path.join(self.root, peft_benchmark.TIMING_FILE)) as f:
+    with open(os.path.join(self.root, peft_report.TIMING_FILE)) as f:
       self.assertEqual(json.load(f), content)
 
   def test_finished_runs_are_read_back_unfinished_ones_rerun(self):
@@ -445,11 +497,11 @@ class TimeRoundsTest(tf.test.TestCase):
     summaries = {'pretrained_full': _write_variant(
         self.root, 'pretrained_full', _FULL),
                  'lora_r4': _write_variant(self.root, 'lora_r4', _LORA)}
-    content = peft_benchmark.summarize(self.variants, summaries,
+    content = peft_report.summarize(self.variants, summaries,
                                        output_dir=self.root)
     self.assertEqual(content['round_time']['variants']['lora_r4']['median'],
                      2.5)
-    table = peft_benchmark.markdown(content)
+    table = peft_report.markdown(content)
     self.assertIn('| lora_r4 | 100 / 170 | 30.0× | 4 | 2.5 | 1.0–5.0 | 2.80 |',
                   table)
     self.assertIn('| pretrained_full | 4,000 / 4,100 | 1.0× | 4 | 7.0 | '

@@ -11,21 +11,17 @@ with every seed through `text2sql_benchmark.collect_runs`, in
 interrupted benchmark resumes). Runs go seed by seed across the variants, so
 an interrupted benchmark has its first seeds' comparisons complete.
 
-`summarize` then writes `results.json` and `results.md`: per variant and
-method, test exact match (MacroAvg and MicroAvg; means over seeds with their
-t intervals), the bytes each client downloads and uploads per round (from
-the runs' own `communication` records) and how many times fewer than full
-fine-tuning from the pre-trained model, the mean round time of the runs
-(and, from `time_rounds`, round times measured side by side); and the paired
-differences of each variant from full fine-tuning from the pre-trained model
-(`text2sql_summary.difference_json`: seeds, and the paired bootstrap over
-test examples), with the template-retrieval baseline beside them.
+`peft_report.summarize` then writes the report: each variant's exact match,
+token accuracy, bytes per client and round and round time, its paired
+differences from full fine-tuning of the pre-trained model, and Lorar
+against num_examples within each variant, with the template-retrieval
+baseline beside them. `time_rounds` measures the variants' round times side
+by side, which the report shows when present.
 """
 
 import collections
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 import dataclasses
-import json
 import os
 import shutil
 from typing import Any, Optional
@@ -35,20 +31,12 @@ import numpy as np
 
 from tff_nlp import errors
 from tff_nlp import training as training_lib
+from tff_nlp.benchmarks import peft_report
 from tff_nlp.benchmarks import text2sql_benchmark
-from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import text2sql_seed_runs
-from tff_nlp.experiments import text2sql_summary
-from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import lora as lora_lib
 
-RESULTS_FILE = 'results.json'
-TABLE_FILE = 'results.md'
-# `time_rounds`' measurement, which `summarize` reports when present.
-TIMING_FILE = 'round_times.json'
-# The reference the differences and byte ratios are taken against.
-REFERENCE = 'pretrained_full'
+REFERENCE = peft_report.REFERENCE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,8 +219,8 @@ def run_peft_benchmark(
           runs[v], variant_settings[v], data_dir=data_dir,
           output_dir=os.path.join(output_dir, v.name), command=command))
       for v in finished)
-  return summarize(finished, summaries, output_dir=output_dir,
-                   command=command)
+  return peft_report.summarize(finished, summaries, output_dir=output_dir,
+                               command=command)
 
 
 def _check_variants(variants: Sequence[Variant],
@@ -317,7 +305,7 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
       times[variant.name] += [r['round_seconds'] for r in records
                               if 'round_seconds' in r and r['round'] > 1]
       if variant.name not in traffic:  # The same bytes in every pass.
-        traffic[variant.name] = _run_traffic(run_dir)
+        traffic[variant.name] = peft_report.run_traffic(run_dir)
   content = collections.OrderedDict(
       method=text2sql_report.method_slug(method), rounds=rounds,
       repeats=repeats, variants=collections.OrderedDict())
@@ -331,234 +319,6 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
     for entry in content['variants'].values():
       entry['speedup_over_full'] = reference / entry['median']
   os.makedirs(output_dir, exist_ok=True)
-  training_lib.write_json(os.path.join(output_dir, TIMING_FILE), content)
+  training_lib.write_json(os.path.join(output_dir, peft_report.TIMING_FILE),
+                          content)
   return content
-
-
-def _run_traffic(run_dir: str, unit: str = 'federated') -> dict[str, float]:
-  """Mean bytes per client and round, and mean round seconds, of a run."""
-  records = training_lib.read_json_lines(
-      os.path.join(run_dir, unit, 'metrics.jsonl'))
-  trained = [r for r in records if 'communication' in r]
-  if not trained:
-    raise errors.InputError(f'{run_dir}: no trained round in its metrics.')
-  return collections.OrderedDict(
-      bytes_down_per_client=float(np.mean(
-          [r['communication']['bytes_down_per_client'] for r in trained])),
-      bytes_up_per_client=float(np.mean(
-          [r['communication']['bytes_up_per_client'] for r in trained])),
-      round_seconds=float(np.mean([r['round_seconds'] for r in trained])))
-
-
-def _seed_runs(summary: Mapping[str, Any], slug: str, output_dir: str
-               ) -> list[text2sql_seed_runs.SeedRun]:
-  return [text2sql_seed_runs.read_run(
-      os.path.normpath(os.path.join(output_dir, seed['run_dir'])),
-      seed=seed['seed']) for seed in summary['methods'][slug]['seeds']]
-
-
-def summarize(variants: Sequence[Variant],
-              summaries: Mapping[str, Mapping[str, Any]], *,
-              output_dir: str, command: str = '') -> dict[str, Any]:
-  """The report of finished variants (each a `text2sql_benchmark.report_runs`
-  summary)."""
-  reference = summaries.get(REFERENCE)
-  content = collections.OrderedDict(
-      units='fraction', command=command, reference=REFERENCE,
-      variants=collections.OrderedDict(), differences=collections.OrderedDict())
-  for variant in variants:
-    summary = summaries[variant.name]
-    variant_dir = os.path.join(output_dir, variant.name)
-    methods = collections.OrderedDict()
-    for slug, method in summary['methods'].items():
-      exact_match = method['test']['exact_match']
-      seeds = [os.path.normpath(os.path.join(variant_dir, s['run_dir']))
-               for s in method['seeds']]
-      traffic = [_run_traffic(run_dir) for run_dir in seeds]
-      entry = collections.OrderedDict(
-          label=method['label'], num_seeds=method['num_seeds'],
-          macro_avg=exact_match['macro_avg'],
-          macro_avg_ci95=exact_match['macro_avg_ci95'],
-          micro_avg=exact_match['micro_avg'],
-          micro_avg_ci95=exact_match['micro_avg_ci95'],
-          # Teacher-forced test token accuracy: it separates models whose
-          # exact match is still 0 (small models trained for few rounds).
-          token_accuracy=_macro(method.get('test_token_accuracy')),
-          seconds=method['seconds'])
-      for key in traffic[0]:
-        entry[key] = float(np.mean([t[key] for t in traffic]))
-      with open(os.path.join(seeds[0], text2sql.RESULTS_FILE)) as f:
-        entry['lora'] = json.load(f).get('lora')
-      methods[slug] = entry
-    content['variants'][variant.name] = collections.OrderedDict(
-        label=variant.label, pretrained=variant.pretrained,
-        pretrained_tokenizer=variant.pretrained or variant.pretrained_tokenizer,
-        lora_rank=variant.lora_rank, methods=methods)
-  if reference is not None:
-    reference_methods = content['variants'][REFERENCE]['methods']
-    for variant in variants:
-      for slug, entry in content['variants'][variant.name]['methods'].items():
-        if slug in reference_methods:
-          entry['bytes_fewer_than_full'] = (
-              reference_methods[slug]['bytes_down_per_client']
-              + reference_methods[slug]['bytes_up_per_client']) / (
-                  entry['bytes_down_per_client']
-                  + entry['bytes_up_per_client'])
-      if variant.name == REFERENCE:
-        continue
-      for slug in summaries[variant.name]['methods']:
-        if slug not in reference['methods']:
-          continue
-        a = _seed_runs(summaries[variant.name], slug,
-                       os.path.join(output_dir, variant.name))
-        b = _seed_runs(reference, slug, os.path.join(output_dir, REFERENCE))
-        difference = text2sql_summary.difference_json(
-            a, b, text2sql_summary.Bootstrap(
-                intervals.DEFAULT_NUM_REPLICATES,
-                intervals.DEFAULT_CONFIDENCE, 0), a_name=variant.name,
-            b_name=REFERENCE)
-        content['differences'][f'{variant.name}-{slug}'] = difference
-  first = next(iter(summaries.values()))
-  content['baseline'] = first.get('baseline')
-  timing_path = os.path.join(output_dir, TIMING_FILE)
-  if os.path.exists(timing_path):
-    with open(timing_path, encoding='utf-8') as f:
-      content['round_time'] = json.load(f)
-  os.makedirs(output_dir, exist_ok=True)
-  training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), content)
-  with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
-    f.write(markdown(content))
-  return content
-
-
-def _macro(summary: Optional[Mapping[str, Any]]
-           ) -> Optional[dict[str, Any]]:
-  """{'macro_avg', 'macro_avg_ci95'} of a seed summary, or None."""
-  if not summary:
-    return None
-  return collections.OrderedDict(macro_avg=summary['macro_avg'],
-                                 macro_avg_ci95=summary['macro_avg_ci95'])
-
-
-def _percent(value: float, interval=None) -> str:
-  text = f'{100 * value:.1f}'
-  if interval:
-    text += f' [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]'
-  return text
-
-
-def markdown(content: Mapping[str, Any]) -> str:
-  """`results.md`: the variants' table and the differences from full."""
-  lines = [
-      '# Federated LoRA vs full fine-tuning on the text-to-SQL clients', '',
-      f'Command: `{content["command"]}`' if content['command'] else '', '',
-      '| Variant | Method | Seeds | MacroAvg EM [95% CI] | MicroAvg EM | '
-      'MacroAvg token accuracy [95% CI] | '
-      'Bytes down / up per client-round | × fewer than full | '
-      'Round (s), as run |',
-      '|---|---|---:|---|---|---|---|---:|---:|']
-  for variant in content['variants'].values():
-    for entry in variant['methods'].values():
-      ratio = entry.get('bytes_fewer_than_full')
-      lines.append(
-          f'| {variant["label"]} | {entry["label"]} | {entry["num_seeds"]} | '
-          f'{_percent(entry["macro_avg"], entry["macro_avg_ci95"])} | '
-          f'{_percent(entry["micro_avg"], entry["micro_avg_ci95"])} | '
-          f'{_token_text(entry.get("token_accuracy"))} | '
-          f'{entry["bytes_down_per_client"]:,.0f} / '
-          f'{entry["bytes_up_per_client"]:,.0f} | '
-          f'{"–" if ratio is None else f"{ratio:.1f}×"} | '
-          f'{entry["round_seconds"]:.1f} |')
-  baseline = content.get('baseline')
-  if baseline:
-    em = baseline['test']['exact_match']
-    lines.append(f'| {baseline["label"]} | – | – | '
-                 f'{_percent(em["macro_avg"])} | {_percent(em["micro_avg"])} '
-                 '| – | 0 / 0 | – | – |')
-  lines += _round_time_lines(content.get('round_time'))
-  if content['differences']:
-    lines += ['', 'Differences from full fine-tuning of the pre-trained '
-              'model (MacroAvg, percentage points): the t interval over '
-              'paired seeds and the paired bootstrap over test examples '
-              '(token accuracy: each example weighing its tokens). A '
-              'difference is called only where every interval shown excludes '
-              '0 on the same side.', '',
-              '| Variant − full | EM difference | Seeds 95% CI | Bootstrap '
-              '95% CI | Verdict | Token accuracy difference | Seeds 95% CI | '
-              'Bootstrap 95% CI | Verdict |',
-              '|---|---:|---|---|---|---:|---|---|---|']
-    for name, difference in content['differences'].items():
-      cells = [name]
-      for entry in (difference['exact_match']['macro_avg'],
-                    difference.get('token_accuracy')):
-        if not entry:
-          cells += ['–'] * 4
-          continue
-        cells += [f'{100 * entry["difference"]:+.1f}',
-                  _ci_text(entry['seed_ci95']),
-                  _ci_text(entry.get('bootstrap_ci95')), _verdict(entry)]
-      lines.append('| ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + '\n'
-
-
-def _token_text(token_accuracy: Optional[Mapping[str, Any]]) -> str:
-  if not token_accuracy:
-    return '–'
-  return _percent(token_accuracy['macro_avg'],
-                  token_accuracy['macro_avg_ci95'])
-
-
-def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
-  """The side-by-side round times (`time_rounds`), if measured."""
-  lines = ['', '"Round (s), as run" is the mean `process.next` time of the '
-           'runs above, each under whatever else the machine was running.']
-  if not timing:
-    return lines + ['Side by side (`--time_rounds`): not measured.']
-  lines += [
-      f'Side by side (`--time_rounds={timing["rounds"]}`, '
-      f'{timing["repeats"]} interleaved passes of {timing["method"]}; the '
-      'first round of each run, which compiles, left out):', '',
-      '| Variant | Bytes down / up per client-round | × fewer than full | '
-      'Rounds timed | Median round (s) | Range (s) | × faster than full |',
-      '|---|---|---:|---:|---:|---|---:|']
-  variants = timing['variants']
-  reference = variants.get(REFERENCE)
-  for name, entry in variants.items():
-    seconds = entry['round_seconds']
-    speedup = entry.get('speedup_over_full')
-    # Timings written before the bytes were recorded have none.
-    down, up = (entry.get('bytes_down_per_client'),
-                entry.get('bytes_up_per_client'))
-    fewer = None
-    if down is not None and reference and 'bytes_down_per_client' in reference:
-      fewer = (reference['bytes_down_per_client']
-               + reference['bytes_up_per_client']) / (down + up)
-    lines.append(
-        f'| {name} | '
-        f'{"–" if down is None else f"{down:,.0f} / {up:,.0f}"} | '
-        f'{"–" if fewer is None else f"{fewer:.1f}×"} | '
-        f'{len(seconds)} | {entry["median"]:.1f} | '
-        f'{min(seconds):.1f}–{max(seconds):.1f} | '
-        f'{"–" if speedup is None else f"{speedup:.2f}"} |')
-  return lines
-
-
-def _verdict(entry: Mapping[str, Any]) -> str:
-  """One verdict from a difference's seed and bootstrap verdicts: theirs if
-  they agree (or only one is determined: one seed leaves the seed interval
-  undetermined), else 'no difference'."""
-  verdicts = [entry.get(f'{key}_verdict') for key in ('seed', 'bootstrap')]
-  determined = {v for v in verdicts
-                if v is not None and v != intervals.UNDETERMINED}
-  if not determined:
-    return intervals.UNDETERMINED if intervals.UNDETERMINED in verdicts else '–'
-  return (determined.pop() if len(determined) == 1
-          else intervals.NO_DIFFERENCE)
-
-
-def _ci_text(interval) -> str:
-  if not interval:
-    return '–'
-  if isinstance(interval, Mapping):
-    interval = (interval['low'], interval['high'])
-  return f'[{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]'
