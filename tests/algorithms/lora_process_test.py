@@ -325,16 +325,25 @@ class Seq2SeqLoraExecutionTest(tf.test.TestCase):
     fresh_loss = loss(y, seq2seq.build_keras_model(_TINY_SEQ2SEQ)(x))
     (pair, _), = _seq2seq_client_data().unbatch().batch(2).take(1)
     checkpoint_outputs = pretrained(pair)
+    # Every target the seq2seq model has: attention, feed-forward and the
+    # tied token embedding (whose A starts at 0, as the kernels' B do).
+    # text2sql_lora_test runs the default targets.
     model_fn = seq2seq_model_fn.build_lora_model_fn(
-        _TINY_SEQ2SEQ, lora.LoraConfig(rank=2, seed=3), checkpoint)
+        _TINY_SEQ2SEQ, lora.LoraConfig(
+            rank=2, seed=3,
+            targets=('attention', 'feedforward', 'embedding')), checkpoint)
     process = lora_process.build_lora_process(
         model_fn, algorithm='fedavg', weighting='num_examples',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
     state = process.initialize()
     weights = process.get_model_weights(state)
-    # The adapters of attention (4 projections x 3 attention layers) and
-    # feed-forward (2 x 2 layers): 16 adapters, 32 factors.
-    self.assertLen(weights.trainable, 32)
+    # The adapters of the token embedding [vocabulary, d] (first), attention
+    # (4 projections x 3 attention layers) and feed-forward (2 x 2 layers):
+    # 17 adapters, 34 factors.
+    self.assertLen(weights.trainable, 34)
+    self.assertEqual(
+        [list(w.shape) for w in weights.trainable[:2]],
+        [[_TINY_SEQ2SEQ.vocabulary_size, 2], [2, _TINY_SEQ2SEQ.hidden_dim]])
     self.assertEqual(weights.non_trainable, ())
 
     output, (client,) = process.next_with_client_outputs(

@@ -119,6 +119,22 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
         'full, from scratch (pre-trained tokenizer)', 'full, pre-trained',
         'LoRA r = 32, pre-trained', 'full, from scratch (own tokenizer)'])
 
+  def test_lora_with_the_embedding(self):
+    (variant,) = peft_benchmark.parse_variants(['lora_r8_embedding'])
+    self.assertEqual((variant.lora_rank, variant.lora_embedding,
+                      variant.pretrained), (8, True, True))
+    self.assertEqual(variant.label, 'LoRA r = 8 + embedding, pre-trained')
+    base = _settings(lora_lib.LoraConfig(rank=1, alpha=32.0))
+    adapters = variant.settings(base, 'pre').lora
+    self.assertEqual((adapters.rank, adapters.alpha, adapters.targets),
+                     (8, 32.0, ('attention', 'feedforward', 'embedding')))
+    # Its runs are named apart from those without the embedding's.
+    self.assertEqual(
+        text2sql_benchmark.run_variant(None, None, adapters)['lora_targets'],
+        'attention+feedforward+embedding')
+    with self.assertRaisesRegex(ValueError, 'lora_embedding needs a'):
+      peft_benchmark.Variant('x', pretrained=True, lora_embedding=True)
+
   def test_pretrained_start_has_the_pretrained_tokenizer_anyway(self):
     with self.assertRaisesRegex(ValueError, 'for variants from scratch'):
       peft_benchmark.Variant('x', pretrained=True, pretrained_tokenizer=True)
@@ -144,7 +160,8 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(
       (['lora_r0'], 'unknown variant'), (['lora'], 'unknown variant'),
-      (['full'], 'unknown variant'),
+      (['full'], 'unknown variant'), (['lora_r8_emb'], 'unknown variant'),
+      (['lora_r0_embedding'], 'unknown variant'),
       (['lora_r8', 'lora_r8'], 'repeated variants'))
   def test_bad_variants(self, names, message):
     with self.assertRaisesRegex(errors.InputError, message):

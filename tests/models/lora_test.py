@@ -202,13 +202,39 @@ class LoraComputationTest(tf.test.TestCase, parameterized.TestCase):
     # A plain model again: it can be adapted anew.
     self.assertLen(lora.add_lora(model, lora.LoraConfig(rank=1)), 16)
 
-  def test_adapter_config_round_trip(self):
+  def test_embedding_target_adapts_the_token_table(self):
+    model = _tiny_model()
+    adapters = lora.add_lora(model, lora.LoraConfig(
+        rank=3, targets=['embedding', 'feedforward']))
+    # The token embedding [50, 16] is the model's first layer; the position
+    # embeddings are no `Embedding` layers and stay plain.
+    self.assertEqual(
+        [layer.name for layer, _ in lora.adapted_layers(model)],
+        ['token_embedding'] + [n.rsplit('/', 1)[1]
+                               for n in _FEEDFORWARD_KERNELS])
+    self.assertEqual(
+        [(w.name, tuple(w.shape)) for w in model.trainable_weights],
+        [(f'lora_adapter_{i}/lora_{ab}:0', shape)
+         for i, (d_in, d_out) in enumerate([(50, 16)] + _FEEDFORWARD_SHAPES)
+         for ab, shape in (('a', (d_in, 3)), ('b', (3, d_out)))])
+    self.assertLen(model.non_trainable_weights, _MODEL_WEIGHTS)
+    self.assertEqual(type(model.token_embedding).__name__,
+                     'LoraReversibleEmbedding')
+    self.assertEqual([a.embedding for a in adapters], [True] + [False] * 4)
+    # The table is the effective one, a tensor; the variable stays W.
+    self.assertIsInstance(model.token_embedding.embeddings, tf.Tensor)
+    self.assertEqual(model.token_embedding.weights[0].name,
+                     'seq2seq_transformer/token_embedding/embeddings:0')
+
+  @parameterized.parameters(False, True)
+  def test_adapter_config_round_trip(self, embedding):
     adapter = lora.LoraAdapter(input_axes=(0, 1), rank=3, scale=0.5,
-                               seed=(7, 2), name='a')
+                               seed=(7, 2), embedding=embedding, name='a')
     clone = lora.LoraAdapter.from_config(adapter.get_config())
     self.assertEqual(
-        (clone.input_axes, clone.rank, clone.scale, clone.seed, clone.name),
-        ((0, 1), 3, 0.5, (7, 2), 'a'))
+        (clone.input_axes, clone.rank, clone.scale, clone.seed,
+         clone.embedding, clone.name),
+        ((0, 1), 3, 0.5, (7, 2), embedding, 'a'))
 
   @parameterized.named_parameters(
       ('rank_zero', dict(rank=0), 'rank must be a positive int'),
@@ -514,6 +540,60 @@ class LoraExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                    + '/merged')
     fresh = seq2seq.build_keras_model(_TINY, checkpoint=path)
     self.assertAllClose(fresh(_INPUTS), adapted, atol=1e-5)
+
+  def test_embedding_matches_the_plain_model_with_the_effective_table(self):
+    model = _tiny_model()
+    plain = model(_INPUTS).numpy()
+    (adapter,) = lora.add_lora(model, lora.LoraConfig(
+        rank=2, alpha=5.0, targets=['embedding']))
+    # PEFT's initialisation for embeddings: A = 0, B standard normal (its
+    # 32 draws: not all small); the outputs are unchanged.
+    self.assertAllEqual(adapter.lora_a, np.zeros([50, 2]))
+    self.assertGreater(np.abs(adapter.lora_b.numpy()).max(), 1.0)
+    self.assertAllEqual(model(_INPUTS), plain)
+    adapter.lora_a.assign(
+        np.random.default_rng(3).normal(size=[50, 2]).astype(np.float32)
+        * 0.1)
+    # Reference: the plain model (same seed, same weights) with the table
+    # W + (5 / 2) A @ B, in the encoder's and decoder's lookups and the tied
+    # output projection alike.
+    table = (model.token_embedding.weights[0].numpy()
+             + 2.5 * _np_product(adapter))
+    reference = _tiny_model()
+    reference.token_embedding.embeddings.assign(table)
+    expected = reference(_INPUTS).numpy()
+    self.assertGreater(np.abs(expected - plain).max(), 1e-2)
+    self.assertAllClose(model(_INPUTS), expected, atol=1e-5)
+    self.assertAllClose(tf.function(model)(_INPUTS), expected, atol=1e-5)
+    lora.merge_lora(model)
+    self.assertAllClose(model.token_embedding.embeddings, table, atol=1e-6)
+    self.assertAllClose(model(_INPUTS), expected, atol=1e-5)
+
+  def test_first_gradient_of_an_embedding_adapter(self):
+    # At A = 0 the table is W: dL/dA = scale * dL/dW B^T with dL/dW the
+    # plain model's table gradient (lookups and tied projection), dL/dB =
+    # scale * A^T dL/dW = 0.
+    model = _tiny_model()
+    weights = np.random.default_rng(6).normal(
+        size=model(_INPUTS).shape).astype(np.float32)
+
+    def loss():
+      return tf.reduce_sum(model(_INPUTS) * weights)
+
+    with tf.GradientTape() as tape:
+      plain_loss = loss()
+    (g_w,) = tape.gradient(plain_loss, [model.token_embedding.embeddings])
+    (adapter,) = lora.add_lora(model, lora.LoraConfig(
+        rank=2, alpha=6.0, targets=['embedding']))
+    with tf.GradientTape() as tape:
+      adapted_loss = loss()
+    g_a, g_b = tape.gradient(adapted_loss, model.trainable_variables)
+    self.assertAllClose(adapted_loss, plain_loss, atol=1e-5)
+    self.assertAllClose(g_b, np.zeros([2, 16]))
+    self.assertAllClose(
+        g_a, 3.0 * tf.convert_to_tensor(g_w).numpy()
+        @ adapter.lora_b.numpy().T, atol=1e-5, rtol=1e-4)
+    self.assertGreater(np.abs(g_a.numpy()).max(), 1e-6)
 
   def test_parameter_count(self):
     model = _tiny_model()

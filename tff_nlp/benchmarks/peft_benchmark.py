@@ -23,6 +23,7 @@ import collections
 from collections.abc import Sequence
 import dataclasses
 import os
+import re
 import shutil
 from typing import Any, Optional
 
@@ -48,7 +49,10 @@ class Variant:
     pretrained: Whether the runs start from the pre-trained model (and its
       tokenizer).
     lora_rank: 0: the whole model is trained and sent; r > 0: LoRA
-      adapters of rank r (on attention and feed-forward).
+      adapters of rank r (on the settings' `lora.targets`: by default
+      attention and feed-forward).
+    lora_embedding: With LoRA: the token embedding table (tied: the output
+      projection too) gets an adapter as well (`lora.EMBEDDING`).
     pretrained_tokenizer: From scratch only: the model starts from fresh
       weights but tokenizes with the pre-trained model's tokenizer
       (`run_text2sql`'s `tokenizer_from`), so that it differs from the
@@ -61,6 +65,7 @@ class Variant:
   pretrained: bool
   lora_rank: int = 0
   pretrained_tokenizer: bool = False
+  lora_embedding: bool = False
 
   def __post_init__(self):
     if self.pretrained and self.pretrained_tokenizer:
@@ -68,6 +73,9 @@ class Variant:
           f'Variant {self.name!r}: pretrained_tokenizer is for variants from '
           'scratch; a pre-trained start always has the pre-trained '
           'tokenizer.')
+    if self.lora_embedding and not self.lora_rank:
+      raise ValueError(f'Variant {self.name!r}: lora_embedding needs a '
+                       'lora_rank.')
 
   @property
   def needs_pretrained_run(self) -> bool:
@@ -77,6 +85,8 @@ class Variant:
   def label(self) -> str:
     start = 'pre-trained' if self.pretrained else 'from scratch'
     what = f'LoRA r = {self.lora_rank}' if self.lora_rank else 'full'
+    if self.lora_embedding:
+      what += ' + embedding'
     tokenizer = ''
     if not self.pretrained:
       tokenizer = (' (pre-trained tokenizer)' if self.pretrained_tokenizer
@@ -99,6 +109,9 @@ class Variant:
     if self.lora_rank:
       lora = dataclasses.replace(base.lora or lora_lib.LoraConfig(),
                                  rank=self.lora_rank)
+      if self.lora_embedding and lora_lib.EMBEDDING not in lora.targets:
+        lora = dataclasses.replace(
+            lora, targets=lora.targets + (lora_lib.EMBEDDING,))
     return dataclasses.replace(
         base, init_from=pretrained_dir if self.pretrained else None,
         tokenizer_from=pretrained_dir if self.pretrained_tokenizer else None,
@@ -127,21 +140,29 @@ OTHER_VARIANTS = (
 )
 
 
+# 'lora_r<rank>' or 'lora_r<rank>_embedding'.
+_LORA_NAME = re.compile(r'lora_r([0-9]+)(_embedding)?')
+
+
 def parse_variants(names: Sequence[str]) -> list[Variant]:
   """Variants by name: those of `DEFAULT_VARIANTS` and `OTHER_VARIANTS`,
-  or 'lora_r<rank>'."""
+  or 'lora_r<rank>' (and 'lora_r<rank>_embedding': the token embedding
+  adapted too)."""
   known = {v.name: v for v in DEFAULT_VARIANTS + OTHER_VARIANTS}
   variants = []
   for name in names:
     name = name.strip()
+    lora_name = _LORA_NAME.fullmatch(name)
     if name in known:
       variants.append(known[name])
-    elif name.startswith('lora_r') and name[6:].isdigit() and int(name[6:]):
-      variants.append(Variant(name, pretrained=True, lora_rank=int(name[6:])))
+    elif lora_name and int(lora_name[1]):
+      variants.append(Variant(name, pretrained=True,
+                              lora_rank=int(lora_name[1]),
+                              lora_embedding=bool(lora_name[2])))
     else:
       raise errors.InputError(
           f'--variants: unknown variant {name!r}; expected one of '
-          f'{sorted(known)} or lora_r<rank>.')
+          f'{sorted(known)}, lora_r<rank> or lora_r<rank>_embedding.')
   if len({v.name for v in variants}) != len(variants):
     raise errors.InputError(f'--variants: repeated variants in {names}.')
   return variants

@@ -157,7 +157,10 @@ LORA_ALPHA = flags.DEFINE_float(
     '(default: alpha = rank, scale 1).')
 LORA_TARGETS = flags.DEFINE_multi_enum(
     'lora_targets', list(lora.LoraConfig().targets), list(lora.TARGETS),
-    'Which projections get LoRA adapters.')
+    'Which weights get LoRA adapters: attention (query, key, value, output '
+    'projections), feedforward, all_dense (every Dense/EinsumDense), '
+    'embedding (the token embedding table; tied, the output projection '
+    'too).')
 LORA_TRAIN_LAYER_NORMS = flags.DEFINE_bool(
     'lora_train_layer_norms', False,
     'With LoRA adapters: also train (and send) the LayerNorms.')

@@ -6,14 +6,22 @@ using the effective kernel
 
     W' = W + (alpha / r) * A @ B
 
-while W and every other weight of the model stay frozen. B starts at zero,
-so the adapted model computes exactly what the pre-trained one did; only
+while W and every other weight of the model stay frozen. B starts at zero
+(A, for an embedding table: below), so the adapted model computes exactly what the pre-trained one did; only
 the factors, r * (d_in + d_out) numbers per kernel instead of d_in * d_out,
 are trained and, in federated fine-tuning, sent by the clients.
 
+An embedding table W [vocabulary, d] can be adapted too (target
+'embedding', as PEFT's LoRA on embedding layers): token i then reads row i
+of W + (alpha / r) * A @ B, with A [vocabulary, r] and B [r, d], and a tied
+output projection (keras-nlp's `ReversibleEmbedding`) uses the same
+effective table. There A starts at zero and B random (PEFT's choice for
+embeddings), so that each row's update is zero at first and trains from
+the first step.
+
 On a built Keras 2 model (the project's
 `seq2seq.Seq2SeqTransformer`, a keras-nlp model, or any model of `Dense` /
-`EinsumDense` layers):
+`EinsumDense` / `Embedding` layers):
 
 *   `add_lora(model, config)` gives the target kernels their adapters
     (`LoraAdapter` layers) and freezes the rest of the model: afterwards
@@ -53,13 +61,15 @@ How it is done in Keras 2, and why:
     adapters themselves (`adapters(model)`) are held by the target layers'
     classes (below).
 *   Forward pass: Keras 2's `Dense.call` and `EinsumDense.call` read
-    `self.kernel`. Each target layer gets a class of its own, a subclass of
-    its class whose `kernel` is a property computing W' from the frozen
-    variable and the adapter (as Keras 3's `Dense.enable_lora` does), so
-    every call, in eager mode, in `tf.function` and in TFF computations,
-    uses W' and gradients reach A and B. The frozen variable stays the
-    layer's tracked `kernel` (checkpoints and `get_weights` see W; read it
-    as `layer.weights[0]`: `layer.kernel` is now W', a tensor).
+    `self.kernel` (`Embedding.call` and `ReversibleEmbedding.call`:
+    `self.embeddings`). Each target layer gets a class of its own, a
+    subclass of its class whose `kernel` (`embeddings`) is a property
+    computing W' from the frozen variable and the adapter (as Keras 3's
+    `Dense.enable_lora` does), so every call, in eager mode, in
+    `tf.function` and in TFF computations, uses W' and gradients reach A
+    and B. The frozen variable stays the layer's tracked `kernel`
+    (checkpoints and `get_weights` see W; read it as `layer.weights[0]`:
+    `layer.kernel` is now W', a tensor).
 
 Dropout is unaffected (it follows the `training` argument, not `trainable`).
 Freezing a `BatchNormalization` layer in Keras 2 also switches it to
@@ -77,7 +87,8 @@ import tensorflow as tf
 ATTENTION = 'attention'
 FEEDFORWARD = 'feedforward'
 ALL_DENSE = 'all_dense'
-TARGETS = (ATTENTION, FEEDFORWARD, ALL_DENSE)
+EMBEDDING = 'embedding'
+TARGETS = (ATTENTION, FEEDFORWARD, ALL_DENSE, EMBEDDING)
 
 # The feed-forward `Dense` layers of keras-nlp's `TransformerEncoder` and
 # `TransformerDecoder`.
@@ -111,12 +122,16 @@ class LoraConfig:
       Transformer layers), 'feedforward' (the `Dense` layers named
       'feedforward_intermediate_dense' and 'feedforward_output_dense', those
       of keras-nlp's Transformer layers) and 'all_dense' (every `Dense` and
-      `EinsumDense` layer of the model, for models of other layers).
+      `EinsumDense` layer of the model, for models of other layers) and
+      'embedding' (the table of every `tf.keras.layers.Embedding` layer,
+      keras-nlp's `ReversibleEmbedding` included: with tied weights, its
+      output projection too; keras-nlp's `PositionEmbedding` is not one).
     train_layer_norms: Whether the `LayerNormalization` layers stay
       trainable beside the adapters (their gamma and beta are few numbers
       and often fine-tuned with LoRA).
-    seed: Seed of the random initial A (B starts at zero): same seed and
-      model, same adapters, in eager and graph mode.
+    seed: Seed of the random initial A (B starts at zero; for an
+      embedding, of the random B): same seed and model, same adapters, in
+      eager and graph mode.
   """
 
   rank: int = 8
@@ -165,8 +180,12 @@ class LoraAdapter(tf.keras.layers.Layer):
   """The LoRA factors of one kernel, and the effective kernel they give.
 
   Holds A [d_in, r] (random, He-uniform with fan-in d_in, from a stateless
-  draw keyed by `seed`) and B [r, d_out] (zeros). Called on the frozen
-  kernel W (of the shape it was built for), it returns
+  draw keyed by `seed`) and B [r, d_out] (zeros); for an embedding table
+  (`embedding=True`), A is zeros and B standard normal (the same draw), as
+  PEFT initialises LoRA on embeddings: a row's update A[i] @ B then starts
+  at zero and A, whose rows only the tokens a batch reads move, gets its
+  gradient from the first step. Called on the frozen kernel W (of the shape
+  it was built for), it returns
 
       W + scale * transpose(reshape(A @ B, input dims + output dims))
 
@@ -184,7 +203,10 @@ class LoraAdapter(tf.keras.layers.Layer):
       for an output projection [heads, head_dim, d_model]).
     rank: r.
     scale: alpha / r.
-    seed: Two ints keying the stateless draw of A.
+    seed: Two ints keying the stateless draw of A (of B, for an
+      embedding).
+    embedding: Whether W is an embedding table [vocabulary, d] (the
+      initialisation above).
     **kwargs: Forwarded to `tf.keras.layers.Layer` (e.g. `name`).
 
   Call arguments:
@@ -195,8 +217,10 @@ class LoraAdapter(tf.keras.layers.Layer):
   """
 
   def __init__(self, input_axes: Sequence[int], rank: int, scale: float,
-               seed: Sequence[int] = (0, 0), **kwargs):
+               seed: Sequence[int] = (0, 0), embedding: bool = False,
+               **kwargs):
     super().__init__(**kwargs)
+    self.embedding = bool(embedding)
     self.input_axes = tuple(int(a) for a in input_axes)
     self.rank = int(rank)
     self.scale = float(scale)
@@ -224,19 +248,23 @@ class LoraAdapter(tf.keras.layers.Layer):
     limit = math.sqrt(6.0 / d_in)
     seed = self.seed
 
-    def a_initializer(shape, dtype=None):
-      # Stateless: the same A whenever and wherever (eager, tf.function,
-      # a TFF model_fn) the adapter is built.
+    def uniform(shape, dtype=None):
+      # Stateless: the same factor whenever and wherever (eager,
+      # tf.function, a TFF model_fn) the adapter is built.
       return tf.random.stateless_uniform(
           shape, seed=seed, minval=-limit, maxval=limit,
           dtype=dtype or tf.float32)
 
+    def normal(shape, dtype=None):
+      return tf.random.stateless_normal(shape, seed=seed,
+                                        dtype=dtype or tf.float32)
+
     self.lora_a = self.add_weight(
-        name='lora_a', shape=[d_in, self.rank], initializer=a_initializer,
-        trainable=True)
+        name='lora_a', shape=[d_in, self.rank],
+        initializer='zeros' if self.embedding else uniform, trainable=True)
     self.lora_b = self.add_weight(
-        name='lora_b', shape=[self.rank, d_out], initializer='zeros',
-        trainable=True)
+        name='lora_b', shape=[self.rank, d_out],
+        initializer=normal if self.embedding else 'zeros', trainable=True)
     super().build(input_shape)
 
   def delta(self) -> tf.Tensor:
@@ -264,7 +292,8 @@ class LoraAdapter(tf.keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(input_axes=list(self.input_axes), rank=self.rank,
-                  scale=self.scale, seed=list(self.seed))
+                  scale=self.scale, seed=list(self.seed),
+                  embedding=self.embedding)
     return config
 
 
@@ -319,7 +348,16 @@ def _target_layers(layers, targets) -> list[tf.keras.layers.Layer]:
       chosen.add(id(layer))
     if ALL_DENSE in targets and isinstance(layer, dense_types):
       chosen.add(id(layer))
+    if EMBEDDING in targets and isinstance(layer, tf.keras.layers.Embedding):
+      chosen.add(id(layer))
   return [layer for layer in layers if id(layer) in chosen]
+
+
+def _adapted_attribute(layer: tf.keras.layers.Layer) -> str:
+  """The attribute of the weight an adapter adapts: the kernel, or an
+  embedding layer's table."""
+  return ('embeddings' if isinstance(layer, tf.keras.layers.Embedding)
+          else 'kernel')
 
 
 def _input_axes(layer: tf.keras.layers.Layer) -> tuple[int, ...]:
@@ -332,8 +370,9 @@ def _input_axes(layer: tf.keras.layers.Layer) -> tuple[int, ...]:
   return tuple(i for i, letter in enumerate(kernel_spec) if letter in inputs)
 
 
-def _lora_class(cls: type, adapter: LoraAdapter) -> type:
-  """A subclass of `cls` whose `kernel` is W' (module docstring).
+def _lora_class(cls: type, adapter: LoraAdapter, attribute: str) -> type:
+  """A subclass of `cls` whose `attribute` (`kernel` or `embeddings`) is W'
+  (module docstring).
 
   One class per adapted layer: the adapter lives in the class (the
   property's closure), so the (frozen) layer does not track it as a
@@ -343,15 +382,15 @@ def _lora_class(cls: type, adapter: LoraAdapter) -> type:
   def kernel(self):
     # The instance attribute Keras assigned in `build`, hidden by this
     # property: the frozen variable W.
-    return adapter.effective_kernel(self.__dict__['kernel'])
+    return adapter.effective_kernel(self.__dict__[attribute])
 
   def set_kernel(self, value):
     del self, value
-    raise AttributeError('The kernel of a layer with a LoRA adapter cannot '
-                         'be replaced; merge_lora(model) first.')
+    raise AttributeError(f'The {attribute} of a layer with a LoRA adapter '
+                         'cannot be replaced; merge_lora(model) first.')
 
   return type(f'Lora{cls.__name__}', (cls,), {
-      'kernel': property(kernel, set_kernel),
+      attribute: property(kernel, set_kernel),
       '__module__': cls.__module__,
   })
 
@@ -360,8 +399,8 @@ def add_lora(model: tf.keras.Model, config: LoraConfig) -> list[LoraAdapter]:
   """Adds LoRA adapters to the target kernels of a built model; freezes it.
 
   Each kernel that `config.targets` names gets a `LoraAdapter`; the layer
-  then computes with W + scale * A @ B (module docstring), and since B
-  starts at zero the model's outputs are unchanged. Every weight of the
+  then computes with W + scale * A @ B (module docstring), and since B (A,
+  for an embedding) starts at zero the model's outputs are unchanged. Every weight of the
   model is frozen except the adapters' factors (and the LayerNorms, with
   `config.train_layer_norms`): afterwards
 
@@ -409,9 +448,10 @@ def add_lora(model: tf.keras.Model, config: LoraConfig) -> list[LoraAdapter]:
         f'The model {model.name!r} has no layer that targets='
         f'{config.targets} names (attention: MultiHeadAttention layers; '
         f'feedforward: Dense layers named {FEEDFORWARD_LAYER_NAMES}; '
-        'all_dense: Dense and EinsumDense layers).')
+        'all_dense: Dense and EinsumDense layers; embedding: Embedding '
+        'layers).')
   for layer in targets:
-    if getattr(layer, 'kernel', None) is None:
+    if getattr(layer, _adapted_attribute(layer), None) is None:
       raise ValueError(f'The layer {layer.name!r} is not built.')
   # pylint: disable=protected-access
   if model._trainable_weights:
@@ -431,15 +471,17 @@ def add_lora(model: tf.keras.Model, config: LoraConfig) -> list[LoraAdapter]:
   # pylint: enable=protected-access
   adapters = []
   for index, layer in enumerate(targets):
-    kernel = layer.__dict__['kernel']
+    attribute = _adapted_attribute(layer)
+    kernel = layer.__dict__[attribute]
     adapter = LoraAdapter(
         input_axes=_input_axes(layer), rank=config.rank, scale=config.scale,
-        seed=(config.seed, index), name=f'lora_adapter_{index}')
+        seed=(config.seed, index), embedding=attribute == 'embeddings',
+        name=f'lora_adapter_{index}')
     # Names its variables after the adapter, as a Keras call would.
     with tf.name_scope(adapter.name):
       adapter.build(kernel.shape)
     state.targets.append((layer, type(layer), adapter))
-    layer.__class__ = _lora_class(type(layer), adapter)
+    layer.__class__ = _lora_class(type(layer), adapter, attribute)
     adapters.append(adapter)
   setattr(model, _FACTORS_ATTRIBUTE,
           [w for adapter in adapters for w in adapter.weights])
@@ -469,8 +511,8 @@ def adapted_layers(
     model: tf.keras.Model) -> list[tuple[tf.keras.layers.Layer, LoraAdapter]]:
   """(layer, its adapter) for each layer `add_lora` adapted, in model order.
 
-  The layer's `kernel` is then the effective kernel (a tensor); the frozen
-  variable W is `layer.weights[0]`. [] for a model without adapters.
+  The layer's `kernel` (an embedding layer's `embeddings`) is then the
+  effective kernel (a tensor); the frozen variable W is `layer.weights[0]`. [] for a model without adapters.
   """
   if not hasattr(model, _STATE_ATTRIBUTE):
     return []
@@ -503,7 +545,7 @@ def merge_lora(model: tf.keras.Model) -> None:
     raise ValueError(f'The model {model.name!r} has no LoRA adapters.')
   state = getattr(model, _STATE_ATTRIBUTE)
   for layer, cls, adapter in state.targets:
-    kernel = layer.__dict__['kernel']
+    kernel = layer.__dict__[_adapted_attribute(layer)]
     kernel.assign(adapter.effective_kernel(kernel))
     layer.__class__ = cls
   # Parents first: the `trainable` setter also sets the sublayers, which
