@@ -76,6 +76,13 @@ def _randomize_b(adapters, seed):
     adapter.lora_b.assign(rng.normal(size=adapter.lora_b.shape) * 0.3)
 
 
+def _linear_loss(model, seed):
+  """A loss with a random (seeded) gradient for every logit of `_INPUTS`."""
+  weights = np.random.default_rng(seed).normal(
+      size=model(_INPUTS).shape).astype(np.float32)
+  return lambda: tf.reduce_sum(model(_INPUTS) * weights)
+
+
 def _values(variables):
   return [(v, v.numpy()) for v in variables]
 
@@ -440,12 +447,7 @@ class LoraExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # dL/dW the plain model's kernel gradient (reshaped to [d_in, d_out]),
     # and dL/dA = scale * dL/dW B^T = 0.
     model = _tiny_model()
-    weights = np.random.default_rng(5).normal(
-        size=model(_INPUTS).shape).astype(np.float32)
-
-    def loss():
-      return tf.reduce_sum(model(_INPUTS) * weights)
-
+    loss = _linear_loss(model, seed=5)
     layers = [layer for layer in _layers(model)
               if isinstance(layer, (tf.keras.layers.Dense,
                                     tf.keras.layers.EinsumDense))]
@@ -574,12 +576,7 @@ class LoraExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # plain model's table gradient (lookups and tied projection), dL/dB =
     # scale * A^T dL/dW = 0.
     model = _tiny_model()
-    weights = np.random.default_rng(6).normal(
-        size=model(_INPUTS).shape).astype(np.float32)
-
-    def loss():
-      return tf.reduce_sum(model(_INPUTS) * weights)
-
+    loss = _linear_loss(model, seed=6)
     with tf.GradientTape() as tape:
       plain_loss = loss()
     (g_w,) = tape.gradient(plain_loss, [model.token_embedding.embeddings])
