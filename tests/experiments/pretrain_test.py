@@ -3,9 +3,10 @@
 References: hand-derived numbers (examples seen = steps x batch, the
 initial loss of a near-uniform model = ln V, perplexity = e^loss, the
 corpus line counts read here directly), the uninterrupted run for a resumed
-one, and text-to-SQL's own `init_from` checks (`_selected_checkpoint`,
-`_check_init_model`, `_tokenizer_file`, `_copy_tokenizer`,
-`prepare_task`, `load_model_weights`) for the run directory.
+one, and text-to-SQL's own `init_from` checks (`text2sql_start`'s
+`selected_checkpoint`, `check_init_model`, `tokenizer_file` and
+`copy_tokenizer_file`, `prepare_task`, `load_model_weights`) for the run
+directory.
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ from tff_nlp import errors
 from tff_nlp.data import data_root
 from tff_nlp.experiments import pretrain
 from tff_nlp.experiments import pretrain_corpus
-from tff_nlp.experiments import text2sql
+from tff_nlp.experiments import text2sql_start
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import span_corruption
@@ -78,11 +79,11 @@ def _read_json(output_dir, name):
 class PretrainExecutionTest(tf.test.TestCase):
 
   def test_layout_names_are_text2sql_init_from_names(self):
-    self.assertEqual(pretrain.TOKENIZER_DIR, text2sql.TOKENIZER_DIR)
+    self.assertEqual(pretrain.TOKENIZER_DIR, text2sql_start.TOKENIZER_DIR)
     self.assertEqual(pretrain.BEST_CHECKPOINT_DIR,
-                     text2sql.BEST_CHECKPOINT_DIR)
+                     text2sql_start.BEST_CHECKPOINT_DIR)
     self.assertEqual(pretrain.BEST_CHECKPOINT_PREFIX,
-                     text2sql.BEST_CHECKPOINT_PREFIX)
+                     text2sql_start.BEST_CHECKPOINT_PREFIX)
 
   def test_text_length_hand_derived(self):
     # S = 32: L = 31, noise round(4.65) = 5, target <= 11 <= 24.
@@ -124,26 +125,26 @@ class PretrainExecutionTest(tf.test.TestCase):
 
   def test_run_dir_is_accepted_by_text2sql_init_from(self):
     output_dir = _finished_run()
-    checkpoint = text2sql._selected_checkpoint(output_dir)
+    checkpoint = text2sql_start.selected_checkpoint(output_dir)
     data = text2sql_task.DataConfig(
         clients=('geography',), tokenizer='subword', vocabulary_size=4000,
         max_source_length=32, max_target_length=24, max_train_examples=8,
         max_eval_examples=4)
     # Another seed, dropout and vocabulary_size are free (as in text2sql).
     model = dataclasses.replace(_MODEL, seed=9, dropout=0.3)
-    text2sql._check_init_model(output_dir, data, model)
+    text2sql_start.check_init_model(output_dir, data, model)
     with self.assertRaisesRegex(errors.CheckpointError,
                                 r'hidden_dim: 32 -> 64'):
-      text2sql._check_init_model(output_dir, data, dataclasses.replace(
+      text2sql_start.check_init_model(output_dir, data, dataclasses.replace(
           model, hidden_dim=64))
     with self.assertRaisesRegex(errors.CheckpointError,
                                 r'max_source_length: 32 -> 64'):
-      text2sql._check_init_model(output_dir, dataclasses.replace(
+      text2sql_start.check_init_model(output_dir, dataclasses.replace(
           data, max_source_length=64), model)
     tokenizer_dir = os.path.join(self.create_tempdir().full_path,
                                  'tokenizer')
-    text2sql._copy_tokenizer(
-        text2sql._tokenizer_file(output_dir, 'subword', '--init_from'),
+    text2sql_start.copy_tokenizer_file(
+        text2sql_start.tokenizer_file(output_dir, 'subword', '--init_from'),
         tokenizer_dir)
     task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=tokenizer_dir)

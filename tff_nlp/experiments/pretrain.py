@@ -13,7 +13,7 @@ sentinels), `best_checkpoint/pretrain/ckpt` (the final model, a
 `seq2seq.save_checkpoint` checkpoint) and `config.json`, whose `experiment`
 records the `model` and the `data` lengths as a text2sql run does. A
 text2sql run with the subword tokenizer, the same model sizes and the same
-maximum lengths passes `_check_init_model`.
+maximum lengths passes `text2sql_start.check_init_model`.
 
 Besides: `corpus.npz` (the tokenized texts, cached; `pretrain_corpus`
 prepares the text and the batches), `checkpoints/` (model

@@ -32,7 +32,7 @@ from tff_nlp.models import seq2seq
 from tff_nlp.models import span_corruption
 from tff_nlp.models import subword_tokenizer
 
-# As `experiments.text2sql.TOKENIZER_DIR`: init_from copies it.
+# As `experiments.text2sql_start.TOKENIZER_DIR`: init_from copies it.
 TOKENIZER_DIR = 'tokenizer'
 CORPUS_FILE = 'corpus.npz'
 

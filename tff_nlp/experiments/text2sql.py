@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 import dataclasses
 import json
 import os
-import shutil
 import time
 from typing import Any, Optional
 
@@ -50,26 +49,22 @@ from tff_nlp import training as training_lib
 from tff_nlp.algorithms import aggregation as aggregation_lib
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
+from tff_nlp.experiments import text2sql_start
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
-from tff_nlp.models import copy_tokenizer
-from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora as lora_lib
 from tff_nlp.models import seq2seq
-from tff_nlp.models import seq2seq_model_fn
-from tff_nlp.models import subword_tokenizer
 from tff_nlp.tasks import text2sql as text2sql_task
 from tff_nlp.tasks import text2sql_process
 from tff_nlp.tasks import text2sql_templates
-from tff_nlp.training import run_dir as run_dir_lib
 
-TOKENIZER_DIR = 'tokenizer'
+# The run layout that `init_from` reads (`text2sql_start`).
+TOKENIZER_DIR = text2sql_start.TOKENIZER_DIR
+BEST_CHECKPOINT_DIR = text2sql_start.BEST_CHECKPOINT_DIR
+BEST_CHECKPOINT_PREFIX = text2sql_start.BEST_CHECKPOINT_PREFIX
+INIT_FROM_FREE_FIELDS = text2sql_start.INIT_FROM_FREE_FIELDS
 BEST_MODEL_FILE = 'best_model.npz'
-# The selected model as a `seq2seq.save_checkpoint` checkpoint, per trained
-# model (`federated`, `centralized` or the client): what `init_from` reads.
-BEST_CHECKPOINT_DIR = 'best_checkpoint'
-BEST_CHECKPOINT_PREFIX = 'ckpt'
 BEST_MODEL_INFO_FILE = 'best_model.json'
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
@@ -77,16 +72,6 @@ PREDICTIONS_DIR = 'predictions'
 LOSS_PLOT_FILE = 'training_loss.png'
 DEV_PLOT_FILE = 'dev_exact_match.png'
 DEV_METRIC = 'dev_exact_match'
-# The `Seq2SeqConfig` fields in which a run may differ from its `init_from`
-# run: none changes what the loaded weights compute. `dropout` acts only in
-# training; `seed` draws the initial weights, which the loaded ones replace,
-# and keys dropout masks. `vocabulary_size` is the tokenizer's, and the
-# tokenizer is copied from the `init_from` run, so the model has that run's
-# vocabulary whatever `model` and `data.vocabulary_size` say. (The maximum
-# lengths are `data`'s, not `model`'s, and they shape the learned position
-# embeddings: `_check_init_model` compares `data`'s.)
-INIT_FROM_FREE_FIELDS = ('dropout', 'seed', 'vocabulary_size')
-_LENGTH_FIELDS = ('max_source_length', 'max_target_length')
 
 
 class _DevEvaluator:
@@ -185,9 +170,9 @@ def run_text2sql(
   trained model (`federated/`, `centralized/` or `finetune/<client>/`, each
   with checkpoints, metrics, `best_model.npz`), `predictions/<client>.jsonl`
   (each test example's prediction, exact match and teacher-forced
-  `correct_tokens` of its `tokens`), `results.json`, `results.md` (Table 2 layout, the
-  paper's numbers beside ours), `dev_exact_match.png` and, for federated
-  runs, `training_loss.png`. Running it again resumes.
+  `correct_tokens` of its `tokens`), `results.json`, `results.md` (Table 2
+  layout, the paper's numbers beside ours), `dev_exact_match.png` and, for
+  federated runs, `training_loss.png`. Running it again resumes.
 
   `results.json` holds the test exact match and execution accuracy per
   client with MacroAvg and MicroAvg (`test`), and
@@ -267,64 +252,16 @@ def run_text2sql(
     InputError: An `aggregation` that does not fit the run (checked before
       `output_dir` is written).
   """
-  if aggregation is not None and aggregation.is_default:
-    aggregation = None
+  options = _Options(
+      init_from=init_from, vocab_slice_keys=vocab_slice_keys,
+      num_examples_fallback=num_examples_fallback,
+      aggregation=(None if aggregation is not None and aggregation.is_default
+                   else aggregation),
+      lora=lora, init_from_keras_nlp=init_from_keras_nlp,
+      tokenizer_from=tokenizer_from)
   templates = isinstance(model, text2sql_templates.TemplateParserConfig)
-  if templates and (init_from or vocab_slice_keys or data.retrieved_sql
-                    or data.sql_merges or lora or data.lowercase_sql):
-    raise errors.InputError(
-        'The template parser (--parser=template) takes no --init_from, '
-        '--vocab_slice_keys, --retrieved_sql, --sql_merges, --lora_rank or '
-        '--lowercase_sql: they are the seq2seq parser\'s.')
-  if tokenizer_from and (init_from or init_from_keras_nlp or templates):
-    raise errors.InputError(
-        '--tokenizer_from gives a model from scratch another run\'s '
-        'tokenizer: it takes no --init_from or --init_from_keras_nlp (they '
-        'bring their own tokenizers) and no --parser=template.')
-  if init_from_keras_nlp and (init_from or templates or vocab_slice_keys
-                              or data.tokenizer == 'copy_words'):
-    raise errors.InputError(
-        '--init_from_keras_nlp starts from a keras-nlp preset (its model '
-        'and tokenizer): it takes no --init_from, --parser=template, '
-        '--vocab_slice_keys or --tokenizer=copy_words.')
-  if lora and vocab_slice_keys:
-    raise errors.InputError(
-        '--lora_rank and --vocab_slice_keys are two ways of sending part of '
-        'the model; use one.')
-  if vocab_slice_keys and (training.paradigm, training.algorithm,
-                           training.weighting) != ('federated', 'fedavg',
-                                                   'uniform'):
-    raise ValueError(
-        'vocab_slice_keys needs the federated paradigm with algorithm '
-        "'fedavg' and weighting 'uniform' (the sliced embedding is averaged "
-        f'uniformly), got {training.method}.')
-  if aggregation is not None:
-    if training.paradigm != 'federated' or vocab_slice_keys:
-      raise errors.InputError(
-          'The aggregation options (--max_weight_share, --robust_aggregation,'
-          ' --dp_noise_multiplier, --target_epsilon) apply to the federated '
-          'paradigm without --vocab_slice_keys, got '
-          + (f'--vocab_slice_keys={vocab_slice_keys}.' if vocab_slice_keys
-             else f'--paradigm={training.paradigm}.'))
-    _model_aggregator(aggregation, training, loop, len(data.clients))
-  experiment = collections.OrderedDict(
-      seed=loop.seed, data=data, model=model, training=training,
-      init_from=init_from and os.path.abspath(init_from))
-  if vocab_slice_keys:
-    # Only when set, so that the configurations of dense runs (and the
-    # benchmark's cache keys) stay as they were.
-    experiment['vocab_slice_keys'] = vocab_slice_keys
-  if not num_examples_fallback:
-    experiment['num_examples_fallback'] = False
-  if lora is not None:
-    experiment['lora'] = lora
-  if init_from_keras_nlp:
-    experiment['init_from_keras_nlp'] = os.path.abspath(init_from_keras_nlp)
-  if tokenizer_from:
-    experiment['tokenizer_from'] = os.path.abspath(tokenizer_from)
-  if aggregation is not None:
-    # Only when set, as the two above.
-    experiment['aggregation'] = aggregation
+  _check_options(options, data, training, loop, templates=templates)
+  experiment = _experiment(options, data, model, training, loop)
   config = collections.OrderedDict(
       experiment=experiment,
       loop=loop,
@@ -333,25 +270,16 @@ def run_text2sql(
           tensorflow=tf.__version__, tensorflow_federated=tff.__version__,
           numpy=np.__version__),
   )
-  init_checkpoint = preset = preset_tokenizer = None
-  if init_from_keras_nlp:
-    # Before `output_dir` records this run's config, as `init_from`.
-    preset, preset_tokenizer = keras_nlp_preset.load_preset(
-        init_from_keras_nlp, seed=loop.seed)
-  if init_from is not None:
-    # Before `output_dir` records this run's config: a refused `init_from`
-    # leaves nothing that would refuse the corrected call.
-    init_checkpoint = _selected_checkpoint(init_from)
-    _check_init_model(init_from, data, model)
-  tokenizer_source = init_from or tokenizer_from
-  if tokenizer_source is not None:
-    tokenizer_file = _tokenizer_file(
-        tokenizer_source, data.tokenizer,
-        '--init_from' if init_from else '--tokenizer_from')
+  # Before `output_dir` records this run's config: a refused starting point
+  # leaves nothing that would refuse the corrected call.
+  start_from = text2sql_start.starting_point(
+      data, model, seed=loop.seed, init_from=init_from,
+      tokenizer_from=tokenizer_from, init_from_keras_nlp=init_from_keras_nlp)
   training_lib.prepare_run_dir(output_dir, config)
   start = time.perf_counter()
-  if tokenizer_source is not None:
-    _copy_tokenizer(tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
+  if start_from.tokenizer_file is not None:
+    text2sql_start.copy_tokenizer_file(
+        start_from.tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
   if templates:
     task = text2sql_task.prepare_template_task(
         data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
@@ -359,39 +287,19 @@ def run_text2sql(
     task = text2sql_task.prepare_task(
         data, data_dir=data_dir, seed=loop.seed,
         tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR),
-        tokenizer=preset_tokenizer)
+        tokenizer=start_from.preset_tokenizer)
   parser = text2sql_process.build_parser(
       task, model, training.decode_batch_size, lora_config=lora,
-      checkpoint=init_checkpoint, preset=preset)
-  model = parser.config
+      checkpoint=start_from.checkpoint, preset=start_from.preset)
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
                training.method, task.tokenizer.vocabulary_size(),
                {c: len(task.splits[c]['train']) for c in task.clients})
+  slices = _vocab_slices(task, vocab_slice_keys)
+  initial_weights = start_from.initial_weights(parser.config,
+                                               lora=lora is not None)
 
-  slices = {}
-  if vocab_slice_keys:
-    for client in task.clients:
-      train = task.splits[client]['train']
-      vocabulary, local_x, local_y, unknown = vocab_sliced.local_examples(
-          train.x, train.y, max_keys=vocab_slice_keys)
-      slices[client] = (vocabulary, dataclasses.replace(
-          train, x=local_x, y=local_y), unknown)
-      logging.info('text2sql: %s keeps %d of its %d distinct ids (%d ids '
-                   'became UNK)', client, vocabulary.num_keys,
-                   vocabulary.distinct_ids, unknown)
-
-  initial_weights = None
-  # A LoRA parser's model starts from the checkpoint by itself.
-  if init_checkpoint is not None and lora is None:
-    initial_weights = tf.nest.map_structure(
-        lambda v: v.numpy(),
-        seq2seq_model_fn.load_model_weights(model, init_checkpoint))
-  if preset is not None and lora is None:
-    initial_weights = tf.nest.map_structure(
-        lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(
-            preset))
-  predictions, unit_records, test_tokens, unit_privacy = {}, {}, {}, {}
-  example_tokens = {}
+  scores = _TestScores()
+  unit_records, unit_privacy = {}, {}
   seconds_before_resume = 0.0
   # Building a process traces the model (most of a small run's time); the
   # finetuning units of one learning rate share one, and so do calls with
@@ -409,8 +317,8 @@ def run_text2sql(
     num_clients = (1 if training.paradigm == 'centralized'
                    else len(unit.train_clients))
     aggregator, accounting = (
-        _model_aggregator(aggregation, training, loop, num_clients)
-        if aggregation is not None else (None, None))
+        _model_aggregator(options.aggregation, training, loop, num_clients)
+        if options.aggregation is not None else (None, None))
     # Only the finetuning paradigm has several units, each of one client
     # and without `aggregation` (refused above outside the federated
     # paradigm, so `aggregator` is None): they differ in their learning rate
@@ -449,38 +357,20 @@ def run_text2sql(
     # Either parser's weights: `save_checkpoint` is not seq2seq-specific.
     seq2seq.save_checkpoint(parser.export_model(keras_model), os.path.join(
         output_dir, BEST_CHECKPOINT_DIR, unit.name, BEST_CHECKPOINT_PREFIX))
-    for client in unit.test_clients:
-      test = task.splits[client]['test']
-      predictions[client] = (test, predict(client, test))
-      test_tokens[client] = token_metrics_fn(test)
-      # Per example into the predictions file, not into results.json.
-      example_tokens[client] = (
-          test_tokens[client].pop('example_correct_tokens'),
-          test_tokens[client].pop('example_tokens'))
+    scores.add(task, unit.test_clients, predict, token_metrics_fn)
 
   evaluation = text2sql_metrics.evaluate(
-      {c: list(zip(predictions[c][1], predictions[c][0].gold_sql))
-       for c in task.clients},
+      {c: scores.pairs(c) for c in task.clients},
       db_paths=task.databases)
-  os.makedirs(os.path.join(output_dir, PREDICTIONS_DIR), exist_ok=True)
-  for client, (test, predicted) in predictions.items():
-    with open(os.path.join(output_dir, PREDICTIONS_DIR, f'{client}.jsonl'),
-              'w', encoding='utf-8') as f:
-      for source, gold, prediction, correct_tokens, tokens in zip(
-          test.sources, test.gold_sql, predicted, *example_tokens[client]):
-        f.write(json.dumps(collections.OrderedDict(
-            input=source, gold=gold, prediction=prediction,
-            exact_match=text2sql_metrics.exact_match(prediction, gold),
-            correct_tokens=correct_tokens, tokens=tokens)) + '\n')
-
+  scores.write_predictions(os.path.join(output_dir, PREDICTIONS_DIR))
   best_rounds = {
       name: _best_round(records) for name, records in unit_records.items()}
   # One seed: the interval covers test-set sampling only; the benchmark
   # (`text2sql_summary`) adds seed variation over several runs.
   bootstrap = intervals.bootstrap_accuracy(
-      {c: [[text2sql_metrics.exact_match(p, g)
-            for p, g in zip(predictions[c][1], predictions[c][0].gold_sql)]]
+      {c: [[text2sql_metrics.exact_match(p, g) for p, g in scores.pairs(c)]]
        for c in task.clients})
+  test_tokens = scores.test_tokens
   results = collections.OrderedDict(
       config=config,
       method=list(training.method),
@@ -527,6 +417,143 @@ def run_text2sql(
   return results
 
 
+@dataclasses.dataclass(frozen=True)
+class _Options:
+  """`run_text2sql`'s optional arguments that shape the experiment."""
+  init_from: Optional[str]
+  vocab_slice_keys: int
+  num_examples_fallback: bool
+  aggregation: Optional[aggregation_lib.AggregationConfig]  # None: default.
+  lora: Optional[lora_lib.LoraConfig]
+  init_from_keras_nlp: Optional[str]
+  tokenizer_from: Optional[str]
+
+
+def _check_options(options: _Options, data: text2sql_task.DataConfig,
+                   training: text2sql_task.TrainingConfig,
+                   loop: training_lib.LoopConfig, *, templates: bool) -> None:
+  """Refuses options that do not fit together (`run_text2sql`'s Raises)."""
+  o = options
+  if templates and (o.init_from or o.vocab_slice_keys or data.retrieved_sql
+                    or data.sql_merges or o.lora or data.lowercase_sql):
+    raise errors.InputError(
+        'The template parser (--parser=template) takes no --init_from, '
+        '--vocab_slice_keys, --retrieved_sql, --sql_merges, --lora_rank or '
+        '--lowercase_sql: they are the seq2seq parser\'s.')
+  if o.tokenizer_from and (o.init_from or o.init_from_keras_nlp or templates):
+    raise errors.InputError(
+        '--tokenizer_from gives a model from scratch another run\'s '
+        'tokenizer: it takes no --init_from or --init_from_keras_nlp (they '
+        'bring their own tokenizers) and no --parser=template.')
+  if o.init_from_keras_nlp and (o.init_from or templates or o.vocab_slice_keys
+                                or data.tokenizer == 'copy_words'):
+    raise errors.InputError(
+        '--init_from_keras_nlp starts from a keras-nlp preset (its model '
+        'and tokenizer): it takes no --init_from, --parser=template, '
+        '--vocab_slice_keys or --tokenizer=copy_words.')
+  if o.lora and o.vocab_slice_keys:
+    raise errors.InputError(
+        '--lora_rank and --vocab_slice_keys are two ways of sending part of '
+        'the model; use one.')
+  if o.vocab_slice_keys and (training.paradigm, training.algorithm,
+                             training.weighting) != ('federated', 'fedavg',
+                                                     'uniform'):
+    raise ValueError(
+        'vocab_slice_keys needs the federated paradigm with algorithm '
+        "'fedavg' and weighting 'uniform' (the sliced embedding is averaged "
+        f'uniformly), got {training.method}.')
+  if o.aggregation is not None:
+    if training.paradigm != 'federated' or o.vocab_slice_keys:
+      raise errors.InputError(
+          'The aggregation options (--max_weight_share, --robust_aggregation,'
+          ' --dp_noise_multiplier, --target_epsilon) apply to the federated '
+          'paradigm without --vocab_slice_keys, got '
+          + (f'--vocab_slice_keys={o.vocab_slice_keys}.' if o.vocab_slice_keys
+             else f'--paradigm={training.paradigm}.'))
+    _model_aggregator(o.aggregation, training, loop, len(data.clients))
+
+
+def _experiment(options: _Options, data, model, training, loop
+                ) -> collections.OrderedDict:
+  """The `experiment` of the run's config: what a resumed run must match.
+
+  An option enters only when set, so that the configurations of earlier
+  runs without it (and the benchmark's cache keys) stay as they were.
+  """
+  o = options
+  experiment = collections.OrderedDict(
+      seed=loop.seed, data=data, model=model, training=training,
+      init_from=o.init_from and os.path.abspath(o.init_from))
+  if o.vocab_slice_keys:
+    experiment['vocab_slice_keys'] = o.vocab_slice_keys
+  if not o.num_examples_fallback:
+    experiment['num_examples_fallback'] = False
+  if o.lora is not None:
+    experiment['lora'] = o.lora
+  if o.init_from_keras_nlp:
+    experiment['init_from_keras_nlp'] = os.path.abspath(o.init_from_keras_nlp)
+  if o.tokenizer_from:
+    experiment['tokenizer_from'] = os.path.abspath(o.tokenizer_from)
+  if o.aggregation is not None:
+    experiment['aggregation'] = o.aggregation
+  return experiment
+
+
+def _vocab_slices(task, vocab_slice_keys: int) -> dict[str, tuple[Any, ...]]:
+  """Per client: (its vocabulary, its sliced train split, ids made UNK)."""
+  slices = {}
+  if not vocab_slice_keys:
+    return slices
+  for client in task.clients:
+    train = task.splits[client]['train']
+    vocabulary, local_x, local_y, unknown = vocab_sliced.local_examples(
+        train.x, train.y, max_keys=vocab_slice_keys)
+    slices[client] = (vocabulary, dataclasses.replace(
+        train, x=local_x, y=local_y), unknown)
+    logging.info('text2sql: %s keeps %d of its %d distinct ids (%d ids '
+                 'became UNK)', client, vocabulary.num_keys,
+                 vocabulary.distinct_ids, unknown)
+  return slices
+
+
+class _TestScores:
+  """The selected models' test predictions and token metrics, by client."""
+
+  def __init__(self):
+    self.predictions = {}  # client -> (test split, predicted SQL)
+    self.test_tokens = {}  # client -> token loss and accuracy
+    self._example_tokens = {}  # client -> (correct tokens, tokens) each
+
+  def add(self, task, clients, predict, token_metrics_fn) -> None:
+    for client in clients:
+      test = task.splits[client]['test']
+      self.predictions[client] = (test, predict(client, test))
+      self.test_tokens[client] = token_metrics_fn(test)
+      # Per example into the predictions file, not into results.json.
+      self._example_tokens[client] = (
+          self.test_tokens[client].pop('example_correct_tokens'),
+          self.test_tokens[client].pop('example_tokens'))
+
+  def pairs(self, client: str) -> list[tuple[str, str]]:
+    """(predicted, gold) SQL of each of `client`'s test examples."""
+    test, predicted = self.predictions[client]
+    return list(zip(predicted, test.gold_sql))
+
+  def write_predictions(self, folder: str) -> None:
+    """`<client>.jsonl`: each test example's prediction and token counts."""
+    os.makedirs(folder, exist_ok=True)
+    for client, (test, predicted) in self.predictions.items():
+      with open(os.path.join(folder, f'{client}.jsonl'), 'w',
+                encoding='utf-8') as f:
+        for source, gold, prediction, correct_tokens, tokens in zip(
+            test.sources, test.gold_sql, predicted,
+            *self._example_tokens[client]):
+          f.write(json.dumps(collections.OrderedDict(
+              input=source, gold=gold, prediction=prediction,
+              exact_match=text2sql_metrics.exact_match(prediction, gold),
+              correct_tokens=correct_tokens, tokens=tokens)) + '\n')
+
+
 def _model_aggregator(aggregation: aggregation_lib.AggregationConfig,
                       training: text2sql_task.TrainingConfig,
                       loop: training_lib.LoopConfig, num_clients: int):
@@ -538,89 +565,6 @@ def _model_aggregator(aggregation: aggregation_lib.AggregationConfig,
       population=num_clients, rounds=loop.rounds)
 
 
-def _selected_checkpoint(run_dir: str) -> str:
-  """The checkpoint path of the one model `run_dir` selected."""
-  folder = os.path.join(run_dir, BEST_CHECKPOINT_DIR)
-  units = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-  if len(units) != 1:
-    raise errors.CheckpointError(
-        f'{folder}: expected the selected model of one finished centralized '
-        f'or federated run, found {units or "nothing"}.')
-  return os.path.join(folder, units[0], BEST_CHECKPOINT_PREFIX)
-
-
-def _check_init_model(run_dir: str, data: text2sql_task.DataConfig,
-                      model: seq2seq.Seq2SeqConfig) -> None:
-  """Refuses an `init_from` run whose model is not this run's.
-
-  `seq2seq.load_checkpoint` refuses variables of other shapes, but weights
-  trained with, say, another `activation` or `layer_norm_epsilon` would load
-  silently into a model that computes something else. So the model recorded
-  in the run's `config.json` (with its `data`'s maximum lengths, which the
-  run built it with) is compared with this one, field by field, except for
-  `INIT_FROM_FREE_FIELDS`.
-
-  Args:
-    run_dir: The `init_from` run directory.
-    data: This run's data config (its maximum lengths).
-    model: This run's model config.
-
-  Raises:
-    InputError: If `data` fits a maximum length to the data (0): the model's
-      shape is then not known before the data is read.
-    CheckpointError: If the run's `config.json` cannot be read or records no
-      text2sql model, or a field differs, or the run fitted its maximum
-      lengths to its data.
-  """
-  fitted = [name for name in _LENGTH_FIELDS if not getattr(data, name)]
-  if fitted:
-    raise errors.InputError(
-        f'--init_from={run_dir}: '
-        + ', '.join(f'--{name}=0' for name in fitted)
-        + ' fits the maximum length to this run\'s data, so the model may '
-        'not have the shape of the one it starts from. Give the maximum '
-        'lengths that run was built with.')
-  path = os.path.join(run_dir, run_dir_lib.CONFIG_FILE)
-  try:
-    with open(path, encoding='utf-8') as f:
-      earlier = json.load(f)[run_dir_lib.EXPERIMENT_KEY]
-    earlier_model = dict(earlier['model'])
-    earlier_model.update({name: earlier['data'][name]
-                          for name in _LENGTH_FIELDS})
-  except (OSError, ValueError, LookupError, TypeError) as e:
-    raise errors.CheckpointError(
-        f'{path}: cannot read the model configuration of the run in '
-        f'{run_dir!r} ({type(e).__name__}: {e}); init_from needs the output '
-        'directory of a text2sql run.') from e
-  earlier_fitted = [name for name in _LENGTH_FIELDS
-                    if not earlier_model[name]]
-  if earlier_fitted:
-    raise errors.CheckpointError(
-        f'{path}: the run in {run_dir!r} fitted '
-        f'{" and ".join(earlier_fitted)} to its data (0 in its '
-        'configuration), so the shape of its model is not recorded; start '
-        'from a run with explicit maximum lengths.')
-  current = training_lib.to_json_value(dataclasses.replace(
-      model, **{name: getattr(data, name) for name in _LENGTH_FIELDS}))
-  diffs = []
-  for field in dataclasses.fields(seq2seq.Seq2SeqConfig):
-    if field.name in INIT_FROM_FREE_FIELDS:
-      continue
-    # A field added since the run was recorded had its default then.
-    old = earlier_model.get(
-        field.name,
-        None if field.default is dataclasses.MISSING else field.default)
-    if old != current[field.name]:
-      diffs.append(f'{field.name}: {old!r} -> {current[field.name]!r}')
-  if diffs:
-    raise errors.CheckpointError(
-        f'{path}: the run in {run_dir!r} trained a different model (its '
-        f'value -> this run\'s: {"; ".join(diffs)}), so its weights cannot '
-        'start this run. Use its model configuration and maximum lengths '
-        f'(only {", ".join(INIT_FROM_FREE_FIELDS)} may differ), or start '
-        'from another run.')
-
-
 def _lora_sizes(model_fn) -> collections.OrderedDict:
   count = model_fn.parameter_count
   return collections.OrderedDict(
@@ -629,29 +573,6 @@ def _lora_sizes(model_fn) -> collections.OrderedDict:
       model_parameters=count.total - count.adapters,
       # Reaches each client once, with the computation (never in a round).
       base_bytes_once=model_fn.base_bytes)
-
-
-# The file that holds a run's tokenizer, by `DataConfig.tokenizer`.
-_TOKENIZER_FILES = {'subword': subword_tokenizer.PROTO_FILENAME,
-                    'copy_words': copy_tokenizer.VOCABULARY_FILE}
-
-
-def _tokenizer_file(run_dir: str, kind: str, flag: str) -> str:
-  """The `kind` tokenizer file of `run_dir`; a `CheckpointError` naming
-  `flag` if it has none (e.g. a copy_words run for a subword one)."""
-  path = os.path.join(run_dir, TOKENIZER_DIR, _TOKENIZER_FILES[kind])
-  if not os.path.isfile(path):
-    raise errors.CheckpointError(
-        f'{flag}={run_dir}: no {kind} tokenizer ({path} is missing); '
-        f'--tokenizer={kind} needs a run that tokenized its data that way.')
-  return path
-
-
-def _copy_tokenizer(tokenizer_file: str, tokenizer_dir: str) -> None:
-  """Copies a `_tokenizer_file` into this run's `tokenizer_dir`."""
-  os.makedirs(tokenizer_dir, exist_ok=True)
-  shutil.copyfile(tokenizer_file, os.path.join(
-      tokenizer_dir, os.path.basename(tokenizer_file)))
 
 
 def _best_round(records: Sequence[Mapping[str, Any]]) -> Optional[int]:

@@ -185,7 +185,7 @@ def load_questions(config, data_dir: Optional[str], subset: Callable
   """Client -> split -> (query, sentence) pairs of `config`'s examples.
 
   `subset(examples, client, split)` applies `config`'s example limits
-  (`experiments.text2sql._subset`).
+  (`tasks.text2sql._subset`).
   """
   folder = text2sql_source.find_text2sql_dir(data_dir)
   raw = text2sql.load_clients(config.clients, data_dir=data_dir,
