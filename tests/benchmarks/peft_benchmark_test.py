@@ -372,6 +372,13 @@ class SummarizeTest(tf.test.TestCase):
                   '[+0.0, +0.0] | no difference | +5.0 | [+5.0, +5.0] | '
                   '[+5.0, +5.0] | Lorar higher |', table)
     self.assertIn(f'![{peft_report.TOKEN_PLOT_FILE}]', table)
+    # The claims, on exact match (above 0 here): LoRA's EM intervals
+    # disagree (above), so no difference, which is what LoRA's paper
+    # claims; full fine-tuning's Lorar EM equals its num_examples EM.
+    self.assertIn('| LoRA r = 4, pre-trained, FedAvg − full | 3 | EM -35.0 '
+                  '(seeds [-84.7, +14.7], bootstrap', table)
+    self.assertIn('Verdicts: reproduced (1).', table)
+    self.assertIn('Verdicts: not reproduced (1).', table)
 
 
 class VerdictTest(tf.test.TestCase, parameterized.TestCase):
@@ -391,6 +398,105 @@ class VerdictTest(tf.test.TestCase, parameterized.TestCase):
   def test_one_verdict_from_both_intervals(self, seed, bootstrap, expected):
     self.assertEqual(peft_report._verdict(  # pylint: disable=protected-access
         {'seed_verdict': seed, 'bootstrap_verdict': bootstrap}), expected)
+
+
+def _claims_content(em, em_entry, token_entry, *, seeds=3):
+  """A report's content for `paper_claims`: from scratch, full fine-tuning
+  and LoRA r = 4 (FedAvg), and full fine-tuning's Lorar against
+  num_examples. Every method has MacroAvg EM `em`, and every comparison
+  the same entries, so a negative difference is full fine-tuning (or
+  num_examples) higher."""
+
+  def variant(label, lora_rank, methods):
+    return {'label': label, 'lora_rank': lora_rank,
+            'methods': {slug: {'label': method, 'macro_avg': em}
+                        for slug, method in methods}}
+
+  difference = {'paired_seeds': list(range(seeds)),
+                'exact_match': {'macro_avg': em_entry},
+                'token_accuracy': token_entry}
+  return {
+      'variants': {
+          'scratch_full': variant('from scratch', None,
+                                  [('fedavg-num_examples', 'FedAvg')]),
+          'pretrained_full': variant(
+              'full', None, [('fedavg-num_examples', 'FedAvg'),
+                             ('fedavg-lorar', 'FedAvg + Lorar')]),
+          'lora_r4': variant('LoRA r = 4', 4,
+                             [('fedavg-num_examples', 'FedAvg')])},
+      'differences': {'scratch_full-fedavg-num_examples': difference,
+                      'lora_r4-fedavg-num_examples': difference},
+      'lorar_vs_num_examples': {'pretrained_full-fedavg': difference}}
+
+
+def _entry(difference, verdict, seed_ci=(-0.2, -0.1), bootstrap_ci=None):
+  return {'difference': difference, 'seed_ci95': list(seed_ci),
+          'seed_verdict': verdict,
+          'bootstrap_ci95': list(bootstrap_ci or seed_ci),
+          'bootstrap_verdict': verdict}
+
+
+class PaperClaimsTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      # Exact match 0.0 on both sides: token accuracy decides, and says so.
+      ('tokens_lower', 0.0, None, _entry(-0.109, 'pretrained_full higher'),
+       'token_accuracy',
+       'contradicted: full fine-tuning higher (token accuracy; EM not '
+       'measurable)',
+       'contradicted: num_examples higher (token accuracy; EM not '
+       'measurable)'),
+      ('tokens_level', 0.0, None, _entry(0.001, 'no difference', (-0.1, 0.1)),
+       'token_accuracy',
+       'reproduced: no difference (token accuracy; EM not measurable)',
+       'not reproduced: no difference (token accuracy; EM not measurable)'),
+      ('tokens_higher', 0.0, None, _entry(0.05, 'a higher', (0.01, 0.09)),
+       'token_accuracy',
+       'reproduced: LoRA higher (token accuracy; EM not measurable)',
+       'reproduced in direction: Lorar higher (token accuracy; EM not '
+       'measurable)'),
+      # Exact match above 0: it decides (the token entry is ignored).
+      ('em_lower', 0.3, _entry(-0.1, 'b higher'), None, 'exact_match',
+       'contradicted: full fine-tuning higher',
+       'contradicted: num_examples higher'),
+      ('em_intervals_disagree', 0.3,
+       {**_entry(-0.1, 'no difference', (-0.3, 0.1)),
+        'bootstrap_ci95': [-0.2, -0.05], 'bootstrap_verdict': 'b higher'},
+       None, 'exact_match', 'reproduced: no difference',
+       'not reproduced: no difference'),
+  )
+  def test_verdicts(self, em, em_entry, token_entry, metric, lora_verdict,
+                    lorar_verdict):
+    em_entry = em_entry or _entry(0.0, 'no difference', (0.0, 0.0))
+    lora, lorar = peft_report.paper_claims(
+        _claims_content(em, em_entry, token_entry))
+    self.assertEqual(
+        [c.key for c in peft_report.PAPER_CLAIMS], [lora['key'], lorar['key']])
+    # Only LoRA variants speak to the LoRA claim: from scratch is left out.
+    (lora_row,), (lorar_row,) = lora['ours'], lorar['ours']
+    self.assertEqual(lora_row['comparison'], 'LoRA r = 4, FedAvg − full')
+    self.assertEqual(lorar_row['comparison'], 'full: Lorar − num_examples')
+    self.assertEqual((lora_row['metric'], lora_row['seeds']), (metric, 3))
+    self.assertEqual(lora_row['verdict'], lora_verdict)
+    self.assertEqual(lorar_row['verdict'], lorar_verdict)
+
+  def test_row_text(self):
+    (lora, _) = peft_report.paper_claims(_claims_content(
+        0.0, _entry(0.0, 'no difference', (0.0, 0.0)),
+        _entry(-0.109, 'pretrained_full higher', (-0.195, -0.022),
+               (-0.112, -0.106))))
+    self.assertEqual(lora['ours'][0]['text'],
+                     'EM 0.0 on both sides; token accuracy -10.9 (seeds '
+                     '[-19.5, -2.2], bootstrap [-11.2, -10.6])')
+
+  @parameterized.parameters(1, 2)
+  def test_fewer_than_three_seeds_are_not_judged(self, seeds):
+    claims = peft_report.paper_claims(_claims_content(
+        0.0, _entry(0.0, 'no difference', (0.0, 0.0)),
+        _entry(-0.109, 'pretrained_full higher'), seeds=seeds))
+    for claim in claims:
+      self.assertEqual(claim['ours'][0]['verdict'],
+                       f'not measurable yet: {seeds} of 3 seeds')
 
 
 # Round times the fake runs record, per variant and pass: round 1 (which

@@ -17,6 +17,7 @@ token accuracy (mean, 95 % interval, seeds) with its bytes per round.
 
 import collections
 from collections.abc import Mapping, Sequence
+import dataclasses
 import json
 import os
 from typing import Any, Optional
@@ -40,6 +41,48 @@ TIMING_FILE = 'round_times.json'
 # The variant the differences and byte ratios are taken against: full
 # fine-tuning of the pre-trained model.
 REFERENCE = 'pretrained_full'
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperClaim:
+  """A published claim this comparison speaks to, with its numbers.
+
+  Attributes:
+    key: Its name in `results.json`'s `claims`.
+    claim: The claim, in a few words.
+    source: Paper, table and setting.
+    paper: The paper's numbers (percent).
+    comparisons: Which of the report's differences measure it:
+      'differences' (each LoRA variant minus `REFERENCE`) or
+      'lorar_vs_num_examples'.
+  """
+  key: str
+  claim: str
+  source: str
+  paper: str
+  comparisons: str
+
+
+PAPER_CLAIMS = (
+    PaperClaim(
+        key='lora_matches_full_fine_tuning',
+        claim='LoRA matches full fine-tuning with far fewer trained '
+        'parameters',
+        source='Hu et al., LoRA, ICLR 2022: Table 4 (GPT-3 175B, WikiSQL '
+        'text-to-SQL, accuracy) and Table 2 (RoBERTa-base, GLUE mean)',
+        paper='WikiSQL: LoRA 73.4 (4.7M trained) vs full 73.8 (175,255.8M); '
+        'GLUE: LoRA 87.2 (0.3M) vs full 86.4 (125.0M)',
+        comparisons='differences'),
+    PaperClaim(
+        key='lorar_raises_fedavg',
+        claim='Lorar weighting raises FedAvg\'s MacroAvg exact match',
+        source='Zhang et al., ACL 2023: Table 2 (T5-base, the eight '
+        'clients, 60 rounds)',
+        paper='FedAvg 40.03 -> FedAvg + Lorar 60.16 (+20.13)',
+        comparisons='lorar_vs_num_examples'),
+)
+# Seeds a verdict on a claim needs (DEVELOPERS.md: >= 3 per comparison).
+CLAIM_SEEDS = 3
 
 
 def run_traffic(run_dir: str, unit: str = 'federated') -> dict[str, float]:
@@ -82,7 +125,8 @@ def summarize(variants: Sequence[Any],
     round time and LoRA sizes; `differences`: each variant (and method) minus
     `REFERENCE` with the same method; `lorar_vs_num_examples`: per variant
     and algorithm, Lorar minus num_examples weighting (from the variant's
-    summary); `baseline`; `round_time` (when timed); `figures`.
+    summary); `claims`: `paper_claims`; `baseline`; `round_time` (when
+    timed); `figures`.
   """
   reference = summaries.get(REFERENCE)
   content = collections.OrderedDict(
@@ -154,6 +198,7 @@ def summarize(variants: Sequence[Any],
   if os.path.exists(timing_path):
     with open(timing_path, encoding='utf-8') as f:
       content['round_time'] = json.load(f)
+  content['claims'] = paper_claims(content)
   os.makedirs(output_dir, exist_ok=True)
   content['figures'] = _write_token_plot(content, output_dir)
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), content)
@@ -249,9 +294,107 @@ def markdown(content: Mapping[str, Any]) -> str:
               'above).', '',
               *_difference_table('Variant: Lorar − num_examples',
                                  content['lorar_vs_num_examples'])]
+  if content.get('claims'):
+    lines += ['', '## The papers\' claims beside ours', '',
+              'Ours: MacroAvg test differences in percentage points, with '
+              'the intervals and verdicts of the tables above. Exact match is '
+              'the papers\' metric; where it is 0.0 on both sides, only token '
+              'accuracy can differ, and the verdict says so.']
+    for claim in content['claims']:
+      counts = collections.Counter(row['verdict'].split(':')[0]
+                                   for row in claim['ours'])
+      lines += ['', f'### {claim["claim"]}', '',
+                f'{claim["source"]}. Paper: {claim["paper"]}.', '',
+                '| Ours | Seeds | Difference | Verdict |', '|---|---:|---|---|',
+                *(f'| {row["comparison"]} | {row["seeds"]} | {row["text"]} | '
+                  f'{row["verdict"]} |' for row in claim['ours']),
+                '', 'Verdicts: ' + '; '.join(
+                    f'{verdict} ({count})' for verdict, count in
+                    sorted(counts.items())) + '.']
   for name in content.get('figures', ()):
     lines += ['', f'![{name}]({name})']
   return '\n'.join(lines) + '\n'
+
+
+def paper_claims(content: Mapping[str, Any]) -> list[dict[str, Any]]:
+  """`PAPER_CLAIMS`, each with our measurements of it and a verdict.
+
+  One row per comparison that measures the claim: every LoRA variant
+  against full fine-tuning of the pre-trained model (same method), or
+  Lorar against num_examples within every variant. A row's verdict:
+
+  *   'not measurable yet' with fewer than `CLAIM_SEEDS` paired seeds;
+  *   on exact match where either side's exact match is above 0;
+      otherwise (0.0 in every run: nothing can differ) on token accuracy,
+      and it says so;
+  *   'reproduced' / 'contradicted' by the sign the claim expects, or
+      'no difference' (`_verdict`: both intervals exclude 0 on one side,
+      or nothing is called). For the LoRA claim, no difference reproduces
+      it ("matches") and full fine-tuning higher contradicts it; for Lorar,
+      only Lorar higher reproduces it.
+  """
+  claims = []
+  for claim in PAPER_CLAIMS:
+    rows = []
+    for name, difference in content.get(claim.comparisons, {}).items():
+      variant = name.split('-', 1)[0]
+      if (claim.comparisons == 'differences'
+          and not content['variants'][variant].get('lora_rank')):
+        continue
+      rows.append(_claim_row(claim, name, difference, content))
+    claims.append(collections.OrderedDict(
+        key=claim.key, claim=claim.claim, source=claim.source,
+        paper=claim.paper, ours=rows))
+  return claims
+
+
+def _claim_row(claim: PaperClaim, name: str, difference: Mapping[str, Any],
+               content: Mapping[str, Any]) -> dict[str, Any]:
+  """One comparison's text and verdict for `paper_claims`."""
+  variant, slug = name.split('-', 1)
+  methods = content['variants'][variant]['methods']
+  if claim.comparisons == 'differences':
+    sides = [methods[slug], content['variants'][REFERENCE]['methods'][slug]]
+  else:  # Lorar against num_examples within `variant`, `slug` an algorithm.
+    sides = [methods[f'{slug}-lorar'], methods[f'{slug}-num_examples']]
+  exact_match_zero = all(side['macro_avg'] == 0 for side in sides)
+  metric = 'token_accuracy' if exact_match_zero else 'exact_match'
+  entry = (difference.get('token_accuracy') if exact_match_zero
+           else difference['exact_match']['macro_avg'])
+  seeds = len(difference['paired_seeds'])
+  text = (('EM 0.0 on both sides; token accuracy ' if exact_match_zero
+           else 'EM ')
+          + (f'{100 * entry["difference"]:+.1f} (seeds '
+             f'{_ci_text(entry["seed_ci95"])}, bootstrap '
+             f'{_ci_text(entry.get("bootstrap_ci95"))})' if entry else '–'))
+  label = content['variants'][variant]['label']
+  comparison = (f'{label}, {methods[slug]["label"]} − full'
+                if claim.comparisons == 'differences'
+                else f'{label}: Lorar − num_examples')
+  return collections.OrderedDict(
+      comparison=comparison, metric=metric, seeds=seeds, text=text,
+      verdict=_claim_verdict(claim, entry, seeds, exact_match_zero))
+
+
+def _claim_verdict(claim: PaperClaim, entry: Optional[Mapping[str, Any]],
+                   seeds: int, exact_match_zero: bool) -> str:
+  if entry is None or seeds < CLAIM_SEEDS:
+    return f'not measurable yet: {seeds} of {CLAIM_SEEDS} seeds'
+  verdict = _verdict(entry)
+  if verdict == intervals.NO_DIFFERENCE:
+    outcome = ('reproduced: no difference' if claim.comparisons ==
+               'differences' else 'not reproduced: no difference')
+  elif verdict in (intervals.UNDETERMINED, '–'):
+    outcome = 'not measurable: no interval'
+  elif entry['difference'] > 0:
+    outcome = ('reproduced: LoRA higher' if claim.comparisons ==
+               'differences' else 'reproduced in direction: Lorar higher')
+  else:
+    outcome = ('contradicted: full fine-tuning higher'
+               if claim.comparisons == 'differences'
+               else 'contradicted: num_examples higher')
+  return outcome + (' (token accuracy; EM not measurable)'
+                    if exact_match_zero else '')
 
 
 def _difference_table(title: str, differences: Mapping[str, Any]
