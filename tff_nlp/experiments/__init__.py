@@ -2,7 +2,8 @@
 
 `weighting_demo`: client weightings on label-skewed text classification.
 `sparse_tags`: partial models (federated_select) vs dense FedAvg on tags.
-`text2sql`: one run of the Lorar paper's federated text-to-SQL;
+`text2sql`: one run of the Lorar paper's federated text-to-SQL, starting
+from fresh weights, another run or a keras-nlp preset (`text2sql_start`);
 `text2sql_seed_runs`, `text2sql_summary` (`text2sql_summary_markdown`):
 finished runs read back and reported over seeds.
 `nmt`: mixed-domain translation engines with dynamic pulling, and BLEU.
@@ -30,6 +31,7 @@ _LAZY_EXPORTS = {
     'nmt': ('tff_nlp.experiments.nmt', None),
     'text2sql': ('tff_nlp.experiments.text2sql', None),
     'text2sql_seed_runs': ('tff_nlp.experiments.text2sql_seed_runs', None),
+    'text2sql_start': ('tff_nlp.experiments.text2sql_start', None),
     'text2sql_summary': ('tff_nlp.experiments.text2sql_summary', None),
     'text2sql_summary_markdown': (
         'tff_nlp.experiments.text2sql_summary_markdown', None),
