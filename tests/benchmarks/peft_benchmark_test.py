@@ -59,7 +59,8 @@ _LORA = [{'imdb': _first(1, 10), 'yelp': _first(4, 20)}] * 3
 # each); LoRA 100 / 110 in round 1 and 100 / 130 in round 2, means 100 and
 # 120. Full / LoRA = 8,100 / 220 = 36.8181...
 _TRAFFIC = {'pretrained_full': [(4000, 4100), (4000, 4100)],
-            'lora_r4': [(100, 110), (100, 130)]}
+            'lora_r4': [(100, 110), (100, 130)],
+            'lora_r4_embedding': [(300, 310), (300, 330)]}
 # Teacher-forced test tokens (correct, total) per example, the same every
 # seed. imdb: 10 examples of 10 tokens, full 6 right each (0.6), LoRA 3
 # (0.3); yelp: 20 of 5 tokens, full 4, 3, 4, 3, ... (70 of 100), LoRA 3, 2,
@@ -75,6 +76,10 @@ _TOKENS = {
     # num_examples (`_FULL`), one more token right in each imdb example
     # (0.7), yelp's the same: MacroAvg 0.70. Lorar - num_examples on any
     # resample: imdb +k / 10 k = +0.1, yelp 0, MacroAvg +0.05; EM 0.
+    # LoRA with the embedding: full fine-tuning's tokens (0.65), so
+    # embedding - LoRA is +0.25 on any resample.
+    ('lora_r4_embedding', 'num_examples'): {
+        'imdb': [(6, 10)] * 10, 'yelp': [(4 - i % 2, 5) for i in range(20)]},
     ('pretrained_full', 'lorar'): {
         'imdb': [(7, 10)] * 10, 'yelp': [(4 - i % 2, 5) for i in range(20)]},
 }
@@ -124,6 +129,10 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((variant.lora_rank, variant.lora_embedding,
                       variant.pretrained), (8, True, True))
     self.assertEqual(variant.label, 'LoRA r = 8 + embedding, pre-trained')
+    # The report compares it with LoRA r = 8 alone.
+    self.assertEqual(variant.without_embedding, 'lora_r8')
+    self.assertIsNone(
+        peft_benchmark.parse_variants(['lora_r8'])[0].without_embedding)
     base = _settings(lora_lib.LoraConfig(rank=1, alpha=32.0))
     adapters = variant.settings(base, 'pre').lora
     self.assertEqual((adapters.rank, adapters.alpha, adapters.targets),
@@ -379,6 +388,52 @@ class SummarizeTest(tf.test.TestCase):
                   '(seeds [-84.7, +14.7], bootstrap', table)
     self.assertIn('Verdicts: reproduced (1).', table)
     self.assertIn('Verdicts: not reproduced (1).', table)
+
+
+class EmbeddingAgainstLoraTest(tf.test.TestCase):
+
+  def test_embedding_variant_minus_the_same_lora_without_it(self):
+    root = self.create_tempdir().full_path
+    # LoRA r = 4 with the embedding: full fine-tuning's outcomes (`_FULL`,
+    # MacroAvg EM 0.3, 0.5, 0.7) against LoRA's 0.15 in every seed:
+    # +0.15, +0.35, +0.55, mean +0.35, sd 0.2 (the mirror of
+    # `test_difference_from_full`); tokens 0.65 - 0.40 = +0.25 on any
+    # resample. No full fine-tuning ran: no `differences`.
+    summaries = {'lora_r4': _write_variant(root, 'lora_r4', _LORA),
+                 'lora_r4_embedding': _write_variant(
+                     root, 'lora_r4_embedding', _FULL)}
+    content = peft_report.summarize(
+        peft_benchmark.parse_variants(['lora_r4', 'lora_r4_embedding']),
+        summaries, output_dir=root)
+    self.assertEqual(list(content['embedding_vs_lora']),
+                     ['lora_r4_embedding-fedavg-num_examples'])
+    self.assertEqual(content['differences'], {})
+    difference = content['embedding_vs_lora'][
+        'lora_r4_embedding-fedavg-num_examples']
+    self.assertEqual((difference['a'], difference['b']),
+                     ('lora_r4_embedding', 'lora_r4'))
+    em = difference['exact_match']['macro_avg']
+    half = _T_2 * 0.2 / math.sqrt(3)
+    self.assertAllClose(em['difference'], 0.35)
+    self.assertAllClose(em['seed_ci95'], [0.35 - half, 0.35 + half])
+    tokens = difference['token_accuracy']
+    self.assertAllClose(tokens['difference'], 0.25)
+    for key in ('seed', 'bootstrap', 'bootstrap_seeds'):
+      self.assertAllClose(tokens[f'{key}_ci95'], [0.25, 0.25])
+      self.assertEqual(tokens[f'{key}_verdict'], 'lora_r4_embedding higher')
+    with open(os.path.join(root, peft_report.TABLE_FILE)) as f:
+      table = f.read()
+    self.assertIn('| Variant − LoRA without the embedding |', table)
+    self.assertIn('| lora_r4_embedding-fedavg-num_examples | +35.0 | '
+                  '[-14.7, +84.7] |', table)
+
+  def test_not_compared_without_the_plain_lora(self):
+    root = self.create_tempdir().full_path
+    content = peft_report.summarize(
+        peft_benchmark.parse_variants(['lora_r4_embedding']),
+        {'lora_r4_embedding': _write_variant(root, 'lora_r4_embedding',
+                                             _FULL)}, output_dir=root)
+    self.assertEqual(content['embedding_vs_lora'], {})
 
 
 class VerdictTest(tf.test.TestCase, parameterized.TestCase):

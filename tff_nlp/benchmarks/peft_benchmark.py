@@ -82,6 +82,13 @@ class Variant:
     return self.pretrained or self.pretrained_tokenizer
 
   @property
+  def without_embedding(self) -> Optional[str]:
+    """With `lora_embedding`: the name of the same LoRA without it, which
+    the report compares this variant with (`peft_report.summarize`'s
+    `embedding_vs_lora`); otherwise None."""
+    return f'lora_r{self.lora_rank}' if self.lora_embedding else None
+
+  @property
   def label(self) -> str:
     start = 'pre-trained' if self.pretrained else 'from scratch'
     what = f'LoRA r = {self.lora_rank}' if self.lora_rank else 'full'

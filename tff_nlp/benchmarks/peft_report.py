@@ -107,6 +107,24 @@ def _seed_runs(summary: Mapping[str, Any], slug: str, output_dir: str
       seed=seed['seed']) for seed in summary['methods'][slug]['seeds']]
 
 
+def _differences(summaries: Mapping[str, Mapping[str, Any]], a_name: str,
+                 b_name: str, output_dir: str) -> dict[str, Any]:
+  """Variant `a_name` minus `b_name`, per method both ran, keyed
+  '<a_name>-<method>': `text2sql_summary.difference_json` over paired
+  seeds and the paired bootstrap over test examples."""
+  differences = collections.OrderedDict()
+  for slug in summaries[a_name]['methods']:
+    if slug not in summaries[b_name]['methods']:
+      continue
+    differences[f'{a_name}-{slug}'] = text2sql_summary.difference_json(
+        _seed_runs(summaries[a_name], slug, os.path.join(output_dir, a_name)),
+        _seed_runs(summaries[b_name], slug, os.path.join(output_dir, b_name)),
+        text2sql_summary.Bootstrap(intervals.DEFAULT_NUM_REPLICATES,
+                                   intervals.DEFAULT_CONFIDENCE, 0),
+        a_name=a_name, b_name=b_name)
+  return differences
+
+
 def summarize(variants: Sequence[Any],
               summaries: Mapping[str, Mapping[str, Any]], *,
               output_dir: str, command: str = '') -> dict[str, Any]:
@@ -123,7 +141,9 @@ def summarize(variants: Sequence[Any],
     `units`, `command`, `reference`; `variants`: per variant and method the
     exact match, token accuracy (MacroAvg, with seed intervals), traffic,
     round time and LoRA sizes; `differences`: each variant (and method) minus
-    `REFERENCE` with the same method; `lorar_vs_num_examples`: per variant
+    `REFERENCE` with the same method; `embedding_vs_lora`: each variant
+    that adapts the token embedding too minus the same LoRA without it
+    (`Variant.without_embedding`), where both ran; `lorar_vs_num_examples`: per variant
     and algorithm, Lorar minus num_examples weighting (from the variant's
     summary); `claims`: `paper_claims`; `baseline`; `round_time` (when
     timed); `figures`.
@@ -132,6 +152,7 @@ def summarize(variants: Sequence[Any],
   content = collections.OrderedDict(
       units='fraction', command=command, reference=REFERENCE,
       variants=collections.OrderedDict(), differences=collections.OrderedDict(),
+      embedding_vs_lora=collections.OrderedDict(),
       lorar_vs_num_examples=collections.OrderedDict())
   for variant in variants:
     summary = summaries[variant.name]
@@ -180,18 +201,13 @@ def summarize(variants: Sequence[Any],
                   + entry['bytes_up_per_client'])
       if variant.name == REFERENCE:
         continue
-      for slug in summaries[variant.name]['methods']:
-        if slug not in reference['methods']:
-          continue
-        a = _seed_runs(summaries[variant.name], slug,
-                       os.path.join(output_dir, variant.name))
-        b = _seed_runs(reference, slug, os.path.join(output_dir, REFERENCE))
-        difference = text2sql_summary.difference_json(
-            a, b, text2sql_summary.Bootstrap(
-                intervals.DEFAULT_NUM_REPLICATES,
-                intervals.DEFAULT_CONFIDENCE, 0), a_name=variant.name,
-            b_name=REFERENCE)
-        content['differences'][f'{variant.name}-{slug}'] = difference
+      content['differences'].update(
+          _differences(summaries, variant.name, REFERENCE, output_dir))
+  for variant in variants:
+    plain = variant.without_embedding
+    if plain in summaries:
+      content['embedding_vs_lora'].update(
+          _differences(summaries, variant.name, plain, output_dir))
   first = next(iter(summaries.values()))
   content['baseline'] = first.get('baseline')
   timing_path = os.path.join(output_dir, TIMING_FILE)
@@ -288,6 +304,12 @@ def markdown(content: Mapping[str, Any]) -> str:
               'difference is called only where every interval shown excludes '
               '0 on the same side.', '',
               *_difference_table('Variant − full', content['differences'])]
+  if content.get('embedding_vs_lora'):
+    lines += ['', 'LoRA with the token embedding adapted too, minus the same '
+              'LoRA without it (MacroAvg, percentage points; intervals and '
+              'verdicts as above).', '',
+              *_difference_table('Variant − LoRA without the embedding',
+                                 content['embedding_vs_lora'])]
   if content.get('lorar_vs_num_examples'):
     lines += ['', 'Lorar minus num_examples weighting within each variant '
               '(MacroAvg, percentage points; intervals and verdicts as '
