@@ -16,8 +16,9 @@ token accuracy (mean, 95 % interval, seeds) with its bytes per round.
 """
 
 import collections
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
+import functools
 import json
 import os
 from typing import Any, Optional
@@ -107,18 +108,20 @@ def _seed_runs(summary: Mapping[str, Any], slug: str, output_dir: str
       seed=seed['seed']) for seed in summary['methods'][slug]['seeds']]
 
 
-def _differences(summaries: Mapping[str, Mapping[str, Any]], a_name: str,
-                 b_name: str, output_dir: str) -> dict[str, Any]:
+def _differences(summaries: Mapping[str, Mapping[str, Any]],
+                 seed_runs: Callable[[str, str],
+                                     list[text2sql_seed_runs.SeedRun]],
+                 a_name: str, b_name: str) -> dict[str, Any]:
   """Variant `a_name` minus `b_name`, per method both ran, keyed
   '<a_name>-<method>': `text2sql_summary.difference_json` over paired
-  seeds and the paired bootstrap over test examples."""
+  seeds and the paired bootstrap over test examples. `seed_runs(variant,
+  method)` reads a variant's runs of a method."""
   differences = collections.OrderedDict()
   for slug in summaries[a_name]['methods']:
     if slug not in summaries[b_name]['methods']:
       continue
     differences[f'{a_name}-{slug}'] = text2sql_summary.difference_json(
-        _seed_runs(summaries[a_name], slug, os.path.join(output_dir, a_name)),
-        _seed_runs(summaries[b_name], slug, os.path.join(output_dir, b_name)),
+        seed_runs(a_name, slug), seed_runs(b_name, slug),
         text2sql_summary.Bootstrap(intervals.DEFAULT_NUM_REPLICATES,
                                    intervals.DEFAULT_CONFIDENCE, 0),
         a_name=a_name, b_name=b_name)
@@ -143,12 +146,19 @@ def summarize(variants: Sequence[Any],
     round time and LoRA sizes; `differences`: each variant (and method) minus
     `REFERENCE` with the same method; `embedding_vs_lora`: each variant
     that adapts the token embedding too minus the same LoRA without it
-    (`Variant.without_embedding`), where both ran; `lorar_vs_num_examples`: per variant
-    and algorithm, Lorar minus num_examples weighting (from the variant's
-    summary); `claims`: `paper_claims`; `baseline`; `round_time` (when
-    timed); `figures`.
+    (`Variant.without_embedding`), where both ran; `lorar_vs_num_examples`:
+    per variant and algorithm, Lorar minus num_examples weighting (from the
+    variant's summary); `claims`: `paper_claims`; `baseline`; `round_time`
+    (when timed); `figures`.
   """
   reference = summaries.get(REFERENCE)
+
+  # A variant can enter several comparisons (the reference all of them, a
+  # LoRA variant also its embedding variant's): its runs are read once.
+  @functools.lru_cache(maxsize=None)
+  def seed_runs(name: str, slug: str) -> list[text2sql_seed_runs.SeedRun]:
+    return _seed_runs(summaries[name], slug, os.path.join(output_dir, name))
+
   content = collections.OrderedDict(
       units='fraction', command=command, reference=REFERENCE,
       variants=collections.OrderedDict(), differences=collections.OrderedDict(),
@@ -202,12 +212,12 @@ def summarize(variants: Sequence[Any],
       if variant.name == REFERENCE:
         continue
       content['differences'].update(
-          _differences(summaries, variant.name, REFERENCE, output_dir))
+          _differences(summaries, seed_runs, variant.name, REFERENCE))
   for variant in variants:
     plain = variant.without_embedding
     if plain in summaries:
       content['embedding_vs_lora'].update(
-          _differences(summaries, variant.name, plain, output_dir))
+          _differences(summaries, seed_runs, variant.name, plain))
   first = next(iter(summaries.values()))
   content['baseline'] = first.get('baseline')
   timing_path = os.path.join(output_dir, TIMING_FILE)
