@@ -504,12 +504,47 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       intervals.bootstrap_difference(a, _UNITS_B, units=units)
 
-  def test_a_replicate_without_units_is_refused(self):
-    # 1 of 4 examples has units: a replicate drawing only the other three
-    # (probability (3/4)^4 each) comes within 200 replicates.
-    with self.assertRaisesRegex(ValueError, "Client 'x'.*without units"):
-      intervals.bootstrap_accuracy({'x': [[1, 0, 0, 0]]}, units={
-          'x': [1, 0, 0, 0]}, num_replicates=200)
+  def test_a_client_whose_replicates_draw_no_units_is_reported_not_raised(
+      self):
+    # Client x: 1 of 4 examples has units, so a replicate drawing only the
+    # other three (probability (3/4)^4 = 0.32 each) has no accuracy for x;
+    # the report names x and counts those replicates, and y and MicroAvg
+    # keep their intervals (the demo's academic client, issue 63).
+    outcomes = {'x': [[1, 0, 0, 0]], 'y': [[2, 0, 1]]}
+    units = {'x': [1, 0, 0, 0], 'y': [2, 1, 3]}
+    result = intervals.bootstrap_accuracy(outcomes, units=units,
+                                          num_replicates=200, seed=3)
+    # Reference: the same draws (`_draw`'s order: x's, then y's).
+    rng = np.random.default_rng(3)
+    x_indices = rng.integers(0, 4, size=(200, 4))
+    y_indices = rng.integers(0, 3, size=(200, 3))
+    without_units = int(np.sum(np.all(x_indices != 0, axis=1)))
+    self.assertBetween(without_units, 1, 199)
+    y_acc = (np.sum(np.array([2., 0., 1.])[y_indices], axis=1)
+             / np.sum(np.array([2., 1., 3.])[y_indices], axis=1))
+    x_correct = np.sum(x_indices == 0, axis=1)  # Example 0: 1 of 1 unit.
+    micro = (x_correct + np.sum(np.array([2., 0., 1.])[y_indices], axis=1)) / (
+        x_correct + np.sum(np.array([2., 1., 3.])[y_indices], axis=1))
+
+    x = result.per_client['x']
+    self.assertEqual(x.estimate, 1.0)
+    self.assertTrue(np.isnan(x.low) and np.isnan(x.high))
+    self.assertIsNone(x.bounds())
+    self.assertTrue(np.isnan(result.macro.low))
+    self.assertEqual(intervals.verdict(result.macro), intervals.UNDETERMINED)
+    self.assertEqual(result.undefined, {
+        'x': f'{without_units} of 200 replicates drew only examples '
+             'without scored units',
+        'MacroAvg': f'{without_units} of 200 replicates drew only examples '
+                    "without scored units on 'x'"})
+    self.assertAllClose(result.per_client['y'][1:],
+                        np.quantile(y_acc, [0.025, 0.975]))
+    self.assertAllClose(result.micro[1:], np.quantile(micro, [0.025, 0.975]))
+    self.assertEqual(result.to_json()['undefined'], result.undefined)
+    # Without units every interval is drawn and nothing is reported.
+    self.assertNotIn('undefined',
+                     intervals.bootstrap_accuracy(outcomes={'x': [[1, 0]]})
+                     .to_json())
 
   @parameterized.named_parameters(
       ('replicates', dict(num_replicates=0), 'num_replicates'),

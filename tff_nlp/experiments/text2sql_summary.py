@@ -329,11 +329,19 @@ def _token_difference(a, b, common, a_name: str, b_name: str,
   units = (_token_units([*a, *b])
            if bootstrap is not None and _same_examples([*a, *b]) else None)
   for key, resample_seeds in (('bootstrap', False), ('bootstrap_seeds', True)):
-    interval = (bootstrap.token_difference(a, b, units, resample_seeds).macro
-                if units is not None else None)
-    content[f'{key}_ci95'] = [interval.low, interval.high] if interval else None
+    drawn = (bootstrap.token_difference(a, b, units, resample_seeds)
+             if units is not None else None)
+    # A client with few examples that have tokens (the template parser's
+    # gold templates outside its classes score none) can make a replicate's
+    # MacroAvg undefined: the interval is then missing and says why, and
+    # the rest of the report stands.
+    interval = drawn.macro.bounds() if drawn else None
+    content[f'{key}_ci95'] = interval
     content[f'{key}_verdict'] = (
-        intervals.verdict(interval, a_name, b_name) if interval else None)
+        intervals.verdict(drawn.macro, a_name, b_name) if interval else None)
+    if drawn and intervals.MACRO_AVG in drawn.undefined:
+      content[f'{key}_undefined'] = (
+          'cannot be drawn: ' + drawn.undefined[intervals.MACRO_AVG])
   return content
 
 

@@ -237,6 +237,12 @@ def difference_markdown(difference: Mapping[str, Any]) -> str:
       cells += [_points_interval(tokens.get(f'{key}_ci95')),
                 tokens.get(f'{key}_verdict') or text2sql_report.MISSING]
     lines.append('| ' + ' | '.join(cells) + ' |')
+    notes = [f'{label}: {tokens[f"{key}_undefined"]}.' for key, label in (
+        ('bootstrap', 'Token accuracy, bootstrap over test examples'),
+        ('bootstrap_seeds', 'Token accuracy, bootstrap over examples and '
+         'seeds')) if tokens.get(f'{key}_undefined')]
+    if notes:
+      lines += ['', *notes]
   return '\n'.join(lines)
 
 

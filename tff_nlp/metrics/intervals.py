@@ -66,6 +66,10 @@ import numpy as np
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_NUM_REPLICATES = 2000
 
+# Names of the averages in `AccuracyIntervals.undefined`.
+MACRO_AVG = 'MacroAvg'
+MICRO_AVG = 'MicroAvg'
+
 # Verdicts of `verdict`.
 NO_DIFFERENCE = 'no difference'
 UNDETERMINED = 'undetermined'
@@ -257,6 +261,11 @@ class AccuracyIntervals:
     resample_seeds: Whether seeds were resampled too (covers seed variation
       as well as test-set sampling).
     seed: Seed of the bootstrap's random generator.
+    undefined: Client name (or MACRO_AVG, MICRO_AVG) -> why its interval
+      cannot be drawn, for every interval with NaN bounds: with `units`,
+      some replicates drew none of the client's examples that have units,
+      so its accuracy (and MacroAvg) is undefined there. Empty when every
+      interval is defined.
   """
 
   macro: Interval
@@ -267,6 +276,7 @@ class AccuracyIntervals:
   confidence: float
   resample_seeds: bool
   seed: int
+  undefined: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
   def to_json(self) -> dict[str, Any]:
     """A JSON-ready dict of the attributes."""
@@ -281,6 +291,9 @@ class AccuracyIntervals:
         confidence=self.confidence,
         resample_seeds=self.resample_seeds,
         seed=self.seed,
+        # Only when some interval cannot be drawn, so the records of
+        # bootstraps that always could keep their form.
+        **({'undefined': dict(self.undefined)} if self.undefined else {}),
     )
 
 
@@ -383,6 +396,13 @@ def _draw(methods: Sequence[Mapping[str, np.ndarray]], num_replicates: int,
   largest client (54 MB at B = 2000, n_c = 1700). `units` (shared by the
   methods) change the denominators only, not the draws.
 
+  A replicate that draws only examples without units (possible when few of
+  a client's examples have any, e.g. a template parser's gold templates
+  that are not among its classes) has no accuracy for that client: its
+  value is NaN there and in MacroAvg (`_intervals` then reports the
+  interval as undefined and says why); MicroAvg stays defined while any
+  client drew units.
+
   Returns:
     For each method, in order, a [C + 2, B] array: the C clients'
     accuracies, then MacroAvg and MicroAvg.
@@ -406,19 +426,17 @@ def _draw(methods: Sequence[Mapping[str, np.ndarray]], num_replicates: int,
                            size=(num_replicates, num_examples))
     drawn_units = (np.full(num_replicates, float(num_examples))
                    if units is None else np.sum(units[client][indices], axis=1))
-    if not np.all(drawn_units > 0):
-      raise ValueError(
-          f'Client {client!r}: a replicate drew only examples without units; '
-          'too few scored examples to bootstrap.')
     total_units += drawn_units
     for m, arrays in enumerate(methods):
       correct = _correct(arrays[client], indices, weights[m])
       total_correct[m] += correct
-      accuracies[m][row] = correct / (arrays[client].shape[0] * drawn_units)
+      with np.errstate(invalid='ignore'):  # 0 / 0: no units drawn, NaN.
+        accuracies[m][row] = correct / (arrays[client].shape[0] * drawn_units)
   for m, arrays in enumerate(methods):
     num_seeds = next(iter(arrays.values())).shape[0]
     accuracies[m][-2] = np.mean(accuracies[m][:-2], axis=0)
-    accuracies[m][-1] = total_correct[m] / (num_seeds * total_units)
+    with np.errstate(invalid='ignore'):
+      accuracies[m][-1] = total_correct[m] / (num_seeds * total_units)
   return accuracies
 
 
@@ -438,14 +456,27 @@ def _intervals(clients: Sequence[str], point: np.ndarray,
                replicates: np.ndarray, *, num_seeds: tuple[int, ...],
                confidence: float, resample_seeds: bool,
                seed: int) -> AccuracyIntervals:
-  lows, highs = np.quantile(
-      replicates, [(1 - confidence) / 2, (1 + confidence) / 2], axis=1)
-  intervals = [Interval(float(e), float(lo), float(hi))
-               for e, lo, hi in zip(point, lows, highs)]
+  names = [*clients, MACRO_AVG, MICRO_AVG]
+  undrawn = np.sum(np.isnan(replicates), axis=1)
+  intervals, undefined = [], collections.OrderedDict()
+  for name, estimate, row, count in zip(names, point, replicates, undrawn):
+    if count:
+      intervals.append(Interval(float(estimate), math.nan, math.nan))
+      undefined[name] = (
+          f'{count} of {replicates.shape[1]} replicates drew only examples '
+          'without scored units' + (
+              '' if name in clients
+              else ' on ' + ', '.join(repr(c) for c, n in zip(clients, undrawn)
+                                      if n)))
+    else:
+      low, high = np.quantile(
+          row, [(1 - confidence) / 2, (1 + confidence) / 2])
+      intervals.append(Interval(float(estimate), float(low), float(high)))
   return AccuracyIntervals(
       macro=intervals[-2],
       micro=intervals[-1],
       per_client=collections.OrderedDict(zip(clients, intervals[:-2])),
+      undefined=undefined,
       num_seeds=num_seeds,
       num_replicates=replicates.shape[1],
       confidence=confidence,
