@@ -426,6 +426,7 @@ def report_runs(
     command: str = '',
     baseline: bool = True,
     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+    reference_results: Optional[str] = None,
 ) -> dict[str, Any]:
   """Reports `collect_runs`' runs: `results.json`, `results.md`, figures.
 
@@ -440,6 +441,8 @@ def report_runs(
       with `data.max_eval_examples` 0, check that every run was scored on
       every client's full test split.
     num_replicates: Bootstrap replicates of the intervals.
+    reference_results: A committed benchmark's `results.json` to show
+      beside these runs (`text2sql_summary.summarize_runs`).
 
   Returns:
     The content of `results.json` (`text2sql_summary.summarize_runs`).
@@ -459,7 +462,7 @@ def report_runs(
       num_replicates=num_replicates,
       # The default aggregation differs in no field: an empty variant, None.
       federated_aggregation=_aggregation_variant(settings.aggregation)
-      or None)
+      or None, reference_results=reference_results)
 
 
 def run_variant(aggregation, init_from: Optional[str],

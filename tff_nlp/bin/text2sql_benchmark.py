@@ -28,12 +28,15 @@ client and round and the differences from `pretrained_full`.
 """
 
 import dataclasses
+import os
 import shlex
 import sys
+from typing import Optional
 
 from absl import app
 from absl import flags
 
+import tff_nlp
 from tff_nlp.bin import _aggregation_flags as aggregation_flags
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp import errors
@@ -83,6 +86,16 @@ _REPORT_ONLY = flags.DEFINE_bool(
     'left out.')
 
 
+_REFERENCE_RESULTS = flags.DEFINE_string(
+    'reference_results', None,
+    'A committed benchmark report (results.json) of the same comparison, '
+    'e.g. docs/results/text2sql_templates/results.json (make demo): its '
+    'FedAvg and FedAvg + Lorar figures, with seeds and intervals, are '
+    'printed after this run\'s tables with a sentence relating the two. '
+    'A relative path that does not exist is looked up in the checkout '
+    'tff_nlp was imported from.')
+
+
 _VARIANTS = flags.DEFINE_list(
     'variants', [],
     'If set: compare these fine-tuning variants of every method '
@@ -128,6 +141,19 @@ def _parse_seeds(values: list[str]) -> list[int]:
         'text2sql_benchmark runs the seeds of --seeds (for one seed, pass '
         '--seeds=<seed>).')
   return seeds
+
+
+def _reference_path(path: Optional[str]) -> Optional[str]:
+  """`path`, or that relative path in the workspace of `bazel run` (which
+  starts in its runfiles, where docs/ is not) or in tff_nlp's checkout."""
+  if not path or os.path.isabs(path) or os.path.exists(path):
+    return path
+  for root in (os.environ.get('BUILD_WORKSPACE_DIRECTORY'),
+               os.path.dirname(os.path.dirname(os.path.abspath(
+                   tff_nlp.__file__)))):
+    if root and os.path.exists(os.path.join(root, path)):
+      return os.path.join(root, path)
+  return path
 
 
 def main(argv):
@@ -191,7 +217,9 @@ def main(argv):
         single_seed_methods=single_seed_methods,
         archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
         **place)
-    text2sql_benchmark.report_runs(runs, settings, command=command, **place)
+    text2sql_benchmark.report_runs(
+        runs, settings, command=command,
+        reference_results=_reference_path(_REFERENCE_RESULTS.value), **place)
 
 
 if __name__ == '__main__':

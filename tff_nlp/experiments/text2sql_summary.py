@@ -51,6 +51,7 @@ from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
 from tff_nlp.experiments import text2sql
+from tff_nlp.experiments import text2sql_reference
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary_markdown
 from tff_nlp.metrics import intervals
@@ -373,6 +374,7 @@ def summarize_runs(
     confidence: float = intervals.DEFAULT_CONFIDENCE,
     bootstrap_seed: int = 0,
     federated_aggregation: Optional[Mapping[str, Any]] = None,
+    reference_results: Optional[str] = None,
 ) -> dict[str, Any]:
   """Reads finished runs back, aggregates them over seeds, writes the report.
 
@@ -419,6 +421,12 @@ def summarize_runs(
       method, so results are reproducible).
     federated_aggregation: The `algorithms.aggregation.AggregationConfig`
       fields that differ from the default in the federated runs, or None.
+    reference_results: A committed benchmark's `results.json` with FedAvg
+      and FedAvg + Lorar (e.g. `docs/results/text2sql_templates/`): if set
+      and these runs have both, its figures and a sentence relating them to
+      these runs' are printed after the tables and appended to the report
+      (`text2sql_reference`; `results.json`'s `reference`). A reference
+      that cannot be read is said so, never an error.
 
   Returns:
     The content of `results.json`.
@@ -530,6 +538,13 @@ def summarize_runs(
               examples=len(first.examples[c]),
               full_split=full_sizes[c] if full_sizes else None))
           for c in clients))
+  reference = None
+  if reference_results and all(
+      ('federated', text2sql_reference.ALGORITHM, w) in read
+      for w in ('num_examples', 'lorar')):
+    reference = text2sql_reference.compare(
+        {'methods': methods_json, 'lorar_vs_num_examples': differences},
+        output_dir=output_dir, reference_path=reference_results)
   report = collections.OrderedDict(
       units='fraction',
       seeds=list(by_seed),
@@ -544,11 +559,15 @@ def summarize_runs(
       federated_aggregation=(dict(federated_aggregation)
                              if federated_aggregation else None),
   )
+  if reference:
+    report['reference'] = reference.record
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), report)
   markdown = text2sql_summary_markdown.report_markdown(
       report, read, table=table, token_table=token_table,
       tokens=tokens, clients=clients, first=first, command=command,
       output_dir=output_dir)
+  if reference:
+    markdown += '\n' + reference.markdown
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
     f.write(markdown)
   print(f'Test exact match (%):\n\n{table}\n')
@@ -557,6 +576,8 @@ def summarize_runs(
         difference)
     print(f'{difference["label"]} + Lorar minus {difference["label"]} '
           f'(points):\n\n{difference_table}\n')
+  if reference:
+    print(reference.markdown)
   print(f'Written to {os.path.join(output_dir, TABLE_FILE)}.')
   return training_lib.to_json_value(report)
 
