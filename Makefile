@@ -10,17 +10,19 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo notebook pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-peft bench-peft-embedding bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
+.PHONY: venv test demo notebook notebook-venv colab-runtime pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-demo-seeds bench-peft bench-peft-embedding bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
 	@echo "make test   - set up .venv if needed, run the test suite"
 	@echo "make venv   - create .venv with the pinned stack (idempotent)"
 	@echo "make notebook - Jupyter Notebook on colabs/ (its own .venv-notebook; .venv as the kernel)"
+	@echo "make colab-runtime - the same server for Colab's Connect to a local runtime, on 127.0.0.1:8888; prints the URL to paste"
 	@echo "make pretrain - pre-train the text-to-SQL seq2seq model with T5 span corruption on CPU (at most 60 minutes; cached, resumable)"
 	@echo "make bench  - run every benchmark (hours; not part of tests)"
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
 	@echo "make bench-text2sql-templates - Table 2 with the template parser, 3 seeds (about 2 hours; resumable)"
+	@echo "make bench-demo-seeds - the demo preset (FedAvg vs FedAvg + Lorar, 8 rounds) over 3 seeds (about 10 minutes; resumable)"
 	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags, 3 seeds (30-75 min)"
 	@echo "make bench-peft - full fine-tuning vs LoRA r = 4, 8, 16 from the make pretrain model, and from scratch, on the text-to-SQL clients, 3 seeds (many hours; resumable)"
 	@echo "make bench-peft-embedding - LoRA r = 8 with the token embedding adapted too, FedAvg, 3 seeds, reported beside make bench-peft's variants (about 40 minutes)"
@@ -38,7 +40,12 @@ venv: $(STAMP)
 
 $(STAMP): requirements.txt requirements-tff.txt pyproject.toml
 	@"$(PYTHON)" -c 'import sys; sys.exit(0 if (3, 9) <= sys.version_info[:2] <= (3, 11) else 1)' 2>/dev/null \
-	  || { echo "tff_nlp needs CPython 3.9, 3.10 or 3.11 (tensorflow-federated 0.87 supports no other); '$(PYTHON)' is $$("$(PYTHON)" --version 2>&1 || echo missing): run 'make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)'."; exit 1; }
+	  || { echo "tff_nlp needs CPython 3.9, 3.10 or 3.11 (tensorflow-federated 0.87 supports no other); '$(PYTHON)' is $$({ "$(PYTHON)" --version 2>&1 || echo missing; } | tail -n 1)."; \
+	       echo "Get a Python 3.11 and name it with PYTHON=, e.g. one of:"; \
+	       echo "  uv python install 3.11 && make PYTHON=\"\$$(uv python find 3.11)\" $(or $(MAKECMDGOALS),venv)"; \
+	       echo "  pyenv install 3.11 && make PYTHON=\"\$$(pyenv prefix 3.11)/bin/python\" $(or $(MAKECMDGOALS),venv)"; \
+	       echo "  Ubuntu: sudo add-apt-repository ppa:deadsnakes/ppa && sudo apt install python3.11-venv && make PYTHON=python3.11 $(or $(MAKECMDGOALS),venv)"; \
+	       exit 1; }
 	@test -x "$(PY)" || "$(PYTHON)" -m venv "$(VENV)"
 	"$(PY)" -m pip install --quiet -r requirements.txt
 	"$(PY)" -m pip install --quiet --no-deps -r requirements-tff.txt
@@ -56,30 +63,66 @@ test: $(STAMP)
 	"$(PY)" -m pytest -n $(TEST_WORKERS) --dist=loadfile --durations=15 tests
 
 # The Lorar paper's comparison at demo scale: FedAvg vs FedAvg + Lorar on the
-# eight text-to-SQL clients, one seed, beside the template-retrieval baseline;
-# prints the per-client table (Table 2 layout). Quiet: a progress bar and the
-# table; DEMO_VERBOSITY=0 brings back the per-round INFO lines.
+# eight text-to-SQL clients, one seed, 8 rounds, beside the template-retrieval
+# baseline; prints the per-client table (Table 2 layout), then the committed
+# 3-seed benchmark of the same comparison and how the two relate. Quiet: a
+# progress bar and the tables; DEMO_VERBOSITY=0 brings back the per-round
+# INFO lines. .ci/run runs it after the tests.
 DEMO_VERBOSITY ?= -1
 demo: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
 	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0 \
+	  --reference_results=docs/results/text2sql_templates/results.json \
 	  --verbosity=$(DEMO_VERBOSITY)
 
 # Jupyter Notebook on the colabs/, served from its own environment
 # (.venv-notebook, made on first use: Jupyter needs typing_extensions>=4.6,
-# which TensorFlow 2.14 refuses) with .venv as the notebooks' kernel.
+# which TensorFlow 2.14 refuses) with .venv as the notebooks' kernel: the
+# kernel `python3` of .venv-notebook, whose folder comes first on
+# JUPYTER_PATH so that no `python3` kernel of the user's own shadows it.
 # NOTEBOOK_FLAGS passes options, e.g. NOTEBOOK_FLAGS='--no-browser --port=8888'.
 NOTEBOOK_VENV ?= .venv-notebook
 NOTEBOOK_FLAGS ?=
-notebook: $(STAMP)
+JUPYTER = JUPYTER_PATH="$(abspath $(NOTEBOOK_VENV))/share/jupyter" "$(NOTEBOOK_VENV)/bin/jupyter"
+ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
+notebook-venv: $(STAMP)
 	@test -x "$(NOTEBOOK_VENV)/bin/jupyter-notebook" || { \
 	  "$(PYTHON)" -m venv "$(NOTEBOOK_VENV)" && \
 	  "$(NOTEBOOK_VENV)/bin/pip" install -q -r requirements-notebook.txt; }
-	"$(PY)" -m ipykernel install --prefix "$(NOTEBOOK_VENV)" --name python3 \
+	@"$(PY)" -m ipykernel install --prefix "$(NOTEBOOK_VENV)" --name python3 \
 	  --display-name "Python 3 (tff_nlp .venv)" > /dev/null 2>&1
-	"$(NOTEBOOK_VENV)/bin/jupyter" notebook --notebook-dir=colabs \
-	  $(if $(filter 0,$(shell id -u)),--allow-root) $(NOTEBOOK_FLAGS)
+
+notebook: notebook-venv
+	$(JUPYTER) notebook --notebook-dir=colabs $(ALLOW_ROOT) $(NOTEBOOK_FLAGS)
+
+# The same server for Colab's "Connect to a local runtime", as
+# https://research.google.com/colaboratory/local-runtimes.html says to start
+# it: requests and websockets from Colab's origin allowed, with credentials,
+# and no retry on another port (the URL printed is the one to paste). Jupyter
+# Server 2 (Notebook 7) needs no jupyter_http_over_ws extension. It listens
+# on 127.0.0.1 only (COLAB_IP to change that); the token is $JUPYTER_TOKEN or
+# a new random one, handed to Jupyter in its environment, not on its command
+# line, which every user of the machine can read. COLAB_FLAGS passes options.
+COLAB_PORT ?= 8888
+COLAB_IP ?= 127.0.0.1
+COLAB_FLAGS ?=
+COLAB_URL_HOST = $(if $(filter 0.0.0.0 ::,$(COLAB_IP)),127.0.0.1,$(COLAB_IP))
+colab-runtime: notebook-venv
+	@token="$${JUPYTER_TOKEN:-$$("$(NOTEBOOK_VENV)/bin/python" -c 'import secrets; print(secrets.token_hex(24))')}"; \
+	echo "Colab local runtime: Jupyter on $(COLAB_IP):$(COLAB_PORT), notebooks run on $(PY)."; \
+	echo "1. Open the notebook in Colab (File > Open notebook > GitHub or Upload: colabs/*.ipynb)."; \
+	echo "2. Connect (top right) > Connect to a local runtime; paste this URL; Connect:"; \
+	echo ""; \
+	echo "   http://$(COLAB_URL_HOST):$(COLAB_PORT)/?token=$$token"; \
+	echo ""; \
+	echo "3. Run the notebook. The browser must run on this machine (Colab connects from it to"; \
+	echo "   $(COLAB_URL_HOST)); from another one, forward the port: ssh -L $(COLAB_PORT):127.0.0.1:$(COLAB_PORT) <this host>."; \
+	echo "Anyone with this URL can run code as $$(id -un) here. Control-C stops the runtime."; \
+	JUPYTER_TOKEN="$$token" $(JUPYTER) notebook --no-browser --notebook-dir=colabs \
+	  --ip=$(COLAB_IP) --port=$(COLAB_PORT) --ServerApp.port_retries=0 \
+	  --ServerApp.allow_origin=https://colab.research.google.com \
+	  --ServerApp.allow_credentials=True $(ALLOW_ROOT) $(COLAB_FLAGS)
 
 # Span-corruption pre-training of the text-to-SQL seq2seq model (issue 30)
 # on the public text of ../shared/data that no text-to-SQL client owns, at
@@ -94,7 +137,7 @@ pretrain: $(STAMP)
 	  --flagfile=tff_nlp/bin/flags/pretrain_seq2seq.cpu.flags \
 	  --output_dir=$(PRETRAIN_DIR)
 
-bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-peft bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness
+bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-demo-seeds bench-peft bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness
 
 # A TFF round against the same local training in pure TensorFlow (and TFF
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
@@ -228,6 +271,22 @@ bench-text2sql-templates: $(STAMP)
 	cp $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.md \
 	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.json \
 	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/*.png docs/results/text2sql_templates/
+
+# How the demo preset measures over 3 seeds (make demo runs seed 0 only):
+# FedAvg vs FedAvg + Lorar, train_text2sql.demo.flags, seeds 0, 1, 2, about
+# 1-2 minutes a run; resumable, runs archived in docs/results/text2sql_demo/runs
+# (discussed in docs/results/text2sql.md, "make demo").
+DEMO_SEEDS_DIR ?= runs/text2sql_demo_seeds
+bench-demo-seeds: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
+	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0,1,2 \
+	  --output_dir=$(DEMO_SEEDS_DIR) --progress=off \
+	  --archive_dir=docs/results/text2sql_demo/runs \
+	  --reference_results=docs/results/text2sql_templates/results.json
+	mkdir -p docs/results/text2sql_demo
+	cp $(DEMO_SEEDS_DIR)/results.md $(DEMO_SEEDS_DIR)/results.json \
+	  $(DEMO_SEEDS_DIR)/*.png docs/results/text2sql_demo/
 
 # Partial models (tff.federated_select) vs dense FedAvg on the tag task, three
 # seeds, then 50 keys of 4 rows against 200 one-row keys on the same seeds;

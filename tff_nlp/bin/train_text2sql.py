@@ -10,7 +10,7 @@ the union) or `federated` (`--algorithm` x `--weighting`); see
 `train_text2sql.smoke.flags` (about two minutes: all eight clients, a few
 examples, a tiny seq2seq model; checks the pipeline),
 `train_text2sql.demo.flags` (`make demo`: the template parser,
-`--parser=template`, about 1.5 minutes per method),
+`--parser=template`, 8 rounds, 1-1.7 minutes per method),
 `train_text2sql.templates.flags` (`make bench-text2sql-templates`, 2-6
 minutes per method), `train_text2sql.cpu.flags` (`make bench-text2sql`,
 the seq2seq parser, about an hour per method on 2 CPU cores) and
@@ -141,6 +141,7 @@ def main(argv):
         num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
         aggregation=aggregation,
         lora=text2sql_flags.lora_config(_LORA_RANK.value, loop.seed),
+        restart=common.RESTART.value,
     )
 
 

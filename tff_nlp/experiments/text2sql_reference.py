@@ -147,6 +147,8 @@ def _relation(run_difference: float, num_seeds: int,
   here += (f', so {seeds} of it would give {_bounds(expected, True)} (95 % '
            'prediction interval)')
   low, high = expected
+  if low <= run_difference <= high and num_seeds > 1:
+    return here + ': this result is consistent with the benchmark.'
   if low <= run_difference <= high:
     return (here + ': this result is within what the benchmark\'s own seeds '
             'vary by, so it neither confirms nor contradicts the benchmark, '
