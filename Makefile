@@ -71,8 +71,7 @@ test: $(STAMP)
 DEMO_VERBOSITY ?= -1
 demo: $(STAMP)
 	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
-	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0 \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags --seeds=0 \
 	  --reference_results=docs/results/text2sql_templates/results.json \
 	  --verbosity=$(DEMO_VERBOSITY)
 

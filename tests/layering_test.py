@@ -19,7 +19,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LAYERS = (
     'bin', 'benchmarks', 'experiments', 'tasks', 'training', 'algorithms',
     ('analysis', 'baselines'), 'models', ('sparse', 'metrics', 'data', 'plots'),
-    'runtime', ('errors', '_lazy'),
+    'runtime', ('errors', '_lazy', '_binary_stderr'),
 )
 _RANK = {name: rank for rank, layer in enumerate(_LAYERS)
          for name in ((layer,) if isinstance(layer, str) else layer)}

@@ -31,6 +31,13 @@ or `from tff_nlp import plots`): the computations do not need the tasks'
 keras-nlp, the experiments' runs or matplotlib.
 """
 
+# First, before anything imports TensorFlow: a binary's terminal shows
+# TensorFlow's C++ warnings and errors, not its INFO lines nor its known
+# harmless errors (`_binary_stderr`); other users of the package keep
+# TensorFlow's defaults.
+from tff_nlp import _binary_stderr
+_binary_stderr.start_if_binary()
+
 from tff_nlp import _lazy
 
 from tff_nlp import algorithms

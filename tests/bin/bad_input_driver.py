@@ -61,6 +61,26 @@ def run_in_one_process(binary: str, flagfile: str,
             for o, d in zip(json.loads(result.stdout), output_dirs)]
 
 
+def run_command_lines(binary: str, cases: Sequence[Sequence[str]],
+                      timeout: float = 1200) -> list[tuple[int, str]]:
+  """`python -m tff_nlp.bin.<binary> <case>` for every case, in order, all
+  in one driver process (`run_in_one_process` without a flagfile or output
+  folder of its own: the cases name theirs, e.g. one folder for several).
+
+  Returns:
+    Per case: its exit status and its stderr.
+  """
+  result = subprocess.run(
+      [sys.executable, '-m', 'tests.bin.bad_input_driver', binary],
+      input=json.dumps([list(case) for case in cases]), cwd=_REPO,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), capture_output=True,
+      text=True, timeout=timeout, check=False)
+  if result.returncode != 0:
+    raise RuntimeError(f'bad_input_driver {binary} failed:\n'
+                       f'{result.stderr[-2000:]}')
+  return [(o['returncode'], o['stderr']) for o in json.loads(result.stdout)]
+
+
 def _exit_status(error: SystemExit) -> int:
   if error.code is None:
     return 0
@@ -97,4 +117,9 @@ def run_cases(binary: str, cases: list[list[str]]) -> list[dict]:
 
 
 if __name__ == '__main__':
-  json.dump(run_cases(sys.argv[1], json.load(sys.stdin)), sys.stdout)
+  # What the binaries print (a run's table) goes to this process's stderr;
+  # stdout carries the outcomes only.
+  outcomes_file = os.fdopen(os.dup(1), 'w')
+  os.dup2(2, 1)
+  json.dump(run_cases(sys.argv[1], json.load(sys.stdin)), outcomes_file)
+  outcomes_file.close()

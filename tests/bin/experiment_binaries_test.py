@@ -11,6 +11,7 @@ covered by tests/experiments/.)
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from tests.bin import bad_input_driver
+from tff_nlp.data import data_root
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -25,6 +27,10 @@ _PRESETS = {'train_text2sql': 'train_text2sql', 'text2sql_benchmark':
             'train_text2sql', 'train_nmt': 'train_nmt',
             'train_fcl': 'train_fcl', 'weighting_demo': 'weighting_demo',
             'train_sparse_tags': 'train_sparse_tags'}
+
+
+# The data folder of the tests (../shared/data).
+_DATA_ROOT = data_root.find_data_dir()
 
 
 def _smoke_flags(binary: str) -> str:
@@ -40,6 +46,8 @@ _BAD_INPUT = (
        r'--local_epochs: needs a default value'),
       ('train_text2sql', ['--clients=imdb,nowhere'], r"nowhere"),
       ('train_text2sql', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+      ('train_text2sql', [f'--data_dir={_DATA_ROOT}/text2sql'],
+       r'looks like the `text2sql/` folder itself; pass its parent'),
       # The smoke preset's seq2seq options do not apply to the template parser.
       ('train_text2sql', ['--parser=template'],
        r'--parser=template\) takes no .*--retrieved_sql'),
@@ -80,8 +88,21 @@ _BAD_INPUT = (
       ('train_nmt', ['--controller_layers=0,x'], r'--controller_layers'),
       ('train_nmt', ['--generic_domain=nowhere', '--domains=wmt_news'],
        r"Unknown domains \['nowhere'\]"),
-      ('train_nmt', ['--data_dir=no_such_corpus'],
-       r"data_dir 'no_such_corpus': no such folder here, nor in"),
+      # --data_dir is the data folder, as for every binary; --corpus the
+      # folder of domains in it.
+      ('train_nmt', ['--data_dir=no_such_dir'],
+       r"Data directory 'no_such_dir' \(from the data_dir argument\) does "
+       r'not exist'),
+      ('train_nmt', ['--data_dir=nmt_de_en_large'],
+       r"data_dir 'nmt_de_en_large': no such folder; it is the name of a "
+       r'corpus in the data folder .*: pass --corpus=nmt_de_en_large'),
+      ('train_nmt', [f'--data_dir={_DATA_ROOT}/nmt_de_en_large'],
+       r'looks like a corpus folder itself: it holds the domains .*Pass its '
+       r'parent as the data folder and its name as the corpus: '
+       rf'--data_dir={re.escape(_DATA_ROOT)} --corpus=nmt_de_en_large\.'),
+      ('train_nmt', ['--corpus=no_such_corpus'],
+       r"No corpus 'no_such_corpus' in the data folder .*: its folders of "
+       r"domains are \['nmt_de_en', 'nmt_de_en_large'\]"),
       ('train_nmt', ['--seeds=0,x'], r'--seeds'),
       ('train_nmt', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
       ('train_nmt', ['--clients_per_round=2'],
@@ -112,6 +133,11 @@ _BAD_INPUT = (
       ('train_fcl', ['--max_weight_share=0'],
        r'max_weight_share must be a number in \(0, 1\].*got 0.0'),
       ('train_fcl', ['--data_dir=/no/such/dir'], r'/no/such/dir'),
+      ('train_fcl', [f'--data_dir={_DATA_ROOT}/text_classification'],
+       r'looks like the `text_classification/` folder itself; pass its '
+       rf"parent, '{re.escape(_DATA_ROOT)}', as data_dir"),
+      ('train_fcl', ['--noevaluate_initial'],
+       r'--evaluate_initial does not apply to train_fcl'),
       # Two labels cannot make the smoke preset's distinct tasks.
       ('train_fcl', ['--datasets=subj'],
        r"Dataset 'subj' has 2 labels with test documents \(objective, "
@@ -185,10 +211,9 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
                     error_lines[0])
     self.assertRegex(error_lines[0], message)
     self.assertNotIn('Traceback', stderr)
-    # Nothing was trained.
-    trained = (os.path.join('federated', 'checkpoints'), 'engines', 'runs')
-    self.assertEqual([path for path in written if path.startswith(trained)],
-                     [])
+    # Nothing was trained, nor left behind (no config.json that would refuse
+    # the corrected command as another experiment).
+    self.assertEqual(written, [])
 
   def test_a_users_dataset_and_word_vectors_named_on_the_command_line(self):
     # A dataset made up here: 6 labels, each with its own 3 words and a
@@ -214,9 +239,23 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
          f'--data_dir={root}', '--datasets=mine', '--methods=fedavg',
          '--word_vectors=tiny.txt', '--embedding_dim=4',
          '--construction=shared_labels'],
-        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        # As a user runs it: no TF_CPP_MIN_LOG_LEVEL (the Makefile sets one).
+        cwd=_REPO, env={k: v for k, v in os.environ.items()
+                        if k != 'TF_CPP_MIN_LOG_LEVEL'},
         capture_output=True, text=True, timeout=600, check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    # What the terminal shows: no TensorFlow start-up errors (its CUDA
+    # plugins registered twice), no grappler lines (two INFO lines per
+    # computation compiled for the worker, and an ERROR for each one without
+    # outputs, which TFF leaves unoptimized)...
+    self.assertNotIn('Unable to register', result.stderr)
+    self.assertNotIn('grappler', result.stderr)
+    # ... but the ACC table and, last, the report's path.
+    *table, last = result.stdout.splitlines()
+    self.assertIn('| FedAvg | ', '\n'.join(table))
+    report = os.path.join(run_dir, 'results.md')
+    self.assertEqual(last, f'Report: {report}')
+    self.assertTrue(os.path.isfile(report))
     with open(os.path.join(run_dir, 'results.json')) as f:
       results = json.load(f)['results']['mine']['fedavg']
     self.assertAlmostEqual(results['word_vector_coverage'], 4 / 19)

@@ -373,6 +373,17 @@ class SigkillResumeExecutionTest(parameterized.TestCase, tf.test.TestCase):
                          [r['round'] for r in expected], f'{about}: {rel}')
       _assert_same(resumed, expected, f'{about}: {rel}')
 
+    # Each run ended by naming its report (the rerun's log also holds the
+    # killed run's output, which ended without).
+    for directory in (reference_dir, output_dir):
+      with open(f'{directory}.log', encoding='utf-8',
+                errors='replace') as f:
+        reports = [line for line in f.read().splitlines()
+                   if line.startswith('Report: ')]
+      report = os.path.join(directory, 'results.md')
+      self.assertEqual(reports, [f'Report: {report}'], about)
+      self.assertTrue(os.path.isfile(report), report)
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -52,8 +52,8 @@ def _env():
   return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
 
 
-def _run(*args, timeout=600):
-  return subprocess.run(_command(*args), cwd=_REPO, env=_env(),
+def _run(*args, timeout=600, env=None):
+  return subprocess.run(_command(*args), cwd=_REPO, env=env or _env(),
                         capture_output=True, text=True, timeout=timeout,
                         check=False)
 
@@ -143,6 +143,8 @@ class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
   def test_other_experiment_in_output_dir_exits_2(self):
     run_dir = os.path.join(self.create_tempdir().full_path, 'run')
     os.mkdir(run_dir)
+    # A run that trained (a folder with nothing but a config is no run).
+    os.mkdir(os.path.join(run_dir, 'uniform'))
     config_path = os.path.join(run_dir, 'config.json')
     with open(config_path, 'w') as f:
       f.write(json.dumps({'experiment': {'seed': 99}}))
@@ -152,6 +154,58 @@ class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
     self.assertIn('seed: 99 -> 0', result.stderr)
     with open(config_path) as f:
       self.assertEqual(json.loads(f.read()), {'experiment': {'seed': 99}})
+
+
+class WeightingDemoRefusedRunExecutionTest(tf.test.TestCase):
+  """A refused run leaves nothing that would refuse the corrected one."""
+
+  def test_corrected_runs_after_refused_ones_and_restart(self):
+    root = self.create_tempdir().full_path
+    first, second, third, fresh = (os.path.join(root, name)
+                                   for name in ('a', 'b', 'c', 'fresh'))
+    smoke = [f'--flagfile={_SMOKE_FLAGS}', '--weightings=uniform',
+             '--rounds=1', '--progress=off']
+    cases = [
+        # A refused run leaves nothing, not even the folder it made.
+        ([f'--output_dir={third}', '--dataset=nope'], 2, r'nope'),
+        # A typo in --dataset, then the corrected command, in one folder.
+        ([f'--output_dir={first}', '--dataset=nope'], 2, r'nope'),
+        ([f'--output_dir={first}'], 0, None),
+        # Too many clients per round (the smoke preset has 3 clients).
+        ([f'--output_dir={second}', '--clients_per_round=4'], 2,
+         r'clients_per_round=4 is more than the 3 clients'),
+        ([f'--output_dir={second}', '--clients_per_round=2'], 0, None),
+        # Another experiment in a folder with a run: refused, unless
+        # --restart, which starts over.
+        ([f'--output_dir={first}', '--seed=1'], 2,
+         r'holds a run of a different experiment \(seed: 0 -> 1\)'),
+        ([f'--output_dir={first}', '--seed=1', '--restart'], 0, None),
+        ([f'--output_dir={fresh}', '--seed=1'], 0, None),
+    ]
+    outcomes = bad_input_driver.run_command_lines(
+        'weighting_demo', [smoke + args for args, _, _ in cases])
+    for (args, status, message), (returncode, stderr) in zip(cases,
+                                                              outcomes):
+      self.assertEqual(returncode, status, f'{args}: {stderr[-2000:]}')
+      if message:
+        error_lines = [l for l in stderr.splitlines() if 'error:' in l]
+        self.assertLen(error_lines, 1, stderr[-2000:])
+        self.assertRegex(error_lines[0], message)
+    self.assertEqual(sorted(os.listdir(root)), ['a', 'b', 'fresh'])
+    with open(os.path.join(second, 'config.json')) as f:
+      self.assertEqual(json.load(f)['experiment']['clients_per_round'], 2)
+    # The restarted run is the seed-1 run alone: its metrics are those of a
+    # seed-1 run in a fresh folder.
+    with open(os.path.join(first, 'config.json')) as f:
+      self.assertEqual(json.load(f)['experiment']['seed'], 1)
+
+    def records(output_dir):
+      with open(os.path.join(output_dir, 'uniform', 'metrics.jsonl')) as f:
+        return [{k: v for k, v in json.loads(line).items()
+                 if not k.endswith('_seconds')} for line in f]
+
+    self.assertEqual([r['round'] for r in records(first)], [0, 1])
+    self.assertEqual(records(first), records(fresh))
 
 
 class WeightingDemoPrivacyExecutionTest(tf.test.TestCase):
@@ -227,8 +281,11 @@ class WeightingDemoResumeExecutionTest(tf.test.TestCase):
     super().setUpClass()
     cls._tempdir = tempfile.mkdtemp()
     cls.uninterrupted_dir = os.path.join(cls._tempdir, 'uninterrupted')
-    cls.uninterrupted = _run(*_TINY_RUN,
-                             f'--output_dir={cls.uninterrupted_dir}')
+    # As a user runs it: no TF_CPP_MIN_LOG_LEVEL (the Makefile sets one).
+    cls.uninterrupted = _run(
+        *_TINY_RUN, f'--output_dir={cls.uninterrupted_dir}',
+        env={k: v for k, v in os.environ.items()
+             if k != 'TF_CPP_MIN_LOG_LEVEL'})
 
   @classmethod
   def tearDownClass(cls):
@@ -247,7 +304,18 @@ class WeightingDemoResumeExecutionTest(tf.test.TestCase):
     self.assertIsNone(re.search(r'^I\d{4} ', result.stderr, re.MULTILINE),
                       result.stderr[-3000:])
     self.assertNotIn('Program state saved', result.stderr)
-    self.assertIn('| lorar |', result.stdout)
+    # Nor TensorFlow's C++ start-up lines (its CUDA plugins registered twice,
+    # at ERROR level; oneDNN and CPU notices) or the two grappler INFO lines
+    # per computation compiled for the worker (hundreds): stderr is empty.
+    self.assertNotIn('Unable to register', result.stderr)
+    self.assertNotIn('grappler', result.stderr)
+    self.assertEqual(result.stderr, '')
+    # The table, then the report's path.
+    *table, last = result.stdout.splitlines()
+    self.assertIn('| lorar |', table[-1])
+    report = os.path.join(self.uninterrupted_dir, 'results.md')
+    self.assertEqual(last, f'Report: {report}')
+    self.assertTrue(os.path.isfile(report))
 
   def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(self):
     output_dir = os.path.join(self.create_tempdir().full_path, 'run')

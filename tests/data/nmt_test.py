@@ -288,6 +288,78 @@ class FindNmtDirExecutionTest(tf.test.TestCase):
                      os.path.join(data.find_data_dir(), 'nmt_de_en'))
 
 
+class FindCorpusDirExecutionTest(tf.test.TestCase):
+  """train_nmt's --data_dir (the data folder) and --corpus (a name in it)."""
+
+  def _data_folder(self) -> str:
+    root = self.create_tempdir().full_path
+    _make_domain(os.path.join(root, 'nmt_de_en'), 'medical')
+    _make_domain(os.path.join(root, 'bigger'), 'medical')
+    os.makedirs(os.path.join(root, 'text2sql'))
+    return root
+
+  def test_a_corpus_by_name_in_the_data_folder(self):
+    root = self._data_folder()
+    self.assertEqual(nmt.find_corpus_dir(root),
+                     os.path.join(root, 'nmt_de_en'))
+    self.assertEqual(nmt.find_corpus_dir(root, 'bigger'),
+                     os.path.join(root, 'bigger'))
+    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: root}):
+      self.assertEqual(nmt.find_corpus_dir(None, 'bigger'),
+                       os.path.join(root, 'bigger'))
+
+  def test_a_corpus_by_path(self):
+    mine = self.create_tempdir().full_path
+    _make_domain(mine, 'legal')
+    self.assertEqual(nmt.find_corpus_dir('/no/such/dir', mine + '/'), mine)
+
+  def test_the_shared_large_corpus(self):
+    self.assertEqual(nmt.find_corpus_dir(None, nmt.LARGE_SUBDIR),
+                     os.path.join(data.find_data_dir(), nmt.LARGE_SUBDIR))
+
+  def test_a_corpus_folder_as_the_data_folder_names_the_flags_to_pass(self):
+    root = self._data_folder()
+    with self.assertRaisesRegex(
+        errors.InputError,
+        re.escape(f"The data folder '{root}/bigger' (from the data_dir "
+                  "argument) looks like a corpus folder itself: it holds the "
+                  "domains ['medical']. Pass its parent as the data folder "
+                  f"and its name as the corpus: --data_dir={root} "
+                  '--corpus=bigger.')):
+      nmt.find_corpus_dir(os.path.join(root, 'bigger'))
+
+  def test_a_corpus_name_as_the_data_folder_names_the_flag_to_pass(self):
+    root = self._data_folder()
+    with mock.patch.dict(os.environ, {data.DATA_DIR_ENV_VAR: root}):
+      with self.assertRaisesRegex(
+          errors.InputError,
+          re.escape("data_dir 'bigger': no such folder; it is the name of a "
+                    f"corpus in the data folder '{root}': pass "
+                    '--corpus=bigger')):
+        nmt.find_corpus_dir('bigger')
+
+  def test_an_unknown_corpus_lists_the_corpora(self):
+    root = self._data_folder()
+    with self.assertRaisesRegex(
+        errors.InputError,
+        re.escape(f"No corpus 'smaller' in the data folder '{root}' (from "
+                  "the data_dir argument): its folders of domains are "
+                  "['bigger', 'nmt_de_en'].")):
+      nmt.find_corpus_dir(root, 'smaller')
+
+  def test_a_data_folder_without_corpora_never_lists_nothing(self):
+    empty = self.create_tempdir().full_path
+    with self.assertRaisesRegex(errors.InputError,
+                                re.escape(f"'{empty}' is empty.")):
+      nmt.find_corpus_dir(empty)
+    os.makedirs(os.path.join(empty, 'nmt_de_en', 'notes'))
+    with self.assertRaisesRegex(
+        errors.InputError,
+        re.escape(f"Corpus folder '{empty}/nmt_de_en' holds no domain") +
+        ".*" + re.escape(f"'{empty}/nmt_de_en' holds notes.")):
+      nmt.find_corpus_dir(empty)
+
+
 class LoadDomainsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):

@@ -229,6 +229,28 @@ class FindText2sqlDirExecutionTest(tf.test.TestCase):
                                   'TFF_NLP_DATA_DIR'):
         data.find_text2sql_dir()
 
+  def test_the_text2sql_folder_itself_is_noticed(self):
+    # The data folder is the one holding text2sql/, not text2sql/ itself.
+    folder = os.path.join(self._shared_data(), 'text2sql')
+    with open(os.path.join(folder, 'atis-schema.csv'), 'w') as f:
+      f.write('x\n')
+    for given in (folder, self._renamed(folder)):
+      with self.assertRaisesRegex(
+          errors.InputError,
+          f"'{given}' looks like the `text2sql/` folder itself; pass its "
+          f"parent, '{os.path.dirname(given)}', as data_dir"):
+        data.find_text2sql_dir(given)
+
+  def test_an_empty_data_folder_is_said_to_be_empty(self):
+    empty = self.create_tempdir().full_path
+    with self.assertRaisesRegex(errors.InputError, f"'{empty}' is empty\\."):
+      data.find_text2sql_dir(empty)
+
+  def _renamed(self, folder: str) -> str:
+    renamed = os.path.join(self.create_tempdir().full_path, 'my_sql_data')
+    shutil.copytree(folder, renamed)
+    return renamed
+
 
 if __name__ == '__main__':
   tf.test.main()

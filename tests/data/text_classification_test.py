@@ -136,6 +136,52 @@ class LoadDatasetExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"not found.*: \['toy'\]\.$"):
       data.load_dataset('r9', root)
 
+  def test_missing_dataset_in_an_empty_folder_says_so(self):
+    root = self.create_tempdir().full_path
+    os.makedirs(os.path.join(root, 'text_classification'))
+    with self.assertRaisesRegex(
+        ValueError, r"not found; '.*text_classification' holds no dataset "
+        r'\(a folder with train\.tsv and test\.tsv\)\.$'):
+      data.load_dataset('r8', root)
+
+  def test_the_text_classification_folder_itself_is_noticed(self):
+    # --data_dir is the folder holding text_classification/ (as for every
+    # binary), not text_classification/ itself, nor a dataset in it.
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', {
+        'train': b'a\tx\n', 'test': b'a\ty\n'})
+    folder = os.path.join(root, 'text_classification')
+    with self.assertRaisesRegex(
+        ValueError,
+        f"Dataset 'toy': the data folder '{folder}' has no "
+        f"`text_classification/` folder. '{folder}' looks like the "
+        f"`text_classification/` folder itself; pass its parent, "
+        f"'{root}', as data_dir"):
+      data.load_dataset('toy', folder)
+    with self.assertRaisesRegex(
+        ValueError,
+        f"'{os.path.join(folder, 'toy')}' is inside a `text_classification/` "
+        f"folder; pass the folder holding it, '{root}', as data_dir"):
+      data.load_dataset('toy', os.path.join(folder, 'toy'))
+
+  def test_a_folder_of_datasets_under_another_name_is_noticed(self):
+    root = _make_dataset(self.create_tempdir().full_path, 'toy', {
+        'train': b'a\tx\n', 'test': b'a\ty\n'})
+    mine = os.path.join(root, 'mine')
+    os.rename(os.path.join(root, 'text_classification'), mine)
+    with self.assertRaisesRegex(
+        ValueError, f"'{mine}' looks like the `text_classification/` folder "
+        f"itself; pass its parent, '{root}'"):
+      data.load_dataset('toy', mine)
+
+  def test_a_data_folder_without_text_classification_lists_it(self):
+    root = self.create_tempdir().full_path
+    os.makedirs(os.path.join(root, 'text2sql'))
+    with self.assertRaisesRegex(
+        ValueError, f"'{root}' holds text2sql, but no `text_classification/`"):
+      data.load_dataset('toy', root)
+    with self.assertRaisesRegex(ValueError, "is empty"):
+      data.load_dataset('toy', self.create_tempdir().full_path)
+
   def test_list_datasets(self):
     root = self.create_tempdir().full_path
     for name in ('zz', 'aa'):

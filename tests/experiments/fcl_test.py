@@ -14,7 +14,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import shared_runs
+from tff_nlp import data as data_lib
 from tff_nlp import errors
+from tff_nlp import training as training_lib
 from tff_nlp.algorithms import fcl as fcl_lib
 from tff_nlp.experiments import fcl
 from tff_nlp.experiments import fcl_report
@@ -316,6 +318,35 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(resumed['accuracy_matrix'], results['accuracy_matrix'])
     self.assertEqual(resumed['macro_f1_matrix'], results['macro_f1_matrix'])
 
+  def test_run_whose_data_changed_is_refused_even_when_finished(self):
+    output_dir = self.create_tempdir().full_path
+    directory = fcl.run_dir(output_dir, 'trec6', 'fedavg', _DATA, _TRAINING)
+    os.makedirs(directory)
+    training_lib.write_json(os.path.join(directory, fcl.RESULTS_FILE),
+                            {'accuracy': 0.5})
+    train = os.path.join(data_lib.find_data_dir(), 'text_classification',
+                         'trec6', 'train.tsv')
+    name = 'text_classification/trec6/train.tsv'
+    read_now = {os.path.realpath(train): 'b' * 64}
+
+    def run():
+      return fcl.run_method(self.encoded, 'fedavg', data=_DATA,
+                            training=_TRAINING, output_dir=output_dir,
+                            data_files=read_now)
+
+    training_lib.write_data_fingerprint(directory, {name: 'a' * 64})
+    with self.assertRaisesRegex(
+        errors.CheckpointError,
+        f'{name} changed since this run started '
+        r'\(sha256 aaaaaaaaaaaa… -> bbbbbbbbbbbb…\)'):
+      run()
+    # The same data: read back. A run recorded without a fingerprint (an
+    # archived run) too.
+    training_lib.write_data_fingerprint(directory, {name: 'b' * 64})
+    self.assertEqual(run(), {'accuracy': 0.5})
+    os.remove(os.path.join(directory, 'data_fingerprint.json'))
+    self.assertEqual(run(), {'accuracy': 0.5})
+
   def test_report(self):
     output_dir = self.create_tempdir().full_path
     # At seed 0 the FedSeIT runs are the seeds test's seed-0 runs (the same
@@ -364,6 +395,13 @@ class RunExecutionTest(tf.test.TestCase, parameterized.TestCase):
             fcl.run_method(fcl.encode_dataset('trec6', seed_data), method,
                            data=seed_data, training=seed_training,
                            output_dir=output_dir))
+    # Each run records the files of its dataset.
+    for name in os.listdir(os.path.join(output_dir, 'runs')):
+      with open(os.path.join(output_dir, 'runs', name,
+                             'data_fingerprint.json')) as f:
+        self.assertEqual(sorted(json.load(f)['files']),
+                         ['text_classification/trec6/test.tsv',
+                          'text_classification/trec6/train.tsv'])
     tasks = [[t.label_names for c in fcl.encode_dataset(
         'trec6', fcl.replicate(_DATA, _TRAINING, s)[0]).clients for t in c]
              for s in (0, 1)]

@@ -6,8 +6,10 @@ written translations with SacreBLEU directly. The report's arithmetic is
 checked on hand-made results.
 """
 
+import contextlib
 import dataclasses
 import functools
+import io
 import json
 import os
 import pathlib
@@ -277,14 +279,22 @@ _TINY_ENGINES = ('single:ubuntu_l10n', 'finetuned:ubuntu_l10n', 'chained',
                  'federated:dp_l', 'federated:controllers')
 
 
+# What `_tiny_run` printed.
+_TINY_RUN_STDOUT = []
+
+
 @functools.cache
 def _tiny_run():
   """`_run` of `_TINY_ENGINES` (seed 0), once: (its dir, its results).
 
   Its generic engine is also the reference of the pretrain settings' test.
+  What it prints goes to `_TINY_RUN_STDOUT`.
   """
   output_dir = pathlib.Path(shared_runs.temp_dir('tiny'))
-  return output_dir, _run(output_dir, _TINY_ENGINES)[0]
+  with contextlib.redirect_stdout(io.StringIO()) as stdout:
+    results = _run(output_dir, _TINY_ENGINES)[0]
+  _TINY_RUN_STDOUT.append(stdout.getvalue())
+  return output_dir, results
 
 
 class RunNmtExecutionTest(tf.test.TestCase):
@@ -346,6 +356,12 @@ class RunNmtExecutionTest(tf.test.TestCase):
 
     table = (tmp_path / 'results.md').read_text()
     self.assertIn('| ubuntu_l10n engine | ours |', table)
+    # The report is rewritten after each of the 6 engines, but its tables
+    # are printed once, at the end, as they are in results.md.
+    (printed,) = _TINY_RUN_STDOUT
+    self.assertEqual(printed.count('## Every engine over its seeds'), 1)
+    self.assertIn('| ubuntu_l10n engine | ours |', printed)
+    self.assertIn('\nSacreBLEU signature: ', printed)
     self.assertIn('| ubuntu_l10n engine, from the generic | ours |', table)
     self.assertIn('| chained | paper | – | – | 21.80 |', table)
     self.assertIn('| DP_l (less active half) | 1 | ours |', table)
@@ -516,6 +532,30 @@ class RunNmtExecutionTest(tf.test.TestCase):
     weights.append(nmt.load_weights(str(run_dir / nmt.MODEL_FILE)))
     for direct, override in zip(*weights):
       self.assertAllClose(direct, override)
+
+  def test_corrected_run_after_a_data_error_starts(self):
+    # A domain that is not in the data (e.g. --domains=wmt_news,legal):
+    # refused once the data is read, leaving nothing behind, so the
+    # corrected call is not refused as another experiment.
+    output_dir = os.path.join(self.create_tempdir().full_path, 'run')
+    setup = dict(engines=[nmt.EngineSpec('generic')], data_dir=None,
+                 output_dir=output_dir, model=_MODEL, training=_TRAINING,
+                 loop=_LOOP, command='cmd')
+    with self.assertRaisesRegex(errors.InputError,
+                                r"Unknown domains \['legal'\]"):
+      nmt.run_nmt(data=dataclasses.replace(
+          _DATA, domains=('wmt_news', 'legal')), **setup)
+    self.assertFalse(os.path.exists(output_dir))
+    runs = nmt.run_nmt(data=_DATA, **setup)
+    self.assertEqual(list(runs[0]), ['generic'])
+    with open(os.path.join(output_dir, 'config.json')) as f:
+      self.assertEqual(json.load(f)['experiment']['data']['domains'],
+                       list(_DATA.domains))
+    with open(os.path.join(output_dir, 'data_fingerprint.json')) as f:
+      self.assertContainsSubset(
+          [f'nmt_de_en/{d}/{s}.{l}' for d in _DATA.domains
+           for s in ('train', 'dev', 'test') for l in ('de', 'en')],
+          json.load(f)['files'])
 
   def test_report_only_without_finished_engines_is_refused(self):
     with self.assertRaisesRegex(errors.InputError, '--report_only'):

@@ -248,8 +248,8 @@ class ResumeExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(
         str(e.exception),
         f"{config}: '{output_dir}' holds a run of a different experiment "
-        f'({difference}). Use another output directory, or remove this one '
-        'to start over.')
+        f'({difference}). Pass --restart (restart=True) to remove this run '
+        'and start over, or use another output directory.')
     self.assertEqual(_read(config), recorded)  # Left as it was.
 
 

@@ -1,5 +1,6 @@
 """Tests of the weighting demo: its report, and an end-to-end run on r8."""
 
+import dataclasses
 import json
 import os
 
@@ -89,11 +90,12 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     super().setUp()
     self.enter_context(runtime.local_cpp_context())
 
-  def _run(self, weightings, output_dir=None, loop=_TINY_LOOP):
+  def _run(self, weightings, output_dir=None, loop=_TINY_LOOP, **kwargs):
     output_dir = output_dir or self.create_tempdir().full_path
+    kwargs = dict(dict(data_dir=None, client_data=_TINY_DATA), **kwargs)
     results = weighting_demo.run_weighting_demo(
-        data_dir=None, output_dir=output_dir, client_data=_TINY_DATA,
-        training=_TINY_TRAINING, loop=loop, weightings=weightings)
+        output_dir=output_dir, training=_TINY_TRAINING, loop=loop,
+        weightings=weightings, **kwargs)
     return output_dir, results
 
   def test_real_r8_reports_are_consistent_and_reproducible(self):
@@ -214,6 +216,60 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
         r'\(seed: 3 -> 4\)'):
       self._run(['uniform'], output_dir=output_dir,
                 loop=training.LoopConfig(rounds=3, seed=4, progress=False))
+
+
+  def test_changed_data_is_refused_and_restart_starts_over(self):
+    # A small dataset of one's own: r8's first 400 training texts.
+    data_dir = self.create_tempdir('data').full_path
+    folder = os.path.join(data_dir, 'text_classification', 'tiny')
+    os.makedirs(folder)
+    r8 = os.path.join(data.find_data_dir(), 'text_classification', 'r8')
+    with open(os.path.join(r8, 'train.tsv')) as f:
+      train = [next(f) for _ in range(400)]
+    labels = {line.split('\t')[0] for line in train[:300]}
+    with open(os.path.join(r8, 'test.tsv')) as f:
+      test = [line for line in f if line.split('\t')[0] in labels][:200]
+    train_path = os.path.join(folder, 'train.tsv')
+    with open(train_path, 'w') as f:
+      f.writelines(train)
+    with open(os.path.join(folder, 'test.tsv'), 'w') as f:
+      f.writelines(test)
+    setup = dict(data_dir=data_dir,
+                 client_data=dataclasses.replace(_TINY_DATA, dataset='tiny'))
+    output_dir, (first,) = self._run(['uniform'], **setup)
+    with open(os.path.join(output_dir, 'data_fingerprint.json')) as f:
+      self.assertEqual(sorted(json.load(f)['files']),
+                       ['text_classification/tiny/test.tsv',
+                        'text_classification/tiny/train.tsv'])
+
+    def train_examples():
+      with open(os.path.join(output_dir, 'results.json')) as f:
+        return sum(c['train_examples'] for c in json.load(f)['clients'])
+
+    def metrics_rounds():
+      return [r['round'] for r in training.read_json_lines(
+          os.path.join(output_dir, 'uniform', 'metrics.jsonl'))]
+
+    self.assertEqual(train_examples(), 400)
+    with open(train_path, 'w') as f:
+      f.writelines(train[:300])
+    longer = training.LoopConfig(rounds=3, seed=3, progress=False)
+    with self.assertRaises(errors.CheckpointError) as e:
+      self._run(['uniform'], output_dir=output_dir, loop=longer, **setup)
+    self.assertRegex(
+        str(e.exception),
+        r'text_classification/tiny/train\.tsv changed since this run started '
+        r'\(sha256 [0-9a-f]{12}… -> [0-9a-f]{12}…\)')
+    self.assertEqual(metrics_rounds(), [0, 1, 2])  # Nothing trained.
+    # restart: the old rounds are gone, the new run has rounds 0-3 of the
+    # 300 examples only.
+    _, (restarted,) = self._run(['uniform'], output_dir=output_dir,
+                                loop=longer, restart=True, **setup)
+    self.assertEqual([r['round'] for r in restarted.records], [0, 1, 2, 3])
+    self.assertEqual(metrics_rounds(), [0, 1, 2, 3])
+    self.assertEqual(train_examples(), 300)
+    self.assertNotEqual(_without_timing(restarted.records[1:2]),
+                        _without_timing(first.records[1:2]))
 
 
 if __name__ == '__main__':

@@ -1,11 +1,14 @@
 """Tests that the TFF worker we start is always stopped, and configured as asked."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from unittest import mock
 
 from absl.testing import flagsaver
 from absl.testing import parameterized
@@ -64,6 +67,11 @@ def _pid_alive(pid: int) -> bool:
   return state != b'Z'  # a zombie has exited; only its parent can reap it
 
 
+def _worker_log_folders(tmpdir: str) -> list[str]:
+  return sorted(name for name in os.listdir(tmpdir)
+                if name.startswith('tff_nlp_worker_'))
+
+
 def _wait_until_gone(pid: int, patience_seconds: float = 60.0) -> bool:
   deadline = time.monotonic() + patience_seconds
   while time.monotonic() < deadline:
@@ -75,13 +83,18 @@ def _wait_until_gone(pid: int, patience_seconds: float = 60.0) -> bool:
 
 class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
+  # The last value: log folders ($TMPDIR/tff_nlp_worker_*) left behind. A
+  # worker stopped by tff_nlp leaves none; after a SIGKILL of Python nothing
+  # runs to remove its folder.
   @parameterized.named_parameters(
-      ('normal_exit', 'normal_exit', 0),
-      ('exception_in_round', 'exception_in_round', 1),
-      ('sigkill_of_python', 'sigkill', -signal.SIGKILL),
-      ('with_block_exit', 'with_block_then_continue', -signal.SIGKILL),
+      ('normal_exit', 'normal_exit', 0, 0),
+      ('exception_in_round', 'exception_in_round', 1, 0),
+      ('sigkill_of_python', 'sigkill', -signal.SIGKILL, 1),
+      ('with_block_exit', 'with_block_then_continue', -signal.SIGKILL, 0),
   )
-  def test_worker_is_gone(self, scenario, expected_returncode):
+  def test_worker_is_gone(self, scenario, expected_returncode,
+                          expected_log_folders):
+    tmpdir = self.create_tempdir().full_path
     # stdout is a pipe, as in `make test | tee`: if the worker inherited it,
     # reading to EOF below would never finish.
     child = subprocess.Popen(
@@ -89,7 +102,7 @@ class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=_REPO_ROOT,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', TMPDIR=tmpdir),
     )
     worker_pid = int(child.stdout.readline())
     self.assertTrue(_pid_alive(worker_pid))
@@ -109,6 +122,7 @@ class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(returncode, expected_returncode)
     self.assertTrue(_wait_until_gone(worker_pid),
                     f'worker {worker_pid} survived scenario {scenario}')
+    self.assertLen(_worker_log_folders(tmpdir), expected_log_folders)
 
 
 @tff.tensorflow.computation(np.float32)
@@ -165,6 +179,35 @@ class LocalCppContextExecutionTest(tf.test.TestCase):
       context.worker._process.wait()  # pylint: disable=protected-access
       with self.assertRaisesRegex(runtime.WorkerError, 'exited with code -9'):
         _sum_plus_one([1.0])
+
+  def test_log_folder_is_removed_when_the_context_exits(self):
+    tmpdir = self.create_tempdir().full_path
+    with mock.patch.object(tempfile, 'tempdir', tmpdir):
+      with runtime.local_cpp_context() as context:
+        self.assertEqual(_sum_plus_one([1.0]), 2.0)
+        log_path = context.worker.log_path
+        self.assertStartsWith(log_path,
+                              os.path.join(tmpdir, 'tff_nlp_worker_'))
+        self.assertTrue(os.path.exists(log_path))
+    self.assertEqual(_worker_log_folders(tmpdir), [])
+
+  def test_log_of_a_failed_worker_is_kept_and_named(self):
+    tmpdir = self.create_tempdir().full_path
+    with mock.patch.object(tempfile, 'tempdir', tmpdir):
+      with runtime.local_cpp_context() as context:
+        log_path = context.worker.log_path
+        os.kill(context.worker.pid, signal.SIGKILL)
+        context.worker._process.wait()  # pylint: disable=protected-access
+        with self.assertRaisesRegex(runtime.WorkerError, re.escape(log_path)):
+          _sum_plus_one([1.0])
+    self.assertTrue(os.path.isfile(log_path))
+    self.assertLen(_worker_log_folders(tmpdir), 1)
+
+  def test_a_given_log_dir_is_kept(self):
+    log_dir = self.create_tempdir().full_path
+    with runtime.local_cpp_context(log_dir=log_dir) as context:
+      log_path = context.worker.log_path
+    self.assertTrue(os.path.isfile(log_path))
 
   def test_stop_is_idempotent(self):
     context = runtime.local_cpp_context()

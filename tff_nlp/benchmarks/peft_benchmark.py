@@ -187,6 +187,7 @@ def run_peft_benchmark(
     archive_dir: Optional[str] = None,
     train: bool = True,
     command: str = '',
+    restart: bool = False,
 ) -> dict[str, Any]:
   """Runs (or reads back) every variant, method and seed; reports them.
 
@@ -205,6 +206,7 @@ def run_peft_benchmark(
     train: False: report the finished runs only; a variant with none is
       left out (logged).
     command: The command line, recorded in `results.md`.
+    restart: Unfinished runs start over (`text2sql_benchmark.collect_runs`).
 
   Returns:
     The content of `results.json` (`summarize`).
@@ -222,7 +224,8 @@ def run_peft_benchmark(
         variant_settings[variant], data_dir=data_dir,
         output_dir=os.path.join(output_dir, variant.name), methods=methods,
         seeds=variant_seeds, train=variant_train,
-        archive_dir=archive_dir and os.path.join(archive_dir, variant.name))
+        archive_dir=archive_dir and os.path.join(archive_dir, variant.name),
+        restart=restart)
 
   if train:
     # Seed by seed across the variants: a stopped benchmark has every

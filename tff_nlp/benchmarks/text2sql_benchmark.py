@@ -265,15 +265,18 @@ class RunSettings:
                             tokenizer_from=self.tokenizer_from))
 
   def run(self, *, data_dir: Optional[str], output_dir: str,
-          processes: Optional[training_lib.ProcessCache] = None
-          ) -> dict[str, Any]:
+          processes: Optional[training_lib.ProcessCache] = None,
+          restart: bool = False) -> dict[str, Any]:
     """`text2sql.run_text2sql` with these (`for_run`) settings."""
     return text2sql.run_text2sql(
         data_dir=data_dir, output_dir=output_dir, data=self.data,
         model=self.model, training=self.training, loop=self.loop,
         aggregation=self.aggregation, init_from=self.init_from,
         lora=self.lora, processes=processes,
-        tokenizer_from=self.tokenizer_from)
+        tokenizer_from=self.tokenizer_from,
+        # Only when asked: what stands in for `run_text2sql` in tests need
+        # not know it.
+        **({'restart': True} if restart else {}))
 
 
 def collect_runs(
@@ -286,6 +289,7 @@ def collect_runs(
     single_seed_methods: Collection[text2sql_report.MethodKey] = (),
     archive_dir: Optional[str] = None,
     train: bool = True,
+    restart: bool = False,
 ) -> collections.OrderedDict:
   """Runs (or reads back) every method with every seed.
 
@@ -307,6 +311,11 @@ def collect_runs(
     train: False: train nothing; find the runs of the schedule that are
       finished (a benchmark still accumulating its seeds), and log the
       missing ones.
+    restart: An unfinished run starts over instead of resuming
+      (`run_text2sql`'s `restart`); finished ones are read back.
+
+  A run refused before it started (a bad flag or data file) leaves no run
+  directory behind (`training.prepare_run_dir`).
 
   Returns:
     {method: [(seed, run_dir), ...]} of the finished runs (archived ones in
@@ -342,7 +351,7 @@ def collect_runs(
       continue
     if finished_results(run_dir, rounds) is None:
       logging.info('%s, seed %d: running in %s', name, seed, run_dir)
-      run.run(data_dir=data_dir, output_dir=run_dir)
+      run.run(data_dir=data_dir, output_dir=run_dir, restart=restart)
     else:
       logging.info('%s, seed %d: done before, read from %s', name, seed,
                    run_dir)

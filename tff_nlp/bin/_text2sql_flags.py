@@ -173,3 +173,34 @@ def lora_config(rank: int, seed: int = 0):
   return lora.LoraConfig(
       rank=rank, alpha=LORA_ALPHA.value, targets=tuple(LORA_TARGETS.value),
       train_layer_norms=LORA_TRAIN_LAYER_NORMS.value, seed=seed)
+
+
+# The flags whose defaults are the Lorar paper's schedule (for GPUs).
+_SCHEDULE_FLAGS = ('rounds', 'local_epochs', 'max_train_examples', 'clients',
+                   'parser', 'model')
+
+
+def schedule_summary() -> str:
+  """What the parsed flags train, in words (for `_presets`' warning)."""
+  epochs, *overrides = TRAINING['local_epochs'].value
+  if overrides:
+    epochs = f'{epochs} ({", ".join(overrides)})'
+  examples = ','.join(DATA['max_train_examples'].value)
+  examples = ('every training example' if examples == '0'
+              else f'{examples} training examples')
+  if PARSER.value == 'template':
+    parser = 'the template parser'
+  else:
+    parser = f'the seq2seq parser, model {seq2seq_flags.MODEL.value}'
+    try:
+      model = seq2seq_flags.model_config()
+      parser += (f' ({model.num_encoder_layers}+{model.num_decoder_layers} '
+                 f'layers, d={model.hidden_dim})')
+    except ValueError:  # Reported where the binary builds it.
+      pass
+  summary = (f'{common.ROUNDS.value} rounds of {epochs} local epochs on '
+             f'{examples} of {len(DATA["clients"].value)} clients, {parser}')
+  if not any(flags.FLAGS[name].present for name in _SCHEDULE_FLAGS):
+    summary = ('the Lorar paper\'s schedule, for GPUs (days on 2 CPU cores): '
+               + summary)
+  return summary

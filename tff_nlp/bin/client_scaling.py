@@ -1,4 +1,4 @@
-"""Benchmark: round time and peak memory against clients per round.
+r"""Benchmark: round time and peak memory against clients per round.
 
 On the tag task of `experiments.sparse_tags` with every TREC-50 training
 question a client (5,452 clients), for each `--clients_per_round_values`

@@ -10,7 +10,10 @@ with `common.run(main)`.
 
 `run` logs warnings and errors only unless `--verbosity` is given
 (`--verbosity=0`: INFO lines too), so the default output is the progress
-bar, warnings and the final table.
+bar, warnings, errors, the final table and, when `main` returns the path of
+the report it wrote, a last line `Report: <path>` on stdout. (TensorFlow's
+C++ INFO lines and its known harmless errors are kept off the terminal
+from before TensorFlow is imported: `tff_nlp._binary_stderr`.)
 
 `run` makes bad input exit with status 2 and one line on stderr, naming what
 is wrong: an unknown flag or flag value, an unreadable `--flagfile`, and any
@@ -37,6 +40,16 @@ flags.adopt_module_key_flags(runtime_flags)
 
 DATA_DIR = config_flags.define('data_dir', None, str)
 OUTPUT_DIR = config_flags.define('output_dir', None, str)
+RESTART = flags.DEFINE_bool(
+    'restart', False,
+    'Start over instead of resuming: remove the run in --output_dir (its '
+    'config, checkpoints, metrics and reports) and train from the first '
+    'round. Without it, running a command again resumes its run, and is '
+    'refused if the experiment or a data file the run read has changed '
+    'since it started. text2sql_benchmark and train_fcl keep each run in a '
+    'folder of its own: they start over the runs they would resume (and '
+    'train_fcl a finished run whose data changed) and read the other '
+    'finished runs back.')
 
 # The flag --progress=auto|on|off is LoopConfig.progress=None|True|False.
 _PROGRESS = {'auto': None, 'on': True, 'off': False}
@@ -78,13 +91,21 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 def run(main) -> None:
-  """`absl.app.run(main)`, with bad input reported in one line, status 2."""
+  """`absl.app.run(main)`, with bad input reported in one line, status 2.
+
+  Args:
+    main: The binary's main. It may return the path of the report it
+      wrote (e.g. `<output_dir>/results.md`), printed last as
+      `Report: <path>`; None prints nothing.
+  """
 
   def main_reporting_bad_input(argv):
     try:
-      return main(argv)
+      report = main(argv)
     except (errors.InputError, app.UsageError) as e:
       _exit_on_bad_input(os.path.basename(argv[0]), e)
+    if report is not None:
+      print(f'Report: {os.fspath(report)}', flush=True)
 
   # TensorFlow logs an INFO line per SavedModel written, i.e. per
   # checkpoint, through absl's handler; TFF's own line ("Program state

@@ -48,9 +48,10 @@ class Spec:
 
 
 _DATA_HELP = (
-    'The shared/data folder (holding text_classification/, text2sql/ or '
-    'nmt_de_en/; for train_nmt also any folder of domains, sub-folders with '
-    '{train,dev,test}.{de,en}). Unset: $TFF_NLP_DATA_DIR, else '
+    'The data folder, the same for every binary: the one holding '
+    'text_classification/, text2sql/, nmt_de_en/, nmt_de_en_large/, '
+    'word_vectors/ (../shared/data), not one of those (train_nmt picks its '
+    'corpus in it with --corpus). Unset: $TFF_NLP_DATA_DIR, else '
     '<repository>/../shared/data (text-to-SQL: else a verified download of '
     'the upstream files into ~/.cache/tff_nlp).')
 
@@ -95,8 +96,8 @@ SHARED: Mapping[str, Spec] = {
     'client_learning_rate': Spec(
         'Client learning rate (SGD step size).', lower_bound=0.0),
     'proximal_strength': Spec(
-        "FedProx's mu (only with --algorithm=fedprox, or train_fcl's fedprox "
-        'method).', lower_bound=0.0),
+        "FedProx's mu, the weight of its proximal term; only FedProx uses it "
+        '(the other algorithms ignore it).', lower_bound=0.0),
     'embedding_dim': Spec('Word-embedding size.', lower_bound=1),
     'dropout': Spec('Dropout rate.', lower_bound=0.0, upper_bound=1.0),
     'output_json': Spec('If set, also write the measurements there.'),

@@ -1,4 +1,4 @@
-"""The FCL benchmark's settings side by side (`make bench-fcl` runs it last).
+r"""The FCL benchmark's settings side by side (`make bench-fcl` runs it last).
 
 Reads the main setting's `results.json` in `--bench_dir` and every variant's
 in `--bench_dir/<variant>` and writes `variants.md` and `variants.json`

@@ -1,4 +1,4 @@
-"""Benchmark: resident memory over many rounds must stay flat.
+r"""Benchmark: resident memory over many rounds must stay flat.
 
 Runs `--rounds` rounds (200) of a small process, the dense tag process of
 `experiments.sparse_tags` with `--clients_per_round` (20) of the 5,452

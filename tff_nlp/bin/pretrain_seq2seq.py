@@ -1,4 +1,4 @@
-"""Pre-trains the seq2seq model with T5 span corruption on public text.
+r"""Pre-trains the seq2seq model with T5 span corruption on public text.
 
   python -m tff_nlp.bin.pretrain_seq2seq \
       --flagfile=tff_nlp/bin/flags/pretrain_seq2seq.smoke.flags
@@ -19,6 +19,7 @@ tiny model, a few hundred texts) and `pretrain_seq2seq.cpu.flags`
 """
 
 import json
+import os
 
 from absl import app
 from absl import flags
@@ -102,11 +103,13 @@ def main(argv):
           eval_every=common.EVAL_EVERY.value or 10**9,
           checkpoint_every=common.LOOP['checkpoint_every'].value),
       seed=common.SEED.value,
+      restart=common.RESTART.value,
   )
   print(json.dumps({key: results[key] for key in (
       'steps', 'stopped_by', 'examples_seen', 'training_seconds',
       'steps_per_second', 'initial_heldout_perplexity', 'heldout_loss',
       'heldout_perplexity', 'vocabulary_size', 'parameters')}, indent=1))
+  return os.path.join(common.OUTPUT_DIR.value, pretrain.RESULTS_FILE)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Attack benchmark: attackers × weightings × defences (bench-robustness).
+r"""Attack benchmark: attackers × weightings × defences (bench-robustness).
 
 Issue 25, point 3 (`benchmarks.robustness`): 1-3 attacking clients of 8
 (scaled update, sign flip, inflated example count, label flip, a data set

@@ -1,4 +1,4 @@
-"""Benchmark: one TFF round of `build_fl_process` vs a pure-TensorFlow loop.
+r"""Benchmark: one TFF round of `build_fl_process` vs a pure-TensorFlow loop.
 
 Both sides do the same work for the same clients (FedAvg + Lorar, per-client
 learning rate and epochs): `--model=r8_classifier`, the r8 demo task's

@@ -1,4 +1,4 @@
-"""Keeps a benchmark's finished runs in a committable folder, or restores them.
+r"""Keeps a benchmark's finished runs in a committable folder, or restores them.
 
 A benchmark's run folder (`runs/...`) holds checkpoints and is lost with the
 machine; the finished runs' results are small. `--action=save` copies every

@@ -17,6 +17,7 @@ tracing, so the client step is not compiled.
 
 import time
 
+from absl import app
 import numpy as np
 import tensorflow as tf
 
@@ -28,7 +29,9 @@ _BATCH = 32
 _REPEATS = 4
 
 
-def main():
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   config = seq2seq.Seq2SeqConfig.from_preset(
       'small', vocabulary_size=6000, num_encoder_layers=2,
       num_decoder_layers=2, hidden_dim=128, num_heads=4,
@@ -80,4 +83,4 @@ def main():
 
 
 if __name__ == '__main__':
-  main()
+  app.run(main)

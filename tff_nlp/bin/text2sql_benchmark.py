@@ -1,4 +1,4 @@
-"""Runs several methods of the Lorar paper's Table 2 and reports them together.
+r"""Runs several methods of the Lorar paper's Table 2 and reports them together.
 
   python -m tff_nlp.bin.text2sql_benchmark \
       --flagfile=tff_nlp/bin/flags/train_text2sql.smoke.flags \
@@ -35,14 +35,18 @@ from typing import Optional
 
 from absl import app
 from absl import flags
+from absl import logging
 
 import tff_nlp
 from tff_nlp.bin import _aggregation_flags as aggregation_flags
+from tff_nlp.bin import _presets as presets
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp import errors
 from tff_nlp.bin import common
 from tff_nlp.benchmarks import peft_benchmark
+from tff_nlp.benchmarks import peft_report
 from tff_nlp.benchmarks import text2sql_benchmark
+from tff_nlp.experiments import text2sql_summary
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -63,6 +67,14 @@ _SEEDS = flags.DEFINE_list(
     'Training seeds: every method runs once per seed (seed by seed), and '
     'the report gives means over seeds with 95 % intervals. Replaces '
     '--seed, which must be left unset or be one of these.')
+# train_text2sql's one-method flag, so that its presets serve both binaries
+# (train_text2sql.demo.flags gives --algorithm to train_text2sql and
+# --methods to this benchmark).
+_ALGORITHM = flags.DEFINE_enum(
+    'algorithm', None, list(text2sql_report.ALGORITHMS),
+    'train_text2sql\'s algorithm, accepted so that its presets run here: '
+    'text2sql_benchmark runs the algorithms of --methods, and a warning names '
+    'an --algorithm that none of them uses.')
 _SINGLE_SEED_METHODS = flags.DEFINE_list(
     'single_seed_methods', ['finetune', 'centralized'],
     'Methods (as in --methods) that run with the first of --seeds only; '
@@ -156,10 +168,21 @@ def _reference_path(path: Optional[str]) -> Optional[str]:
   return path
 
 
+def _warn_if_algorithm_unused(methods) -> None:
+  """Names an --algorithm (train_text2sql's) that no federated method has."""
+  algorithms = sorted({m[1] for m in methods if m[0] == 'federated'})
+  if _ALGORITHM.value is not None and _ALGORITHM.value not in algorithms:
+    logging.warning(
+        '--algorithm=%s is train_text2sql\'s (one method); '
+        'text2sql_benchmark runs --methods=%s and ignores it.',
+        _ALGORITHM.value, ','.join(_METHODS.value))
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   methods = [text2sql_benchmark.parse_method(m) for m in _METHODS.value]
+  _warn_if_algorithm_unused(methods)
   seeds = _parse_seeds(_SEEDS.value)
   try:
     single_seed_methods = [text2sql_benchmark.parse_method(m)
@@ -179,7 +202,13 @@ def main(argv):
   if _TIMING_ONLY.value and not _TIME_ROUNDS.value:
     raise errors.InputError('--timing_only needs --time_rounds > 0.')
   # Flag errors before any training.
-  text2sql_benchmark.run_schedule(methods, seeds, single_seed_methods)
+  schedule = text2sql_benchmark.run_schedule(methods, seeds,
+                                             single_seed_methods)
+  presets.warn_without_preset(
+      'text2sql_benchmark',
+      f'{len(schedule)} runs ({len(methods)} methods, seeds '
+      f'{",".join(map(str, seeds))}), each {text2sql_flags.schedule_summary()}',
+      presets_of='train_text2sql')
   command = shlex.join(['python', '-m', 'tff_nlp.bin.text2sql_benchmark']
                       + sys.argv[1:])
   settings = text2sql_benchmark.RunSettings(
@@ -209,17 +238,18 @@ def main(argv):
           settings, variants=variants, methods=methods, seeds=seeds,
           archive_dir=_ARCHIVE_DIR.value,
           train=not (_REPORT_ONLY.value or _TIMING_ONLY.value),
-          command=command, **place)
-    return
+          command=command, restart=common.RESTART.value, **place)
+    return os.path.join(common.OUTPUT_DIR.value, peft_report.TABLE_FILE)
   with runtime_flags.context_from_flags():
     runs = text2sql_benchmark.collect_runs(
         settings, methods=methods, seeds=seeds,
         single_seed_methods=single_seed_methods,
         archive_dir=_ARCHIVE_DIR.value, train=not _REPORT_ONLY.value,
-        **place)
+        restart=common.RESTART.value, **place)
     text2sql_benchmark.report_runs(
         runs, settings, command=command,
         reference_results=_reference_path(_REFERENCE_RESULTS.value), **place)
+  return os.path.join(common.OUTPUT_DIR.value, text2sql_summary.TABLE_FILE)
 
 
 if __name__ == '__main__':

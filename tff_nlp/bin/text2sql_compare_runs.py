@@ -1,4 +1,4 @@
-"""Paired comparison of two text-to-SQL runs on the full test splits.
+r"""Paired comparison of two text-to-SQL runs on the full test splits.
 
 Reads two finished runs (one seed each, e.g. two centralized runs that
 differ in one flag; archived runs too) with `text2sql_seed_runs.read_run`,

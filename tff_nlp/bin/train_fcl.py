@@ -1,4 +1,4 @@
-"""Federated continual text classification: FedWeIT, FedSeIT, SIT, baselines.
+r"""Federated continual text classification: FedWeIT, FedSeIT, SIT, baselines.
 
   python -m tff_nlp.bin.train_fcl \
       --flagfile=tff_nlp/bin/flags/train_fcl.smoke.flags
@@ -19,20 +19,36 @@ again continues an interrupted benchmark. Presets in `tff_nlp/bin/flags/`:
 authors' settings; for GPUs).
 """
 
+import os
 import shlex
 import sys
 
 from absl import app
 from absl import flags
 
+from tff_nlp.bin import _presets as presets
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
 from tff_nlp.data import continual_tasks
 from tff_nlp.data import word_vectors
 from tff_nlp.experiments import fcl
+from tff_nlp.experiments import fcl_report
 from tff_nlp.runtime import flags as runtime_flags
 
-flags.adopt_module_key_flags(common)
+# Flags of `common` that a task-sequence run does not read: refused by
+# `main`, and left out of --helpshort (only the others are key flags here).
+_NOT_USED = {
+    'rounds': 'use --rounds_per_task.',
+    'clients_per_round': 'every client takes part in every round.',
+    'checkpoint_every': 'runs are checkpointed after every task.',
+    'eval_every': 'clients are evaluated after every task.',
+    'evaluate_initial': 'clients are evaluated after every task, not before '
+                        'the first.',
+    'progress': 'progress is logged once per task.',
+}
+for _flag in flags.FLAGS.get_key_flags_for_module(common):
+  if _flag.name not in _NOT_USED:
+    flags.declare_key_flag(_flag.name)
 flags.set_default(common.OUTPUT_DIR, 'runs/fcl')
 
 _DATASETS = flags.DEFINE_list(
@@ -84,9 +100,10 @@ _DATA = config_flags.define_config(
             'tasks (a 2-label dataset: every task is the same pair; the '
             'paper\'s Subj). Without it such a dataset is refused.'),
     })
-# The training seed is --seed (common).
+# The training seed is --seed (common); FedProx's mu is defined below, with
+# this binary's help.
 _TRAINING = config_flags.define_config(
-    fcl.TrainingConfig, exclude=('seed',), specs={
+    fcl.TrainingConfig, exclude=('seed', 'proximal_strength'), specs={
         'rounds_per_task': config_flags.Spec(
             'Rounds per task, R.', lower_bound=1),
         'local_epochs': config_flags.Spec(
@@ -123,14 +140,11 @@ _TRAINING = config_flags.define_config(
             'no cap. local ignores it.', lower_bound=0.0, upper_bound=1.0),
     })
 
-# Flags of `common` that a task-sequence run does not read.
-_NOT_USED = {
-    'rounds': 'use --rounds_per_task.',
-    'clients_per_round': 'every client takes part in every round.',
-    'checkpoint_every': 'runs are checkpointed after every task.',
-    'eval_every': 'clients are evaluated after every task.',
-    'progress': 'progress is logged once per task.',
-}
+_PROXIMAL_STRENGTH = config_flags.define(
+    'proximal_strength', fcl.TrainingConfig.proximal_strength, float,
+    spec=config_flags.Spec(
+        "FedProx's mu, the weight of the proximal term of the fedprox method "
+        '(--methods); the other methods ignore it.', lower_bound=0.0))
 
 
 def main(argv):
@@ -147,9 +161,20 @@ def main(argv):
                          ) from None
   if any(s < 0 for s in seeds):
     raise app.UsageError(f'--seeds: {seeds}: expected seeds >= 0.')
+  documents = (f'{_DATA["max_train_per_task"].value} training documents'
+               if _DATA['max_train_per_task'].value
+               else 'every training document')
+  presets.warn_without_preset(
+      'train_fcl',
+      f'{len(_METHODS.value)} methods ({",".join(_METHODS.value)}) on '
+      f'{",".join(_DATASETS.value)} with {len(seeds) or 1} seed(s), each '
+      f'{_DATA["num_clients"].value} clients x '
+      f'{_DATA["tasks_per_client"].value} tasks of '
+      f'{documents}, {_TRAINING["rounds_per_task"].value} rounds per task')
   data = _DATA.build()
   try:
-    training = _TRAINING.build(seed=common.SEED.value)
+    training = _TRAINING.build(seed=common.SEED.value,
+                               proximal_strength=_PROXIMAL_STRENGTH.value)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   # A fresh worker per dataset and seed (`run_fcl`'s `context_fn`).
@@ -164,7 +189,9 @@ def main(argv):
       command=shlex.join(['python', '-m', 'tff_nlp.bin.train_fcl']
                          + sys.argv[1:]),
       context_fn=runtime_flags.context_from_flags,
+      restart=common.RESTART.value,
   )
+  return os.path.join(common.OUTPUT_DIR.value, fcl_report.TABLE_FILE)
 
 
 if __name__ == '__main__':

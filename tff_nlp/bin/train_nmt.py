@@ -1,10 +1,11 @@
-"""Federated mixed-domain NMT with dynamic pulling: trains engines, reports BLEU.
+r"""Federated mixed-domain NMT with dynamic pulling: trains engines, reports BLEU.
 
   python -m tff_nlp.bin.train_nmt \
       --flagfile=tff_nlp/bin/flags/train_nmt.smoke.flags
 
 Trains each engine of `--engines` (and the generic engine they start from)
-on the German→English domains and writes the paper's BLEU tables (single-
+on the German→English domains of `--corpus` (a folder of domains in the data
+folder `--data_dir`: `nmt_de_en`, or `nmt_de_en_large`) and writes the paper's BLEU tables (single-
 domain engines, centralised baselines, federated server and client models,
 pulled parameters per mode) to `<output_dir>/results.md`; see
 `tff_nlp.experiments.nmt`. Engines: `generic`, `single:<domain>`,
@@ -20,6 +21,7 @@ pipeline), `train_nmt.cpu.flags` (`make bench-nmt`) and
 `train_nmt.paper.flags` (Transformer base, all data; for GPUs).
 """
 
+import os
 import shlex
 import sys
 
@@ -28,11 +30,13 @@ from absl import flags
 
 from tff_nlp import algorithms
 from tff_nlp.algorithms import tensor_selection
+from tff_nlp.bin import _presets as presets
 from tff_nlp.bin import _seq2seq_flags as seq2seq_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
 from tff_nlp.data import nmt as nmt_data
 from tff_nlp.experiments import nmt
+from tff_nlp.experiments import nmt_results
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.tasks import nmt as nmt_task
 
@@ -42,10 +46,17 @@ flags.set_default(common.OUTPUT_DIR, 'runs/nmt')
 flags.set_default(common.ROUNDS, 5)
 flags.set_default(common.EVAL_EVERY, 1)
 
+_CORPUS = flags.DEFINE_string(
+    'corpus', nmt_data.NMT_SUBDIR,
+    'The corpus: a folder of domains (sub-folders with '
+    '{train,dev,test}.{de,en}), by its name in the data folder --data_dir '
+    f'({nmt_data.NMT_SUBDIR}, or {nmt_data.LARGE_SUBDIR}: more training '
+    f'text and the {nmt_data.GENERIC_CORPUS}/ corpus) or by a path (with a '
+    '/, e.g. ./my_domains).')
 _DATA = config_flags.define_config(
     nmt_task.DataConfig, defaults={'domains': []}, specs={
         'domains': config_flags.Spec(
-            'Domains (clients). Unset: every domain folder of --data_dir '
+            'Domains (clients). Unset: every domain folder of --corpus '
             '(sub-folders with {train,dev,test}.{de,en}): the paper\'s '
             f'{",".join(nmt_data.DOMAINS)} first, then any other by name; '
             'the --generic_domain folder only if it is one of the paper\'s '
@@ -134,6 +145,24 @@ _SEEDS = flags.DEFINE_list(
     'tokenizer and the data subsets once, with the first). Empty: --seed.')
 
 
+def _schedule_summary(engines, seeds) -> str:
+  """What the flags train, in words (for `_presets`' warning)."""
+  pairs = (f'{_DATA["max_train_examples"].value} training pairs'
+           if _DATA['max_train_examples'].value else 'every training pair')
+  model = seq2seq_flags.MODEL.value
+  try:
+    config = seq2seq_flags.model_config()
+    model += (f' ({config.num_encoder_layers}+{config.num_decoder_layers} '
+              f'layers, d={config.hidden_dim})')
+  except ValueError:  # Reported where main builds it.
+    pass
+  return (f'{len(engines)} engines ({",".join(_ENGINES.value)}) with '
+          f'{len(seeds) or 1} seed(s) on {pairs} of each domain of '
+          f'{_CORPUS.value}, federated engines '
+          f'{common.ROUNDS.value} rounds of '
+          f'{_TRAINING["local_steps"].value} steps per domain, model {model}')
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
@@ -148,9 +177,12 @@ def main(argv):
   except ValueError:
     raise app.UsageError(f'--seeds: {_SEEDS.value}: expected integers.'
                          ) from None
+  presets.warn_without_preset('train_nmt', _schedule_summary(engines, seeds))
+  # The folder of domains: --corpus in the data folder --data_dir.
+  corpus_dir = nmt_data.find_corpus_dir(common.DATA_DIR.value, _CORPUS.value)
   try:
     data = _DATA.build(domains=nmt_task.select_domains(
-        common.DATA_DIR.value, _DATA['domains'].value,
+        corpus_dir, _DATA['domains'].value,
         generic_domain=_DATA['generic_domain'].value))
     training = _TRAINING.build()
   except ValueError as e:
@@ -158,7 +190,7 @@ def main(argv):
   with runtime_flags.context_from_flags():
     nmt.run_nmt(
         engines=engines,
-        data_dir=common.DATA_DIR.value,
+        data_dir=corpus_dir,
         output_dir=common.OUTPUT_DIR.value,
         data=data,
         model=seq2seq_flags.model_config(),
@@ -168,7 +200,9 @@ def main(argv):
         report_only=_REPORT_ONLY.value,
         command=shlex.join(['python', '-m', 'tff_nlp.bin.train_nmt']
                            + sys.argv[1:]),
+        restart=common.RESTART.value,
     )
+  return os.path.join(common.OUTPUT_DIR.value, nmt_results.TABLE_FILE)
 
 
 if __name__ == '__main__':

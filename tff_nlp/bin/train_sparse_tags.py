@@ -1,4 +1,4 @@
-"""Partial models vs dense FedAvg on tag prediction: `experiments.sparse_tags`.
+r"""Partial models vs dense FedAvg on tag prediction: `experiments.sparse_tags`.
 
   python -m tff_nlp.bin.train_sparse_tags \
       --flagfile=tff_nlp/bin/flags/train_sparse_tags.cpu.flags
@@ -19,6 +19,8 @@ so far. `--compare_with=DIR` then also compares each method with the same
 method of DIR, another multi-seed run that differs only in training settings
 (e.g. `--max_keys=50 --block_size=4` against one-row keys).
 """
+
+import os
 
 from absl import app
 from absl import flags
@@ -81,14 +83,19 @@ def main(argv):
                methods=_METHODS.value)
   with runtime_flags.context_from_flags():
     if not _SEEDS.value:
-      sparse_tags.run_sparse_tags(**setup)
-      return
+      sparse_tags.run_sparse_tags(**setup, restart=common.RESTART.value)
+      return os.path.join(common.OUTPUT_DIR.value, sparse_tags.TABLE_FILE)
     sparse_tags_seeds.run_seeds(**setup, seeds=_seeds(),
-                                report_only=_REPORT_ONLY.value)
+                                report_only=_REPORT_ONLY.value,
+                                restart=common.RESTART.value)
     if _COMPARE_WITH.value:
       sparse_tags_seeds.compare_runs(
           common.OUTPUT_DIR.value, _COMPARE_WITH.value, seeds=_seeds(),
           output_dir=common.OUTPUT_DIR.value)
+  return os.path.join(common.OUTPUT_DIR.value,
+                      sparse_tags_seeds.COMPARISON_TABLE_FILE
+                      if _COMPARE_WITH.value
+                      else sparse_tags_seeds.SUMMARY_TABLE_FILE)
 
 
 if __name__ == '__main__':

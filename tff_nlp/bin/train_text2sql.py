@@ -1,4 +1,4 @@
-"""Trains and evaluates one method of the Lorar paper's text-to-SQL Table 2.
+r"""Trains and evaluates one method of the Lorar paper's text-to-SQL Table 2.
 
   python -m tff_nlp.bin.train_text2sql \
       --flagfile=tff_nlp/bin/flags/train_text2sql.smoke.flags \
@@ -15,7 +15,10 @@ examples, a tiny seq2seq model; checks the pipeline),
 minutes per method), `train_text2sql.cpu.flags` (`make bench-text2sql`,
 the seq2seq parser, about an hour per method on 2 CPU cores) and
 `train_text2sql.paper.flags` (the paper's schedule and a T5-base-sized model,
-for GPUs). Running the same command again resumes.
+for GPUs). Running the same command again resumes. The defaults are the
+paper's schedule (60 rounds of 6-12 local epochs on all data: days on 2 CPU
+cores), so without `--flagfile` it first logs a warning naming what will
+run and the presets.
 
 `--lora_rank=r` fine-tunes LoRA adapters of rank r (`--lora_alpha`,
 `--lora_targets`) instead of the whole model: clients train and send only
@@ -34,10 +37,14 @@ with `--weighting=uniform`; ε recorded per round and in `results.json`)
 change the aggregation (`tff_nlp.algorithms.aggregation`).
 """
 
+import os
+
 from absl import app
 from absl import flags
+from absl import logging
 
 from tff_nlp.bin import _aggregation_flags as aggregation_flags
+from tff_nlp.bin import _presets as presets
 from tff_nlp.bin import _text2sql_flags as text2sql_flags
 from tff_nlp.bin import common
 from tff_nlp.bin import config_flags
@@ -67,6 +74,16 @@ _METHOD = config_flags.define_config(
             enum_values=['num_examples', 'uniform', 'loss_reduction',
                          'lorar']),
     })
+
+# text2sql_benchmark's flag, so that its presets serve both binaries
+# (train_text2sql.demo.flags gives --methods to text2sql_benchmark and
+# --algorithm to train_text2sql).
+_METHODS = flags.DEFINE_list(
+    'methods', None,
+    'text2sql_benchmark\'s methods, accepted so that its presets run here: '
+    'train_text2sql trains the one method of --paradigm, --algorithm and '
+    '--weighting, and a warning says so when that method is not among '
+    'them.')
 
 _INIT_FROM = flags.DEFINE_string(
     'init_from', None,
@@ -120,9 +137,24 @@ def _check_vocab_slice(values):
           'federated', 'fedavg', 'uniform')
 
 
+def _method_name(method) -> str:
+  """The method as text2sql_benchmark's --methods names it."""
+  if method['paradigm'] == 'federated':
+    return f'{method["algorithm"]}/{method["weighting"]}'
+  return method['paradigm']
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  presets.warn_without_preset('train_text2sql',
+                              text2sql_flags.schedule_summary())
+  method = _method_name(_METHOD.values())
+  if _METHODS.value is not None and method not in _METHODS.value:
+    logging.warning(
+        '--methods=%s is text2sql_benchmark\'s; train_text2sql trains one '
+        'method, %s (--paradigm, --algorithm, --weighting).',
+        ','.join(_METHODS.value), method)
   training = text2sql_flags.training_config(**_METHOD.values())
   loop = common.loop_config_from_flags()
   aggregation = aggregation_flags.aggregation_config()
@@ -143,6 +175,7 @@ def main(argv):
         lora=text2sql_flags.lora_config(_LORA_RANK.value, loop.seed),
         restart=common.RESTART.value,
     )
+  return os.path.join(common.OUTPUT_DIR.value, experiment.TABLE_FILE)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Benchmark: vocabulary-sliced vs dense FedAvg on the text-to-SQL clients.
+r"""Benchmark: vocabulary-sliced vs dense FedAvg on the text-to-SQL clients.
 
 Runs FedAvg (uniform weights) with the text-to-SQL flags given, once dense and
 once per M in `--vocab_slice_keys` with each client downloading and uploading

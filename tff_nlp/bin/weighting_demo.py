@@ -1,10 +1,11 @@
-"""Runs the client-weighting demo (`make demo`): `experiments.weighting_demo`.
+r"""Runs the client-weighting demo, `experiments.weighting_demo`.
 
   python -m tff_nlp.bin.weighting_demo \
       --flagfile=tff_nlp/bin/flags/weighting_demo.cpu.flags
 
 Presets in `tff_nlp/bin/flags/`: `weighting_demo.smoke.flags` (seconds),
-`weighting_demo.cpu.flags` (a few minutes on 2 CPU cores; `make demo`),
+`weighting_demo.cpu.flags` (a few minutes on 2 CPU cores; no make target
+runs it, the demo of the Makefile is text-to-SQL's),
 `weighting_demo.paper.flags` (the Lorar paper's 8 clients and 60 rounds).
 Flags given after `--flagfile` override the preset. Running the same command
 again after an interruption resumes from the last checkpoint.
@@ -14,6 +15,8 @@ again after an interruption resumes from the last checkpoint.
 ε recorded per round and in `results.json`) change the aggregation
 (`tff_nlp.algorithms.aggregation`).
 """
+
+import os
 
 from absl import app
 from absl import flags
@@ -77,7 +80,10 @@ def main(argv):
         loop=common.loop_config_from_flags(),
         weightings=_WEIGHTINGS.value,
         aggregation=aggregation,
+        restart=common.RESTART.value,
     )
+  return os.path.join(common.OUTPUT_DIR.value,
+                      experiments.weighting_demo.TABLE_FILE)
 
 
 if __name__ == '__main__':

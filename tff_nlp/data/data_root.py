@@ -17,7 +17,7 @@ argument or 1).
 """
 
 import os
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 from tff_nlp import errors
 
@@ -97,3 +97,55 @@ def find_data_dir(data_dir: Optional[str] = None) -> str:
         f'set {DATA_DIR_ENV_VAR}.'
     )
   return choice.path
+
+
+def describe_missing_subdir(
+    root: str, subdir: str, *,
+    looks_like: Callable[[str], bool] = lambda path: False,
+) -> str:
+  """Why the data folder `root` has no `subdir/`, for an error message.
+
+  The data folder is the one holding `text_classification/`, `text2sql/`,
+  `nmt_de_en/`, ... (`--data_dir` of every binary). A common mistake is to
+  pass one of those folders, or a folder inside one, instead.
+
+  Args:
+    root: The data folder given, which exists but has no `subdir/`.
+    subdir: The folder expected in it, e.g. 'text_classification'.
+    looks_like: Whether a folder has the contents of a `subdir/` folder
+      (e.g. dataset folders), so that one passed under another name is
+      recognised too.
+
+  Returns:
+    A sentence: that `root` looks like the `subdir/` folder itself or lies
+    inside one, and which folder to pass instead; else what `root` holds
+    (or that it is empty).
+  """
+  path = os.path.abspath(root)
+  if os.path.basename(path) == subdir or looks_like(path):
+    return (f'{root!r} looks like the `{subdir}/` folder itself; pass its '
+            f'parent, {os.path.dirname(path)!r}, as data_dir (--data_dir).')
+  folder = os.path.dirname(path)
+  while folder != os.path.dirname(folder):
+    if os.path.basename(folder) == subdir:
+      return (f'{root!r} is inside a `{subdir}/` folder; pass the folder '
+              f'holding it, {os.path.dirname(folder)!r}, as data_dir '
+              '(--data_dir).')
+    folder = os.path.dirname(folder)
+  contents = describe_contents(root)
+  if contents.endswith(' is empty.') or contents.endswith(' be listed.'):
+    return contents
+  return f'{contents[:-1]}, but no `{subdir}/`.'
+
+
+def describe_contents(folder: str, max_names: int = 12) -> str:
+  """'<folder> holds a, b, ....', '<folder> is empty.', for messages."""
+  try:
+    names = sorted(name for name in os.listdir(folder)
+                   if not name.startswith('.'))
+  except OSError:
+    return f'{folder!r} cannot be listed.'
+  if not names:
+    return f'{folder!r} is empty.'
+  shown = ', '.join(names[:max_names])
+  return f'{folder!r} holds {shown}{", ..." if len(names) > max_names else ""}.'

@@ -1,6 +1,50 @@
-"""Reading a data file, with one clear error for every way it can fail."""
+"""Reading a data file, with one clear error for every way it can fail.
+
+`read_file_bytes` is the one way the readers of `tff_nlp.data` read a data
+file, so it is also where a run learns which files it read: inside
+`recording_reads()`, every file read is recorded with the SHA-256 of the
+bytes read (`training.prepare_run_dir` keeps them as the run's data
+fingerprint, and refuses to resume a run whose data changed).
+"""
+
+from collections.abc import Iterator
+import contextlib
+import contextvars
+import hashlib
+import os
 
 from tff_nlp import errors
+
+# The dicts of the `recording_reads` blocks open in this context.
+_RECORDERS: contextvars.ContextVar[tuple[dict[str, str], ...]] = (
+    contextvars.ContextVar('tff_nlp_data_recorders', default=()))
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[dict[str, str]]:
+  """Records every file `read_file_bytes` reads inside the block.
+
+  Blocks may nest; each records what is read inside it.
+
+  Yields:
+    A dict, filled as files are read: the real path (`os.path.realpath`) of
+    each file read -> the hex SHA-256 of its bytes.
+  """
+  reads = {}
+  token = _RECORDERS.set(_RECORDERS.get() + (reads,))
+  try:
+    yield reads
+  finally:
+    _RECORDERS.reset(token)
+
+
+def sha256_of_file(path: str) -> str:
+  """The hex SHA-256 of the file `path` (read in chunks, not recorded)."""
+  digest = hashlib.sha256()
+  with open(path, 'rb') as f:
+    for chunk in iter(lambda: f.read(1 << 20), b''):
+      digest.update(chunk)
+  return digest.hexdigest()
 
 
 def read_file_bytes(path: str, expected: str) -> bytes:
@@ -26,7 +70,7 @@ def read_file_bytes(path: str, expected: str) -> bytes:
   """
   try:
     with open(path, 'rb') as f:
-      return f.read()
+      content = f.read()
   except FileNotFoundError:
     raise errors.InputError(f'{path}: file not found.') from None
   except IsADirectoryError:
@@ -36,3 +80,10 @@ def read_file_bytes(path: str, expected: str) -> bytes:
     raise errors.InputError(
         f'{path}: cannot be read ({e.strerror or e}); expected {expected}.'
     ) from None
+  recorders = _RECORDERS.get()
+  if recorders:
+    digest = hashlib.sha256(content).hexdigest()
+    real_path = os.path.realpath(path)
+    for reads in recorders:
+      reads[real_path] = digest
+  return content

@@ -301,6 +301,97 @@ def find_nmt_dir(
       f'or set {data_root.DATA_DIR_ENV_VAR}.')
 
 
+def _holds_domains(folder: str) -> list[str]:
+  """The sub-folders of `folder` holding any domain file (leniently)."""
+  try:
+    names = sorted(os.listdir(folder))
+  except OSError:
+    return []
+  expected = domain_files()
+  return [name for name in names if not name.startswith('.') and any(
+      os.path.isfile(os.path.join(folder, name, f)) for f in expected)]
+
+
+def _is_path(corpus: str) -> bool:
+  return (os.sep in corpus or bool(os.altsep and os.altsep in corpus)
+          or corpus in (os.curdir, os.pardir))
+
+
+def find_corpus_dir(
+    data_dir: Optional[str] = None,
+    corpus: str = NMT_SUBDIR,
+    *,
+    source_lang: str = SOURCE_LANG,
+    target_lang: str = TARGET_LANG,
+) -> str:
+  """The folder of domains `corpus` in the data folder (`train_nmt`'s flags).
+
+  `data_dir` is the data folder of every binary (`--data_dir`: the one
+  holding `text_classification/`, `text2sql/`, `nmt_de_en/`, ...); the
+  corpus is chosen in it by name. A data folder that is itself a folder of
+  domains, and the old `--data_dir=<corpus name>`, are errors that say
+  which flags to pass instead.
+
+  Args:
+    data_dir: The data folder; None looks it up (`data_root.find_data_dir`).
+    corpus: The name of a folder of domains in it (`NMT_SUBDIR`, the
+      default, or `LARGE_SUBDIR`), or a path to a folder of domains (one
+      with a path separator, e.g. `./mine`), which `data_dir` does not
+      affect.
+    source_lang: The source files' suffix, for recognising domains.
+    target_lang: The target files' suffix.
+
+  Returns:
+    The normalised path of a folder holding at least one domain.
+
+  Raises:
+    InputError: Naming what is missing and what to pass instead.
+  """
+  if _is_path(corpus):
+    folder = os.path.normpath(corpus)
+    if not os.path.isdir(folder):
+      raise errors.InputError(
+          f'corpus {corpus!r}: no such folder (a path to a folder of '
+          'domains, or the name of one in the data folder, --data_dir).')
+  else:
+    choice = data_root.locate_data_dir(data_dir)
+    if not os.path.isdir(choice.path) and data_dir and not _is_path(data_dir):
+      default = data_root.locate_data_dir(None).path
+      if _holds_domains(os.path.join(default, data_dir)):
+        raise errors.InputError(
+            f'data_dir {data_dir!r}: no such folder; it is the name of a '
+            f'corpus in the data folder {default!r}: pass '
+            f'--corpus={data_dir} (--data_dir is the data folder holding '
+            'it, as for every binary).')
+    root = data_root.find_data_dir(data_dir)
+    folder = os.path.join(root, corpus)
+    if not os.path.isdir(folder):
+      domains = _holds_domains(root)
+      if domains:
+        parent, name = os.path.split(os.path.abspath(root))
+        raise errors.InputError(
+            f'The data folder {root!r} (from {choice.source}) looks like a '
+            f'corpus folder itself: it holds the domains {domains}. Pass its '
+            f'parent as the data folder and its name as the corpus: '
+            f'--data_dir={parent} --corpus={name}.')
+      corpora = [name for name in sorted(os.listdir(root))
+                 if _holds_domains(os.path.join(root, name))]
+      raise errors.InputError(
+          f'No corpus {corpus!r} in the data folder {root!r} (from '
+          f'{choice.source}): '
+          + (f'its folders of domains are {corpora}.' if corpora else
+             data_root.describe_missing_subdir(root, corpus))
+          + ' Pass the data folder as --data_dir and the name of a folder '
+          'of domains in it (or a path to one) as --corpus.')
+  if not list_domains(folder, source_lang=source_lang,
+                      target_lang=target_lang):
+    raise errors.InputError(
+        f'Corpus folder {folder!r} holds no domain (a sub-folder with all '
+        f'of {list(domain_files(source_lang, target_lang))}): '
+        + data_root.describe_contents(folder))
+  return os.path.normpath(folder)
+
+
 def load_domains(
     folder: str,
     domains: Optional[Sequence[str]] = None,

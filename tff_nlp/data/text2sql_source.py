@@ -186,14 +186,26 @@ def find_text2sql_dir(
       return folder
     return download(base_url=base_url, download_dir=download_dir)
   if not os.path.isdir(folder):
+    hint = ''
+    if os.path.isdir(choice.path):
+      hint = ' ' + data_root.describe_missing_subdir(
+          choice.path, TEXT2SQL_SUBDIR, looks_like=_holds_text2sql_files)
     raise errors.InputError(
         f'Text-to-SQL folder {folder!r} (from {choice.source}) does not '
-        f'exist. Pass the `shared/data` folder, the one holding '
+        f'exist.{hint} Pass the `shared/data` folder, the one holding '
         f'`{TEXT2SQL_SUBDIR}/`, as data_dir (--data_dir) or '
         f'{data_root.DATA_DIR_ENV_VAR}; leave both unset to download the '
         f'data.'
     )
   return folder
+
+
+def _holds_text2sql_files(folder: str) -> bool:
+  """Whether `folder` holds the text-to-SQL files (is a `text2sql/`)."""
+  try:
+    return any(name.endswith('-schema.csv') for name in os.listdir(folder))
+  except OSError:
+    return False
 
 
 def sha256_of(path: str) -> str:

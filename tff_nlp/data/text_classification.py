@@ -147,6 +147,20 @@ def _to_split(
   return Split(texts=tuple(texts), labels=ids)
 
 
+def _is_dataset(folder: str) -> bool:
+  return all(os.path.isfile(os.path.join(folder, split + SPLIT_SUFFIX))
+             for split in (TRAIN_SPLIT, TEST_SPLIT))
+
+
+def _holds_datasets(folder: str) -> bool:
+  """Whether `folder` holds dataset folders (is a `text_classification/`)."""
+  try:
+    names = os.listdir(folder)
+  except OSError:
+    return False
+  return any(_is_dataset(os.path.join(folder, name)) for name in names)
+
+
 def list_datasets(data_dir: Optional[str] = None) -> tuple[str, ...]:
   """The dataset folders of `<data_dir>/text_classification/`, sorted.
 
@@ -165,9 +179,7 @@ def list_datasets(data_dir: Optional[str] = None) -> tuple[str, ...]:
     return ()
   return tuple(
       name for name in sorted(os.listdir(parent))
-      if not name.startswith('.') and all(
-          os.path.isfile(os.path.join(parent, name, split + SPLIT_SUFFIX))
-          for split in (TRAIN_SPLIT, TEST_SPLIT)))
+      if not name.startswith('.') and _is_dataset(os.path.join(parent, name)))
 
 
 def load_dataset(
@@ -188,13 +200,26 @@ def load_dataset(
       file is malformed (see `read_tsv`), or a dev/test label does not occur
       in training.
   """
-  dataset_dir = os.path.join(
-      data_root.find_data_dir(data_dir), TEXT_CLASSIFICATION_SUBDIR, name
-  )
-  if not os.path.isdir(dataset_dir):
+  root = data_root.find_data_dir(data_dir)
+  parent = os.path.join(root, TEXT_CLASSIFICATION_SUBDIR)
+  dataset_dir = os.path.join(parent, name)
+  if not os.path.isdir(parent):
     raise errors.InputError(
-        f'Dataset folder {dataset_dir!r} not found; datasets in '
-        f'{os.path.dirname(dataset_dir)!r}: {list(list_datasets(data_dir))}.'
+        f'Dataset {name!r}: the data folder {root!r} has no '
+        f'`{TEXT_CLASSIFICATION_SUBDIR}/` folder. '
+        + data_root.describe_missing_subdir(
+            root, TEXT_CLASSIFICATION_SUBDIR, looks_like=_holds_datasets)
+        + f' The data folder is the one holding `{TEXT_CLASSIFICATION_SUBDIR}'
+        f'/`, `text2sql/`, ... (data_dir, --data_dir, or '
+        f'{data_root.DATA_DIR_ENV_VAR}).'
+    )
+  if not os.path.isdir(dataset_dir):
+    found = list(list_datasets(data_dir))
+    raise errors.InputError(
+        f'Dataset folder {dataset_dir!r} not found; '
+        + (f'datasets in {parent!r}: {found}.' if found else
+           f'{parent!r} holds no dataset (a folder with {TRAIN_SPLIT}'
+           f'{SPLIT_SUFFIX} and {TEST_SPLIT}{SPLIT_SUFFIX}).')
     )
 
   def path_of(split):

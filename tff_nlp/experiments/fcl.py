@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import contextlib
 import dataclasses
 import os
+import shutil
 from typing import Any, Optional
 
 from absl import logging
@@ -37,6 +38,7 @@ from tff_nlp.algorithms import stateful_clients
 from tff_nlp.algorithms import weight_cap
 from tff_nlp.data import continual_tasks
 from tff_nlp.data import data_root
+from tff_nlp.data import files
 from tff_nlp.data import text_classification
 from tff_nlp.data import vocabulary as vocabulary_lib
 from tff_nlp.data import word_vectors as word_vectors_lib
@@ -395,7 +397,10 @@ def load_word_vectors(training: TrainingConfig,
 def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
                training: TrainingConfig, output_dir: str,
                word_vectors: Optional[word_vectors_lib.WordVectors] = None,
-               log: Callable[[str], None] = logging.info) -> dict[str, Any]:
+               log: Callable[[str], None] = logging.info,
+               data_files: Optional[Mapping[str, str]] = None,
+               data_dir: Optional[str] = None,
+               restart: bool = False) -> dict[str, Any]:
   """Trains and evaluates one method on one dataset, resuming if cached.
 
   The rounds run in `training.run_training` (`checkpoint_every` a task),
@@ -411,6 +416,13 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
     word_vectors: `training.word_vectors`, read (`load_word_vectors`);
       needed when it is set.
     log: Progress messages.
+    data_files: The data files `encoded` and `word_vectors` were read from
+      (real path -> SHA-256, `files.recording_reads`), recorded in the run's
+      `data_fingerprint.json`: a run (finished or not) whose files changed
+      since it started is refused. None: not checked.
+    data_dir: The `shared/data` folder (the fingerprint's names are relative
+      to it); None finds it.
+    restart: Start the run over if it is unfinished, or its data changed.
 
   Returns:
     The run's results (also in `<run dir>/results.json`): accuracy and
@@ -418,13 +430,31 @@ def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
     forgetting, BWT; final macro-F1), bytes per client, seconds.
   """
   directory = run_dir(output_dir, encoded.name, method, data, training)
+  root = data_root.locate_data_dir(data_dir).path
+  fingerprint = (None if data_files is None
+                 else training_lib.data_fingerprint(data_files, root))
+  if fingerprint is not None and os.path.isdir(directory):
+    try:
+      fingerprint = training_lib.check_data_fingerprint(directory,
+                                                        fingerprint, root)
+    except errors.CheckpointError as e:
+      if not restart:
+        raise
+      log(f'{encoded.name} {method}: starting over in {directory} (restart; '
+          f'{e})')
+      shutil.rmtree(directory)
   done = run_cache.finished_results(directory)
   if done is not None:
     log(f'{encoded.name} {method}: done before, read from {directory}')
     return done
+  if restart and os.path.isdir(directory):
+    log(f'{encoded.name} {method}: starting over in {directory} (restart)')
+    shutil.rmtree(directory)
   os.makedirs(directory, exist_ok=True)
   training_lib.write_json(os.path.join(directory, 'config.json'),
                           run_key(encoded.name, method, data, training))
+  if fingerprint is not None:
+    training_lib.write_data_fingerprint(directory, fingerprint)
   config = fcl_config(method, data, training)
   spec = fcl.model_spec(
       config, vocab_size=encoded.vocab_size, max_length=encoded.max_length,
@@ -515,6 +545,7 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
             command: str = '', log: Callable[[str], None] = logging.info,
             context_fn: Optional[
                 Callable[[], contextlib.AbstractContextManager]] = None,
+            restart: bool = False,
             ) -> dict[str, dict[str, Any]]:
   """Runs every method on every dataset and seed (cached runs are read) and
   writes the report (`fcl_report.write_report`).
@@ -539,6 +570,12 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
       tens of runs (glibc malloc fragmentation; docs/results/fcl.md) and
       was OOM-killed at 8.4 GB; its memory is returned when it stops. None:
       the runs use the current context.
+    restart: Start over the runs that would resume, and the finished runs
+      whose data changed (`run_method`); other finished runs are read back.
+
+  Every run records the data files it read (its dataset's, and the word
+  vectors) in its `data_fingerprint.json`; a run whose files changed since
+  it started is refused without `restart`.
 
   Returns:
     results[dataset][method]: `fcl_seeds.summarize_method` of its seeds
@@ -561,11 +598,22 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
         ', '.join(unused))
   replicates = [(s, *replicate(data, training, s)) for s in seeds] or [
       (training.seed, data, training)]
-  # Every dataset and seed is read and checked before any training.
-  encoded = collections.OrderedDict(
-      ((name, seed), encode_dataset(name, seed_data, data_dir))
-      for name in datasets for seed, seed_data, _ in replicates)
-  word_vectors = load_word_vectors(training, data_dir, output_dir)
+  # Every dataset and seed is read and checked before any training; the
+  # files read are each run's data fingerprint.
+  encoded = collections.OrderedDict()
+  data_files = collections.defaultdict(dict)
+  for name in datasets:
+    for seed, seed_data, _ in replicates:
+      with files.recording_reads() as reads:
+        encoded[name, seed] = encode_dataset(name, seed_data, data_dir)
+      data_files[name].update(reads)
+  with files.recording_reads() as reads:
+    word_vectors = load_word_vectors(training, data_dir, output_dir)
+  # The vectors' file only (skip-gram vectors are trained from the public
+  # text on first use, then read from their cache).
+  vector_files = {path: digest for path, digest in reads.items()
+                  if word_vectors is not None
+                  and path == os.path.realpath(word_vectors.path)}
   per_seed = collections.OrderedDict(
       (name, collections.OrderedDict((m, collections.OrderedDict())
                                      for m in methods))
@@ -582,7 +630,9 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
         for method in methods:
           per_seed[name][method][seed] = run_method(
               dataset, method, data=seed_data, training=seed_training,
-              output_dir=output_dir, word_vectors=word_vectors, log=log)
+              output_dir=output_dir, word_vectors=word_vectors, log=log,
+              data_files={**data_files[name], **vector_files},
+              data_dir=data_dir, restart=restart)
   results = collections.OrderedDict(
       (name, collections.OrderedDict(
           (m, fcl_seeds.summarize_method(runs)) for m, runs in by_method.items()))

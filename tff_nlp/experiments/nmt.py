@@ -390,6 +390,7 @@ def run_nmt(
     seeds: Sequence[int] = (),
     report_only: bool = False,
     command: str = '',
+    restart: bool = False,
 ) -> dict[int, dict[str, dict[str, Any]]]:
   """Runs (or reads back) each engine per seed, and the generic engine once.
 
@@ -400,14 +401,17 @@ def run_nmt(
   one generic engine every other engine of every seed starts from, as in
   the paper; the other seeds vary what the engines do from there (batch
   order, dropout, dynamic pulling's random draws). The report is rewritten
-  after every engine trained, so it always shows the engines finished. A
+  after every engine trained, so it always shows the engines finished; its
+  tables are printed once, at the end. A
   generic engine whose results were restored without its weights
   (`run_cache.restore`) is trained again only while an engine that starts
   from it is still to train.
 
   Args:
     engines: The engines to train.
-    data_dir: `--data_dir` (`nmt.find_nmt_dir`).
+    data_dir: The folder of domains (train_nmt: `--corpus` in the data
+      folder `--data_dir`, `nmt.find_corpus_dir`), or anything
+      `nmt.find_nmt_dir` takes.
     output_dir: The experiment's directory.
     data: Domains, vocabulary and subsets.
     model: The model (its vocabulary and lengths are the task's).
@@ -418,6 +422,12 @@ def run_nmt(
     report_only: Train nothing: report the engines finished so far (e.g.
       from another process while a long benchmark runs) and skip the rest.
     command: The command line, for the report.
+    restart: Remove what `output_dir` holds (tokenizer, every engine) and
+      start over.
+
+  `output_dir/config.json` and `data_fingerprint.json` (the corpus files
+  read) are written once the data is read and checked; a later call with
+  another experiment or changed corpus files is refused.
 
   Returns:
     `{seed: {engine name: its results}}`, the generic engine (under the
@@ -434,19 +444,25 @@ def run_nmt(
   experiment = collections.OrderedDict(data=data, seed=first)
   if corpus != nmt_data.NMT_SUBDIR:
     experiment['corpus'] = corpus
-  training_lib.prepare_run_dir(output_dir, collections.OrderedDict(
-      experiment=experiment))
-  task = nmt_task.prepare_task(
-      data, data_dir=folder, seed=first,
-      tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
-  model = nmt_task.model_config(model, task, data)
-  generic = EngineSpec('generic')
-  needed = []
   for spec in engines:
     if spec.kind in nmt_engines.ONE_DOMAIN and spec.domain not in data.domains:
       raise errors.InputError(
           f'--engines: {spec.kind}:{spec.domain}: not one of the domains '
           f'{list(data.domains)}.')
+  with training_lib.prepare_run_dir(
+      output_dir, collections.OrderedDict(experiment=experiment),
+      restart=restart, data_root=os.path.dirname(folder)) as run:
+    if report_only and not run.resumed:
+      raise errors.InputError(
+          f'--report_only: {output_dir} holds no run of this experiment.')
+    task = nmt_task.prepare_task(
+        data, data_dir=folder, seed=first,
+        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+  # The run has started: its config and data fingerprint are recorded.
+  model = nmt_task.model_config(model, task, data)
+  generic = EngineSpec('generic')
+  needed = []
+  for spec in engines:
     # The generic domain's single-domain engine is the generic engine.
     if spec.kind == 'single' and spec.domain == data.generic_domain:
       spec = generic
@@ -516,7 +532,7 @@ def run_nmt(
       results[spec.name] = done
       if trained:
         nmt_results.write_report(runs, output_dir, task=task, data=data,
-                                 command=command)
+                                 command=command, echo=False)
   if not any(runs.values()):
     raise errors.InputError(
         f'--report_only: no engine of --engines has finished in {output_dir}.')

@@ -126,11 +126,13 @@ def summarize(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
 
 def write_report(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
                  output_dir: str, *, task: nmt_task.NmtTask,
-                 data: nmt_task.DataConfig, command: str = '') -> str:
+                 data: nmt_task.DataConfig, command: str = '',
+                 echo: bool = True) -> str:
   """Writes `results.md` (the paper's tables of the means over seeds, the
   intervals and the paired differences), `results.json` and the federated
   engines' merged-dev BLEU by round of the first seed (`dev_bleu.png`; its
-  points are `results.json`'s `dev_bleu_by_round`).
+  points are `results.json`'s `dev_bleu_by_round`); with `echo`, prints the
+  tables and the SacreBLEU signature.
 
   Returns:
     The Markdown tables.
@@ -213,7 +215,7 @@ def write_report(runs: Mapping[int, Mapping[str, Mapping[str, Any]]],
             + '.\n\n' + tables + '\n')
     if figures:
       f.write('\nFigures: ' + ', '.join(f'`{p}`' for p in figures) + '.\n')
-  print(tables)
-  print(f'\nSacreBLEU signature: {", ".join(signatures) or "–"}')
-  print(f'Written to {os.path.join(output_dir, TABLE_FILE)}.')
+  if echo:
+    print(tables)
+    print(f'\nSacreBLEU signature: {", ".join(signatures) or "–"}')
   return tables

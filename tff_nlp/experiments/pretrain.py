@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training as training_lib
+from tff_nlp.data import data_root
 from tff_nlp.experiments import pretrain_corpus
 from tff_nlp.models import dropout_seeds
 from tff_nlp.models import seq2seq
@@ -223,7 +224,7 @@ def plot_history(history, path: str) -> None:
 def run_pretrain(*, data_dir: Optional[str], output_dir: str,
                  data: DataConfig, model: seq2seq.Seq2SeqConfig,
                  training: TrainingConfig, budget: BudgetConfig,
-                 seed: int = 0) -> dict[str, Any]:
+                 seed: int = 0, restart: bool = False) -> dict[str, Any]:
   """Pre-trains (or resumes, or reads back) the run in `output_dir`.
 
   Args:
@@ -235,13 +236,21 @@ def run_pretrain(*, data_dir: Optional[str], output_dir: str,
     training: The optimizer.
     budget: Steps, time, evaluation and checkpoint cadence.
     seed: Seed of everything (model initialisation included).
+    restart: Remove the run `output_dir` holds (its tokenizer and corpus
+      cache included) and start over.
+
+  `config.json` and `data_fingerprint.json` (the corpus files read) are
+  written once the corpus is prepared; a run resumed after a corpus file
+  changed is refused (the corpus is cached in `corpus.npz`, but the files
+  it came from are hashed again).
 
   Returns:
     The content of `results.json`.
 
   Raises:
     InputError: Bad corpora or settings (naming the file or flag).
-    CheckpointError: `output_dir` holds another experiment.
+    CheckpointError: `output_dir` holds another experiment, or a run whose
+      corpus files changed.
   """
   model = dataclasses.replace(
       model, seed=seed, vocabulary_size=data.vocabulary_size,
@@ -254,9 +263,12 @@ def run_pretrain(*, data_dir: Optional[str], output_dir: str,
       loop=budget, data_dir=data_dir,
       versions=collections.OrderedDict(tensorflow=tf.__version__,
                                        numpy=np.__version__))
-  training_lib.prepare_run_dir(output_dir, config)
-  tokenizer, train, heldout, info = pretrain_corpus.prepare_corpus(
-      output_dir, data, data_dir, seed)
+  with training_lib.prepare_run_dir(
+      output_dir, config, restart=restart,
+      data_root=data_root.locate_data_dir(data_dir).path):
+    tokenizer, train, heldout, info = pretrain_corpus.prepare_corpus(
+        output_dir, data, data_dir, seed)
+  # The run has started: its config and data fingerprint are recorded.
   model = dataclasses.replace(model,
                               vocabulary_size=tokenizer.vocabulary_size())
   logging.info('pretrain: %d training examples (%d tokens), vocabulary %d',

@@ -470,6 +470,7 @@ def run_sparse_tags(
     training: TagTrainingConfig,
     loop: training_lib.LoopConfig,
     methods: Sequence[str] = METHODS,
+    restart: bool = False,
 ) -> collections.OrderedDict:
   """Runs every method on the same task and writes the comparison.
 
@@ -481,6 +482,12 @@ def run_sparse_tags(
     training: Client training and evaluation.
     loop: Rounds, sampling (`clients_per_round`), seed, cadence.
     methods: A subset of `METHODS`, in table order.
+    restart: Remove the run `output_dir` holds and start over.
+
+  `config.json` and `data_fingerprint.json` (the dataset's files read) are
+  written once the data is read and the clients checked: a call refused
+  before leaves nothing behind, and a rerun after the data changed is
+  refused.
 
   Returns:
     The results written to `results.json`.
@@ -488,8 +495,8 @@ def run_sparse_tags(
   Raises:
     InputError: If `output_dir` cannot be used (checked before any data is
       read, see `training.check_output_dir`).
-    CheckpointError: If `output_dir` holds a run of another experiment (see
-      `training.prepare_run_dir`).
+    CheckpointError: If `output_dir` holds a run of another experiment, or
+      of other data (see `training.prepare_run_dir`).
   """
   unknown = [m for m in methods if m not in METHODS]
   if unknown or not methods:
@@ -505,8 +512,11 @@ def run_sparse_tags(
       experiment=experiment, loop=dataclasses.asdict(loop),
       methods=list(methods))
   # Checks the output directory (`check_output_dir`) before any data is read.
-  training_lib.prepare_run_dir(output_dir, config)
-  task = prepare_task(data_dir, data, seed=loop.seed)
+  with training_lib.prepare_run_dir(output_dir, config, restart=restart,
+                                    data_root=data_dir):
+    task = prepare_task(data_dir, data, seed=loop.seed)
+    training_lib.check_clients_per_round(loop, len(task.clients))
+  # The run has started: its config and data fingerprint are recorded.
   sizes = [len(c) for c in task.clients]
   vocab = task.vocabularies
   logging.info('sparse_tags: %d clients (%d-%d examples), V=%d, T=%d, M=%d',

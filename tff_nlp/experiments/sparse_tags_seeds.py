@@ -279,7 +279,8 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
               training: sparse_tags.TagTrainingConfig,
               loop: training_lib.LoopConfig, seeds: Sequence[int],
               methods: Sequence[str] = sparse_tags.METHODS,
-              report_only: bool = False) -> collections.OrderedDict:
+              report_only: bool = False,
+              restart: bool = False) -> collections.OrderedDict:
   """`run_sparse_tags` once per seed, then the summary over seeds.
 
   Args:
@@ -292,6 +293,7 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
     methods: A subset of `sparse_tags.METHODS`, in table order.
     report_only: Train nothing: summarize the seeds already finished (the
       others are logged as missing).
+    restart: Start every seed's run over (`run_sparse_tags`'s `restart`).
 
   Returns:
     The summary written to `seeds.json` (`summarize`).
@@ -313,7 +315,7 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
       per_seed[seed] = sparse_tags.run_sparse_tags(
           data_dir=data_dir, output_dir=seed_dir(output_dir, seed), data=data,
           training=training, loop=dataclasses.replace(loop, seed=seed),
-          methods=methods)
+          methods=methods, restart=restart)
   if not per_seed:
     raise errors.InputError(f'{output_dir}: no seed of {list(seeds)} has '
                             f'finished.')

@@ -49,6 +49,7 @@ from tff_nlp import training as training_lib
 from tff_nlp.algorithms import aggregation as aggregation_lib
 from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
+from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import text2sql_start
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
@@ -163,6 +164,7 @@ def run_text2sql(
     init_from_keras_nlp: Optional[str] = None,
     processes: Optional[training_lib.ProcessCache] = None,
     tokenizer_from: Optional[str] = None,
+    restart: bool = False,
 ) -> dict[str, Any]:
   """Trains and evaluates one method of the paper's Table 2.
 
@@ -172,7 +174,11 @@ def run_text2sql(
   (each test example's prediction, exact match and teacher-forced
   `correct_tokens` of its `tokens`), `results.json`, `results.md` (Table 2
   layout, the paper's numbers beside ours), `dev_exact_match.png` and, for
-  federated runs, `training_loss.png`. Running it again resumes.
+  federated runs, `training_loss.png`. Running it again resumes; another
+  experiment, or changed data files (`data_fingerprint.json`: the clients'
+  `<client>.json` and `<client>-schema.csv` read), is refused. `config.json`
+  and `data_fingerprint.json` are written once the data is read and the
+  parser built, so a call refused before leaves nothing behind.
 
   `results.json` holds the test exact match and execution accuracy per
   client with MacroAvg and MicroAvg (`test`), and
@@ -242,6 +248,7 @@ def run_text2sql(
       `init_from` run's tokenizer, a model from scratch differs from one
       fine-tuned from that run only in its starting weights. Not with
       `init_from` or `init_from_keras_nlp`, which bring their tokenizers.
+    restart: Remove the run `output_dir` holds and start over.
 
   Returns:
     The content of `results.json`.
@@ -275,28 +282,34 @@ def run_text2sql(
   start_from = text2sql_start.starting_point(
       data, model, seed=loop.seed, init_from=init_from,
       tokenizer_from=tokenizer_from, init_from_keras_nlp=init_from_keras_nlp)
-  training_lib.prepare_run_dir(output_dir, config)
   start = time.perf_counter()
-  if start_from.tokenizer_file is not None:
-    text2sql_start.copy_tokenizer_file(
-        start_from.tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
-  if templates:
-    task = text2sql_task.prepare_template_task(
-        data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
-  else:
-    task = text2sql_task.prepare_task(
-        data, data_dir=data_dir, seed=loop.seed,
-        tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR),
-        tokenizer=start_from.preset_tokenizer)
-  parser = text2sql_process.build_parser(
-      task, model, training.decode_batch_size, lora_config=lora,
-      checkpoint=start_from.checkpoint, preset=start_from.preset)
+  with training_lib.prepare_run_dir(output_dir, config,
+                                    restart=restart) as run:
+    if start_from.tokenizer_file is not None:
+      text2sql_start.copy_tokenizer_file(
+          start_from.tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
+    if templates:
+      task = text2sql_task.prepare_template_task(
+          data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
+    else:
+      task = text2sql_task.prepare_task(
+          data, data_dir=data_dir, seed=loop.seed,
+          tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR),
+          tokenizer=start_from.preset_tokenizer)
+    parser = text2sql_process.build_parser(
+        task, model, training.decode_batch_size, lora_config=lora,
+        checkpoint=start_from.checkpoint, preset=start_from.preset)
+    slices = _vocab_slices(task, vocab_slice_keys)
+    initial_weights = start_from.initial_weights(parser.config,
+                                                 lora=lora is not None)
+    # The fingerprint's names are relative to the folder holding the
+    # text2sql folder, however `data_dir` named it.
+    run.data_root = os.path.dirname(
+        text2sql_source.find_text2sql_dir(data_dir))
+  # The run has started: its config and data fingerprint are recorded.
   logging.info('text2sql: %s, vocabulary %d, train sizes %s',
                training.method, task.tokenizer.vocabulary_size(),
                {c: len(task.splits[c]['train']) for c in task.clients})
-  slices = _vocab_slices(task, vocab_slice_keys)
-  initial_weights = start_from.initial_weights(parser.config,
-                                               lora=lora is not None)
 
   scores = _TestScores()
   unit_records, unit_privacy = {}, {}

@@ -578,7 +578,6 @@ def summarize_runs(
           f'(points):\n\n{difference_table}\n')
   if reference:
     print(reference.markdown)
-  print(f'Written to {os.path.join(output_dir, TABLE_FILE)}.')
   return training_lib.to_json_value(report)
 
 

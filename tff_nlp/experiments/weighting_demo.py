@@ -1,4 +1,4 @@
-"""The main demo: the four client weightings of Lorar on real text data.
+"""The weighting demo: the four client weightings of Lorar on real text data.
 
 A short federated training of the fastText-style classifier on a
 `shared/data/text_classification` dataset split into label-skewed clients of
@@ -15,8 +15,9 @@ Every random choice (client split, initial weights, client sampling, example
 order) is seeded from the loop's `seed`, so the same arguments give the same
 numbers, also when a killed run is resumed by running it again.
 
-It stands in for the text-to-SQL pipeline of the paper and is the job run by
-`make demo`; `tff_nlp.tasks.text_classification` holds the reusable set-up.
+It is a small stand-in for the paper's text-to-SQL pipeline, which `make demo`
+runs itself (`tff_nlp.experiments.text2sql`, with the template parser);
+`tff_nlp.tasks.text_classification` holds the reusable set-up.
 """
 
 import collections
@@ -300,6 +301,7 @@ def run_weighting_demo(
     loop: training_lib.LoopConfig,
     weightings: Sequence[str] = WEIGHTINGS,
     aggregation: Optional[aggregation_lib.AggregationConfig] = None,
+    restart: bool = False,
 ) -> list[WeightingResult]:
   """Trains with each weighting, evaluates, writes the reports.
 
@@ -318,7 +320,10 @@ def run_weighting_demo(
 
   Running it again with the same arguments resumes each weighting after its
   latest checkpoint (finished ones are not retrained); a different
-  experiment in the same `output_dir` is refused.
+  experiment in the same `output_dir`, or changed data files (the dataset's
+  `*.tsv`, recorded in `data_fingerprint.json`), is refused. `config.json`
+  and `data_fingerprint.json` are written once the data is read and checked,
+  so a call refused before leaves nothing that would refuse the next.
 
   Args:
     data_dir: The `shared/data` folder, or None to locate it (see
@@ -330,6 +335,7 @@ def run_weighting_demo(
     weightings: The weightings to compare, in table order.
     aggregation: How client updates are aggregated (see
       `train_with_weighting`); DP needs `weightings=['uniform']`.
+    restart: Remove the run `output_dir` holds and start over.
 
   Returns:
     The results, in the order of `weightings`.
@@ -380,10 +386,13 @@ def run_weighting_demo(
           numpy=np.__version__,
       ),
   )
-  training_lib.prepare_run_dir(output_dir, config)
-  task = text_classification.prepare_clients(
-      client_data, data_dir=data_dir, seed=loop.seed
-  )
+  with training_lib.prepare_run_dir(output_dir, config, restart=restart,
+                                    data_root=data_dir):
+    task = text_classification.prepare_clients(
+        client_data, data_dir=data_dir, seed=loop.seed
+    )
+    training_lib.check_clients_per_round(loop, len(task.clients))
+  # The run has started: its config and data fingerprint are recorded.
   train_sizes = [c.num_train for c in task.clients]
   num_classes = len(task.label_names)
   logging.info('%s clients: train sizes %s, test sizes %s', client_data.dataset,

@@ -8,6 +8,9 @@ outlive Python and keep a pipe open, so `python train.py | tee log` never ends.
 `WorkerProcess` starts the worker itself, so it owns the process:
 
 *   the worker writes to a log file, never to the caller's inherited pipes;
+    unless `log_path` is given, the file is in a temporary folder
+    (`$TMPDIR/tff_nlp_worker_*`) that is removed when the worker is stopped,
+    and kept only if the worker failed (the error or a warning names it);
 *   the worker is stopped by its pid when the context closes, at interpreter
     exit (`atexit`), and on Linux by the kernel when the Python process dies
     for any reason, SIGKILL included (`PR_SET_PDEATHSIG`);
@@ -24,6 +27,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +37,7 @@ import time
 from typing import Optional, Union
 import weakref
 
+from absl import logging
 import grpc
 import portpicker
 import tensorflow_federated as tff
@@ -138,9 +143,12 @@ class WorkerProcess:
   ):
     self.max_concurrent_computation_calls = max_concurrent_computation_calls
     self.port = port if port is not None else portpicker.pick_unused_port()
+    # A log folder made here is removed when the worker is stopped, unless
+    # the worker failed (then its log is where the error says).
+    self._own_log_dir: Optional[str] = None
     if log_path is None:
-      log_dir = tempfile.mkdtemp(prefix='tff_nlp_worker_')
-      log_path = os.path.join(log_dir, f'worker_{self.port}.log')
+      self._own_log_dir = tempfile.mkdtemp(prefix='tff_nlp_worker_')
+      log_path = os.path.join(self._own_log_dir, f'worker_{self.port}.log')
     self.log_path = log_path
     self.cuda_visible_devices = cuda_visible_devices
     self.gpu_memory_growth = gpu_memory_growth
@@ -200,13 +208,13 @@ class WorkerProcess:
     while not self._stub.is_ready:
       if self._process.poll() is not None:
         code = self._process.returncode
-        self.stop()
+        self.stop(keep_log=True)
         raise WorkerError(
             f'TFF worker exited with code {code} during start-up; log '
             f'{self.log_path}:\n{self.log_tail()}'
         )
       if time.monotonic() > deadline:
-        self.stop()
+        self.stop(keep_log=True)
         raise WorkerError(
             f'TFF worker on {self.address} not ready after '
             f'{self.start_timeout_seconds:.0f}s; log {self.log_path}:\n'
@@ -237,23 +245,47 @@ class WorkerProcess:
       return '(no log)'
     return '\n'.join(lines[-max_lines:])
 
-  def stop(self, timeout_seconds: float = 10.0) -> None:
-    """Stops the worker by its pid: SIGTERM, then SIGKILL. Idempotent."""
+  def stop(self, timeout_seconds: float = 10.0, *,
+           keep_log: bool = False) -> None:
+    """Stops the worker by its pid: SIGTERM, then SIGKILL. Idempotent.
+
+    The log folder this object made (no `log_path` given) is then removed,
+    unless `keep_log` or the worker had exited by itself (it failed): then
+    the log stays at `log_path`, and a warning says where.
+
+    Args:
+      timeout_seconds: How long to wait after SIGTERM before SIGKILL.
+      keep_log: Keep the log (e.g. an error message names it).
+    """
     with self._lock:
       if self._channel is not None:
         self._channel.close()
         self._channel = None
       process = self._process
-      if process is None or process.poll() is not None:
-        _LIVE_WORKERS.discard(self)
-        return
-      process.terminate()
-      try:
-        process.wait(timeout=timeout_seconds)
-      except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+      failed = process is not None and process.poll() is not None
+      if process is not None and not failed:
+        process.terminate()
+        try:
+          process.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+          process.kill()
+          process.wait()
       _LIVE_WORKERS.discard(self)
+      self._remove_own_log_dir(
+          keep=keep_log or failed,
+          reason=(f'TFF worker pid {process.pid} exited with code '
+                  f'{process.returncode} before it was stopped'
+                  if failed else None))
+
+  def _remove_own_log_dir(self, *, keep: bool, reason: Optional[str]) -> None:
+    if self._own_log_dir is None:
+      return
+    if keep:
+      if reason is not None and os.path.exists(self.log_path):
+        logging.warning('%s; its log is kept: %s', reason, self.log_path)
+    else:
+      shutil.rmtree(self._own_log_dir, ignore_errors=True)
+    self._own_log_dir = None
 
 
 class RemoteWorker:

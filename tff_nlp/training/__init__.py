@@ -1,6 +1,7 @@
 """Resumable training loops from `tff.program` pieces, and their records."""
 
 from tff_nlp.training.loop import CHECKPOINT_DIR
+from tff_nlp.training.loop import check_clients_per_round
 from tff_nlp.training.loop import ClientDataFn
 from tff_nlp.training.loop import EvaluateFn
 from tff_nlp.training.loop import LoopConfig
@@ -19,5 +20,9 @@ from tff_nlp.training.release import read_json_lines
 from tff_nlp.training.release import to_json_value
 from tff_nlp.training.release import weights_digest
 from tff_nlp.training.release import write_json
+from tff_nlp.training.run_dir import check_data_fingerprint
 from tff_nlp.training.run_dir import check_output_dir
+from tff_nlp.training.run_dir import data_fingerprint
 from tff_nlp.training.run_dir import prepare_run_dir
+from tff_nlp.training.run_dir import RunDir
+from tff_nlp.training.run_dir import write_data_fingerprint

@@ -295,6 +295,19 @@ def _load_latest_checkpoint(state_manager, root_dir, template, rounds):
   return state, version
 
 
+def check_clients_per_round(config: LoopConfig, num_clients: int) -> None:
+  """Refuses `config.clients_per_round` > `num_clients` (`InputError`).
+
+  `run_training` checks it; an experiment checks it too once it knows its
+  clients, before its run starts (`training.prepare_run_dir`).
+  """
+  if config.clients_per_round > num_clients:
+    raise errors.InputError(
+        f'clients_per_round={config.clients_per_round} is more than the '
+        f'{num_clients} clients of this run; use 1 to {num_clients}, or 0 '
+        'for every client in every round.')
+
+
 def run_training(
     process: tff.learning.templates.LearningProcess,
     *,
@@ -348,11 +361,7 @@ def run_training(
     CheckpointError: If the latest checkpoint cannot be loaded or holds more
       rounds than `config.rounds`.
   """
-  if config.clients_per_round > num_clients:
-    raise errors.InputError(
-        f'clients_per_round={config.clients_per_round} is more than the '
-        f'{num_clients} clients of this run; use 1 to {num_clients}, or 0 '
-        'for every client in every round.')
+  check_clients_per_round(config, num_clients)
   checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
   state_manager = tff.program.FileProgramStateManager(
       checkpoint_dir, prefix=CHECKPOINT_PREFIX, keep_total=3, keep_first=True)
