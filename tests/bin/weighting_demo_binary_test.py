@@ -136,9 +136,9 @@ class WeightingDemoBadInputExecutionTest(parameterized.TestCase,
                     error_lines[0])
     self.assertRegex(error_lines[0], _BAD_INPUT[case][1])
     self.assertNotIn('Traceback', stderr)
-    # Nothing was trained: no weighting's checkpoints.
-    self.assertEqual([p for p in written
-                      if os.path.basename(p) == 'checkpoints'], [])
+    # Nothing was trained, nor left behind (a config.json would refuse the
+    # corrected command as another experiment).
+    self.assertEqual(written, [])
 
   def test_other_experiment_in_output_dir_exits_2(self):
     run_dir = os.path.join(self.create_tempdir().full_path, 'run')

@@ -31,6 +31,7 @@ from tff_nlp.analysis import privacy
 from tff_nlp.baselines import template_retrieval
 from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.data import text2sql as text2sql_data
+from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import text2sql as experiment
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql_report
@@ -698,6 +699,47 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
           training=text2sql_task.TrainingConfig(**training_kwargs),
           loop=_LOOP, aggregation=config)
     assert not tmp_path.exists()
+
+  def test_benchmark_run_refused_for_its_data_leaves_no_run_behind(self):
+    # A data file the benchmark's run cannot read: refused before it
+    # starts, leaving no run directory (no config.json that a corrected
+    # call would find), then the corrected data is read and recorded.
+    root = pathlib.Path(self.create_tempdir().full_path)
+    data_dir = root / 'data'
+    shutil.copytree(
+        pathlib.Path(text2sql_source.find_text2sql_dir()),
+        data_dir / 'text2sql')
+    good = (data_dir / 'text2sql' / 'imdb.json').read_bytes()
+    (data_dir / 'text2sql' / 'imdb.json').write_text('[{')
+    output_dir = root / 'bench'
+    settings = text2sql_benchmark.RunSettings(
+        data=_DATA, model=_MODEL, loop=_LOOP,
+        training=text2sql_task.TrainingConfig(
+            local_epochs=text2sql_task.PerClient(1),
+            batch_sizes=text2sql_task.PerClient(4)))
+    method = ('federated', 'fedavg', 'uniform')
+    with self.assertRaisesRegex(errors.InputError, 'imdb.json'):
+      text2sql_benchmark.collect_runs(
+          settings, data_dir=str(data_dir), output_dir=str(output_dir),
+          methods=[method])
+    assert not output_dir.exists()
+    # The corrected data: the run starts (stopped here once it has, after
+    # recording the files it read).
+    (data_dir / 'text2sql' / 'imdb.json').write_bytes(good)
+
+    class Started(Exception):
+      pass
+
+    with mock.patch.object(training, 'run_training',
+                           side_effect=Started), self.assertRaises(Started):
+      text2sql_benchmark.collect_runs(
+          settings, data_dir=str(data_dir), output_dir=str(output_dir),
+          methods=[method])
+    run_dir, = (output_dir / 'runs').iterdir()
+    with open(run_dir / 'data_fingerprint.json') as f:
+      assert sorted(json.load(f)['files']) == [
+          f'text2sql/{c}{suffix}' for c in sorted(_CLIENTS)
+          for suffix in ('-schema.csv', '.json')]
 
   def test_vocab_slicing_needs_fedavg_uniform(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)

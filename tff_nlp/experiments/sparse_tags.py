@@ -472,7 +472,8 @@ def run_sparse_tags(
     methods: Sequence[str] = METHODS,
     restart: bool = False,
 ) -> collections.OrderedDict:
-  """Runs every method on the same task and writes the comparison.
+  """Runs every method on the same task, writes the comparison and prints
+  its table.
 
   Args:
     data_dir: The `shared/data` folder; None finds it.
@@ -554,4 +555,5 @@ def run_sparse_tags(
         f'precision/recall@k (%) after the last round:\n\n'
         + results_table(results, training.k_values) + '\n')
   write_plot(results, os.path.join(output_dir, PLOT_FILE))
+  print(results_table(results, training.k_values))
   return summary

@@ -281,7 +281,8 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
               methods: Sequence[str] = sparse_tags.METHODS,
               report_only: bool = False,
               restart: bool = False) -> collections.OrderedDict:
-  """`run_sparse_tags` once per seed, then the summary over seeds.
+  """`run_sparse_tags` once per seed, then the summary over seeds (written
+  and its table printed).
 
   Args:
     data_dir: The `shared/data` folder; None finds it.
@@ -330,6 +331,8 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
             f'`seed_<s>/`.\n\n'
             + summary_table(summary, training.k_values) + '\n')
   write_plot(summary, os.path.join(output_dir, SUMMARY_PLOT_FILE))
+  print(f'Means over seeds {", ".join(map(str, per_seed))}:\n\n'
+        + summary_table(summary, training.k_values))
   return summary
 
 
