@@ -10,13 +10,14 @@ requirement files and `VENV` pointing there, so nothing of the checkout's
 `.venv` is read or touched; the version check fails before anything is made.
 """
 
-import glob
 import os
 import shutil
 import stat
 import subprocess
 
 from absl.testing import absltest
+
+from tests import other_pythons
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,26 +27,6 @@ _FAKE_PYTHON = """#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Python 3.12.3"; exit 0; fi
 exit 1
 """
-
-
-def _python_3_12():
-  """A real CPython 3.12 or newer on this machine, or None."""
-  candidates = [shutil.which(f'python3.{minor}') for minor in (12, 13, 14)]
-  candidates += ['/usr/bin/python3']
-  candidates += sorted(glob.glob(os.path.expanduser(
-      '~/.pyenv/versions/3.1[2-9]*/bin/python3')))
-  for path in candidates:
-    if not path or not os.path.isfile(path):
-      continue
-    try:
-      result = subprocess.run(
-          [path, '-c', 'import sys; print(sys.version_info >= (3, 12))'],
-          capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-      continue
-    if result.returncode == 0 and result.stdout.strip() == 'True':
-      return path
-  return None
 
 
 class PythonVersionMessageTest(absltest.TestCase):
@@ -98,7 +79,7 @@ class PythonVersionMessageTest(absltest.TestCase):
     self._assert_says_how_to_get_3_11(output, 'venv')
 
   def test_a_real_python_3_12(self):
-    python = _python_3_12()
+    python = other_pythons.python_3_12_or_newer()
     if python is None:
       self.skipTest('no CPython >= 3.12 on this machine (the fake one of '
                     'test_a_python_3_12_gets_the_ways_to_a_3_11 stands in)')

@@ -42,6 +42,7 @@ import nbformat
 from tornado import httpclient
 from tornado import websocket
 
+from tests import other_pythons
 from tff_nlp.data import data_root
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -377,30 +378,6 @@ def _setup_cell(path: str) -> str:
   return cells[0].source
 
 
-def _unsupported_pythons() -> dict[tuple[int, int], str]:
-  """Real interpreters on this machine outside 3.9-3.11, one per version."""
-  candidates = [shutil.which(f'python3.{minor}')
-                for minor in (6, 7, 8, 12, 13, 14)]
-  candidates += ['/usr/bin/python3', '/usr/local/bin/python3']
-  candidates += sorted(glob.glob(os.path.expanduser(
-      '~/.pyenv/versions/*/bin/python3')))
-  found = {}
-  for path in candidates:
-    if not path or not os.path.isfile(path):
-      continue
-    try:
-      result = subprocess.run(
-          [path, '-c', 'import sys; print(*sys.version_info[:2])'],
-          capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-      continue
-    if result.returncode == 0:
-      version = tuple(int(v) for v in result.stdout.split())
-      if version[0] == 3 and not (3, 9) <= version <= (3, 11):
-        found.setdefault(version, path)
-  return found
-
-
 class SetupCellTest(parameterized.TestCase):
 
   def _run_cell(self, notebook, *, python=sys.executable, version='real',
@@ -467,7 +444,7 @@ class SetupCellTest(parameterized.TestCase):
         self._assert_routes(stdout, error, calls, notebook, shown)
 
   def test_prints_the_ways_to_run_it_on_real_other_pythons(self):
-    pythons = _unsupported_pythons()
+    pythons = other_pythons.unsupported_pythons()
     if not pythons:
       self.skipTest('no Python outside 3.9-3.11 on this machine; '
                     'test_prints_the_ways_to_run_it_on_another_python fakes '
