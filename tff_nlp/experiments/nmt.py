@@ -444,11 +444,6 @@ def run_nmt(
   experiment = collections.OrderedDict(data=data, seed=first)
   if corpus != nmt_data.NMT_SUBDIR:
     experiment['corpus'] = corpus
-  for spec in engines:
-    if spec.kind in nmt_engines.ONE_DOMAIN and spec.domain not in data.domains:
-      raise errors.InputError(
-          f'--engines: {spec.kind}:{spec.domain}: not one of the domains '
-          f'{list(data.domains)}.')
   with training_lib.prepare_run_dir(
       output_dir, collections.OrderedDict(experiment=experiment),
       restart=restart, data_root=os.path.dirname(folder)) as run:
@@ -458,6 +453,12 @@ def run_nmt(
     task = nmt_task.prepare_task(
         data, data_dir=folder, seed=first,
         tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR))
+    for spec in engines:
+      if (spec.kind in nmt_engines.ONE_DOMAIN
+          and spec.domain not in data.domains):
+        raise errors.InputError(
+            f'--engines: {spec.kind}:{spec.domain}: not one of the domains '
+            f'{list(data.domains)}.')
   # The run has started: its config and data fingerprint are recorded.
   model = nmt_task.model_config(model, task, data)
   generic = EngineSpec('generic')
