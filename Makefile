@@ -50,6 +50,9 @@ $(STAMP): requirements.txt requirements-tff.txt pyproject.toml
 	"$(PY)" -m pip install --quiet -r requirements.txt
 	"$(PY)" -m pip install --quiet --no-deps -r requirements-tff.txt
 	"$(PY)" -m pip install --quiet --no-deps --no-build-isolation -e .
+	@# The library that keeps TFF's workers on 127.0.0.1 (README, Security);
+	@# without a C compiler, runs say so and their workers listen everywhere.
+	@"$(PY)" tff_nlp/runtime/bind_address.py || true
 	@touch "$(STAMP)"
 
 # Two pytest workers (pytest-xdist), a test file each at a time: the suite

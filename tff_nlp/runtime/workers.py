@@ -42,6 +42,8 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 
+from tff_nlp.runtime import bind_address as bind_address_lib
+
 # gRPC limits of TFF's own local factory: model weights can be large.
 _GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
 _GRPC_OPTIONS = (
@@ -80,14 +82,22 @@ def worker_command(
     gpu_memory_growth: bool = False,
     malloc_arena_max: int = 0,
     malloc_mmap_threshold: int = 0,
+    bind_address: Optional[str] = bind_address_lib.LOOPBACK,
 ) -> tuple[list[str], dict[str, str]]:
-  """The argv and environment of a TFF worker (see `WorkerProcess`)."""
+  """The argv and environment of a TFF worker (see `WorkerProcess`).
+
+  `bind_address` is the one address it listens on (`runtime.bind_address`:
+  TFF's worker would listen on every interface); None or a wildcard (0.0.0.0,
+  ::): every interface.
+  """
   argv = [
       worker_binary_path(),
       f'--port={port}',
       f'--max_concurrent_computation_calls={max_concurrent_computation_calls}',
   ]
   env = dict(os.environ)
+  env.pop(bind_address_lib.ADDRESS_ENV_VAR, None)
+  env.update(bind_address_lib.worker_environment(bind_address))
   if cuda_visible_devices is not None:
     env['CUDA_VISIBLE_DEVICES'] = cuda_visible_devices
   if gpu_memory_growth:
@@ -221,7 +231,28 @@ class WorkerProcess:
             f'{self.log_tail()}'
         )
       time.sleep(0.05)
+    self._check_listening_on_loopback()
     return self
+
+  def _check_listening_on_loopback(self) -> None:
+    """Warns if the kernel shows the worker listening beyond 127.0.0.1.
+
+    Once per start (a few /proc reads), so a preload library that did not
+    take (e.g. a changed worker binary) is said, not assumed.
+    """
+    if not bind_address_lib.library_available():
+      return  # Already said once (`bind_address.worker_environment`).
+    try:
+      listening = bind_address_lib.listening_addresses(self._process.pid)
+    except OSError:  # Not Linux, or /proc unreadable: nothing to check.
+      return
+    exposed = [f'{a}:{p}' for a, p in listening
+               if a != bind_address_lib.LOOPBACK]
+    if exposed:
+      bind_address_lib.warn_once(
+          f'TFF worker pid {self._process.pid} listens on {exposed}, not '
+          f'only on {bind_address_lib.LOOPBACK}: anyone who can reach it '
+          'can run code as this user.')
 
   def is_running(self) -> bool:
     return self._process is not None and self._process.poll() is None
