@@ -177,11 +177,37 @@ class PrepareRunDirExecutionTest(tf.test.TestCase, parameterized.TestCase):
     _write(os.path.join(output_dir, 'metrics.jsonl'), '{"round": 1}\n')
     run = run_dir.prepare_run_dir(output_dir, _config(seed=4), restart=True)
     self.assertFalse(run.resumed)
-    self.assertEqual(os.listdir(output_dir), [])
+    # Set aside until the new run starts.
+    self.assertEqual(os.listdir(output_dir), ['.replaced_run'])
     with run:
       pass
     with open(os.path.join(output_dir, 'config.json')) as f:
       self.assertEqual(json.load(f)['experiment']['seed'], 4)
+    self.assertCountEqual(os.listdir(output_dir),
+                          ['config.json', 'data_fingerprint.json'])
+
+  def test_a_refused_restart_keeps_the_old_run(self):
+    # `--restart` with a typo: the new run is refused before it starts, and
+    # the old run is still there, byte for byte, to resume.
+    output_dir = self._tmp()
+    _start(output_dir, _config(seed=3))
+    _write(os.path.join(output_dir, 'metrics.jsonl'), '{"round": 1}\n')
+    def contents():
+      found = {}
+      for folder, _, names in os.walk(output_dir):
+        for name in names:
+          path = os.path.join(folder, name)
+          found[os.path.relpath(path, output_dir)] = _read(path)
+        found[os.path.relpath(folder, output_dir) + '/'] = None
+      return found
+    before = contents()
+    with self.assertRaisesRegex(errors.InputError, 'typo'):
+      with run_dir.prepare_run_dir(output_dir, _config(seed=4), restart=True):
+        _write(os.path.join(output_dir, 'tokenizer.json'), '{}')
+        raise errors.InputError('a typo')
+    self.assertEqual(contents(), before)
+    self.assertTrue(run_dir.prepare_run_dir(output_dir, _config(seed=3))
+                    .resumed)
 
   def test_directory_that_cannot_be_created_is_reported(self):
     blocker = os.path.join(self._tmp(), 'a_file')

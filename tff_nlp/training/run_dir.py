@@ -45,6 +45,8 @@ DATA_FINGERPRINT_FILE = 'data_fingerprint.json'
 _RECORD_FILES = frozenset(
     name + suffix for name in (CONFIG_FILE, DATA_FINGERPRINT_FILE)
     for suffix in ('', '.tmp'))
+# Where `--restart` sets the old run aside until the new one starts.
+_REPLACED_RUN_DIR = '.replaced_run'
 # The changed files a refusal lists at most.
 _MAX_LISTED_CHANGES = 5
 # The key of `config.json` whose value must match for a run to be resumed.
@@ -271,7 +273,8 @@ class RunDir:
 
   def __init__(self, path: str, config: Mapping[str, Any], *, resumed: bool,
                data_root: Optional[str], created: Optional[str],
-               entries_before: frozenset[str]):
+               entries_before: frozenset[str],
+               replaced: Optional[str] = None):
     self.path = path
     self.config = config
     self.resumed = resumed
@@ -280,6 +283,7 @@ class RunDir:
     self.data_files = None
     self._created = created
     self._entries_before = entries_before
+    self._replaced = replaced
     self._recording = None
     self._reads = {}
 
@@ -322,6 +326,9 @@ class RunDir:
     write_data_fingerprint(self.path, fingerprint)
     self.data_files = fingerprint
     self.started = True
+    if self._replaced is not None:  # --restart: the old run goes now.
+      _remove(self._replaced)
+      self._replaced = None
 
   def discard(self) -> None:
     """Removes what this attempt wrote, if the directory held no run."""
@@ -329,6 +336,13 @@ class RunDir:
       return
     for name in sorted(set(os.listdir(self.path)) - self._entries_before):
       _remove(os.path.join(self.path, name))
+    if self._replaced is not None:  # A refused --restart keeps the old run.
+      for name in os.listdir(self._replaced):
+        os.rename(os.path.join(self._replaced, name),
+                  os.path.join(self.path, name))
+      os.rmdir(self._replaced)
+      self._replaced = None
+      return
     if self._created is None:
       return
     # The folders `prepare_run_dir` made, innermost first, while empty.
@@ -357,8 +371,9 @@ def prepare_run_dir(output_dir: str, config: Mapping[str, Any], *,
     config: The run's configuration; `config['experiment']` must match that
       of an existing run in `output_dir`, the rest (e.g. the number of
       rounds, runtime settings) may change between invocations.
-    restart: Remove the run `output_dir` holds (every file in it, if it has a
-      `config.json`) and start over.
+    restart: Start over: the run `output_dir` holds (every file in it, if
+      it has a `config.json`) is set aside and removed when the new run
+      starts, or put back if the new run is refused.
     data_root: The data folder the data fingerprint's names are relative to
       (see `data_fingerprint`); None: the `shared/data` folder.
 
@@ -379,12 +394,21 @@ def prepare_run_dir(output_dir: str, config: Mapping[str, Any], *,
   check_output_dir(output_dir)
 
   path = os.path.join(output_dir, CONFIG_FILE)
+  replaced = None
   if restart and os.path.exists(path):
+    # Set aside, not deleted: if the new run is refused (a typo, a bad data
+    # file), `RunDir.discard` puts the old run back; `RunDir.start` deletes
+    # it once the new run has started.
     names = sorted(os.listdir(output_dir))
-    logging.warning('%s: restart: removing the run it holds (%s).',
-                    output_dir, ', '.join(names))
+    replaced = os.path.join(output_dir, _REPLACED_RUN_DIR)
+    if os.path.exists(replaced):  # Left by a process killed meanwhile.
+      _remove(replaced)
+      names.remove(_REPLACED_RUN_DIR)
+    logging.warning('%s: restart: the run it holds (%s) is removed when the '
+                    'new run starts.', output_dir, ', '.join(names))
+    os.mkdir(replaced)
     for name in names:
-      _remove(os.path.join(output_dir, name))
+      os.rename(os.path.join(output_dir, name), os.path.join(replaced, name))
   # A directory with nothing but a config has no run to resume.
   resumed = os.path.exists(path) and not _only_record(output_dir)
   if resumed:
@@ -404,4 +428,5 @@ def prepare_run_dir(output_dir: str, config: Mapping[str, Any], *,
           f'({"; ".join(diffs)}). {_START_OVER}')
   return RunDir(output_dir, config, resumed=resumed, data_root=data_root,
                 created=created,
-                entries_before=frozenset(os.listdir(output_dir)))
+                entries_before=frozenset(os.listdir(output_dir)),
+                replaced=replaced)
