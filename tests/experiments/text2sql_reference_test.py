@@ -151,3 +151,32 @@ class CompareTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class WhatTheModelSawTest(tf.test.TestCase):
+
+  def test_section_from_a_runs_record(self):
+    from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
+    run_dir = self.create_tempdir().full_path
+    with open(os.path.join(run_dir, 'results.json'), 'w') as f:
+      json.dump({
+          'config': {'experiment': {'data': {
+              'with_values': True, 'max_eval_examples': 0,
+              'max_train_examples': {'default': 200, 'overrides': []}}}},
+          'examples': {'atis': {'train': 200, 'dev': 5, 'test': 447}},
+          'truncated': {'atis': {'train': {'sources': 0, 'targets': 3},
+                                 'test': {'sources': 447, 'targets': 0}}},
+          'template_coverage': {'atis': {'covered': 306, 'total': 447}},
+      }, f)
+    section = text2sql_summary_markdown.what_the_model_saw(run_dir)
+    self.assertStartsWith(section, '## What the model saw\n')
+    self.assertIn('**Training data:** atis 200 examples per client (capped '
+                  'by `max_train_examples`).', section)
+    self.assertIn('**Truncation:** atis train 0 inputs / 3 targets; atis '
+                  'test 447 inputs / 0 targets.', section)
+    # 447 - 306 = 141 can never be right.
+    self.assertIn('atis 141 of 447', section)
+    self.assertIn(text2sql_summary_markdown.VERDICT_RULE, section)
+    self.assertIn("does not say what data it used",
+                  text2sql_summary_markdown.what_the_model_saw(
+                      self.create_tempdir().full_path))

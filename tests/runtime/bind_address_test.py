@@ -13,24 +13,13 @@ import time
 from unittest import mock
 
 from absl.testing import parameterized
-import numpy as np
 import portpicker
 import tensorflow as tf
-import tensorflow_federated as tff
 
+from tests.runtime import computations
 from tff_nlp import runtime
 from tff_nlp.runtime import bind_address
 from tff_nlp.runtime import workers
-
-
-@tff.tensorflow.computation(np.float32)
-def _add_one(x):
-  return x + 1.0
-
-
-@tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
-def _sum_plus_one(x):
-  return tff.federated_sum(tff.federated_map(_add_one, x))
 
 
 def _wait_listening(pid, timeout=60.0):
@@ -88,7 +77,7 @@ class LocalWorkersTest(tf.test.TestCase, parameterized.TestCase):
                   lambda: runtime.multi_worker_context(num_workers=2))
     with context_fn() as context:
       # 2 + 3 + 4, computed on the workers.
-      self.assertEqual(_sum_plus_one([1.0, 2.0, 3.0]), 9.0)
+      self.assertEqual(computations.sum_plus_one([1.0, 2.0, 3.0]), 9.0)
       self.assertLen(context.workers, num_workers)
       for worker in context.workers:
         self.assertEqual(bind_address.listening_addresses(worker.pid),
@@ -107,7 +96,7 @@ class LocalWorkersTest(tf.test.TestCase, parameterized.TestCase):
         _, env = workers.worker_command(portpicker.pick_unused_port())
         self.assertNotIn(bind_address.ADDRESS_ENV_VAR, env)
       with runtime.local_cpp_context() as context:
-        self.assertEqual(_sum_plus_one([1.0]), 2.0)
+        self.assertEqual(computations.sum_plus_one([1.0]), 2.0)
         # TFF's own behaviour: every interface.
         self.assertEqual(bind_address.listening_addresses(context.worker.pid),
                          [('::', context.worker.port)])
@@ -165,7 +154,7 @@ class TffWorkerBindAddressTest(tf.test.TestCase, parameterized.TestCase):
     _wait_listening(process.pid)
     with runtime.multi_worker_context(
         worker_addresses=[f'127.0.0.2:{port}']):
-      self.assertEqual(_sum_plus_one([1.0, 2.0]), 5.0)  # 2 + 3
+      self.assertEqual(computations.sum_plus_one([1.0, 2.0]), 5.0)  # 2 + 3
 
   def test_a_bad_address_is_refused(self):
     process, _ = self._start('--bind_address=localhost')

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests.runtime import computations
 from tff_nlp import runtime
 from tff_nlp.runtime import flags as runtime_flags
 
@@ -125,16 +126,6 @@ class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(_worker_log_folders(tmpdir), expected_log_folders)
 
 
-@tff.tensorflow.computation(np.float32)
-def _add_one(x):
-  return x + 1.0
-
-
-@tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
-def _sum_plus_one(x):
-  return tff.federated_sum(tff.federated_map(_add_one, x))
-
-
 def _proc_cmdline(pid):
   with open(f'/proc/{pid}/cmdline', 'rb') as f:
     return f.read().decode().split('\0')
@@ -155,7 +146,7 @@ class LocalCppContextExecutionTest(tf.test.TestCase):
         log_dir=log_dir,
     ) as context:
       pid = context.worker.pid
-      self.assertEqual(_sum_plus_one([1.0, 2.0, 3.0]), 9.0)  # 2 + 3 + 4
+      self.assertEqual(computations.sum_plus_one([1.0, 2.0, 3.0]), 9.0)  # 2 + 3 + 4
       self.assertIn('--max_concurrent_computation_calls=3', _proc_cmdline(pid))
       self.assertIn('CUDA_VISIBLE_DEVICES=', _proc_environ(pid))
       self.assertIn(pid, runtime.owned_worker_pids())
@@ -174,17 +165,17 @@ class LocalCppContextExecutionTest(tf.test.TestCase):
 
   def test_dead_worker_is_a_clear_error(self):
     with runtime.local_cpp_context() as context:
-      self.assertEqual(_sum_plus_one([1.0]), 2.0)
+      self.assertEqual(computations.sum_plus_one([1.0]), 2.0)
       os.kill(context.worker.pid, signal.SIGKILL)
       context.worker._process.wait()  # pylint: disable=protected-access
       with self.assertRaisesRegex(runtime.WorkerError, 'exited with code -9'):
-        _sum_plus_one([1.0])
+        computations.sum_plus_one([1.0])
 
   def test_log_folder_is_removed_when_the_context_exits(self):
     tmpdir = self.create_tempdir().full_path
     with mock.patch.object(tempfile, 'tempdir', tmpdir):
       with runtime.local_cpp_context() as context:
-        self.assertEqual(_sum_plus_one([1.0]), 2.0)
+        self.assertEqual(computations.sum_plus_one([1.0]), 2.0)
         log_path = context.worker.log_path
         self.assertStartsWith(log_path,
                               os.path.join(tmpdir, 'tff_nlp_worker_'))
@@ -199,7 +190,7 @@ class LocalCppContextExecutionTest(tf.test.TestCase):
         os.kill(context.worker.pid, signal.SIGKILL)
         context.worker._process.wait()  # pylint: disable=protected-access
         with self.assertRaisesRegex(runtime.WorkerError, re.escape(log_path)):
-          _sum_plus_one([1.0])
+          computations.sum_plus_one([1.0])
     self.assertTrue(os.path.isfile(log_path))
     self.assertLen(_worker_log_folders(tmpdir), 1)
 

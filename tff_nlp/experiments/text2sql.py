@@ -51,6 +51,7 @@ from tff_nlp.algorithms import vocab_sliced
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from tff_nlp.experiments import text2sql_start
+from tff_nlp.experiments import text2sql_summary_markdown
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
@@ -420,8 +421,10 @@ def run_text2sql(
       best_rounds=best_rounds,
       token_accuracy_of=('the gold template (template accuracy)'
                          if templates else 'the gold SQL, teacher-forced'))
+  title, rest = report.split('\n', 1)
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
-    f.write(report)
+    f.write(f'{title}\n\n'
+            + text2sql_summary_markdown.what_the_model_saw(output_dir) + rest)
   write_plots(unit_records, output_dir, federated=training.paradigm ==
               'federated', clients=task.clients)
   # The Table 2 rows only: the benchmark and the demo print one per run.

@@ -10,11 +10,73 @@ come in as fractions.
 """
 
 from collections.abc import Mapping, Sequence
+import json
 import os
 from typing import Any, Optional
 
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
+
+
+# The one rule every verdict of this report follows.
+VERDICT_RULE = (
+    'Verdict rule: a difference is "higher" only when its 95 % interval '
+    'excludes 0, and "no difference" when the interval contains 0; each '
+    'interval (bootstrap over test examples, over examples and seeds, t over '
+    'paired seeds) gets its own verdict.')
+
+
+def what_the_model_saw(run_dir: Optional[str]) -> str:
+  """The section `results.md` opens with: data used, truncation, test set,
+  protocol and the verdict rule, read from a run's `results.json`."""
+  lines = ['## What the model saw\n']
+  try:
+    with open(os.path.join(run_dir, 'results.json'), encoding='utf-8') as f:
+      run = json.load(f)
+    data = run['config']['experiment']['data']
+    examples = run['examples']
+    run['truncated']  # pylint: disable=pointless-statement
+  except (OSError, TypeError, ValueError, KeyError):
+    # E.g. a run recorded by an older version: only the rule can be said.
+    run = None
+    lines.append('* The run\'s record does not say what data it used.')
+  if run:
+    lines.append(
+        '* **Training data:** ' + ', '.join(
+            f'{c} {v["train"]}' for c, v in examples.items())
+        + ' examples per client'
+        + ('' if not data['max_train_examples']['default']
+           and not data['max_train_examples']['overrides']
+           else ' (capped by `max_train_examples`)') + '.')
+    cut = [f'{c} {split} {v["sources"]} inputs / {v["targets"]} targets'
+           for c, splits in run['truncated'].items()
+           for split, v in splits.items() if v['sources'] or v['targets']]
+    lines.append('* **Truncation:** ' + (
+        '; '.join(cut) if cut else
+        'none: no input or target of any split was cut') + '.')
+    coverage = run.get('template_coverage')
+    if coverage:
+      lines.append(
+          '* **Test questions that can never be right** (gold SQL template '
+          'not among the template parser\'s classes): ' + ', '.join(
+              f'{c} {v["total"] - v["covered"]} of {v["total"]}'
+              for c, v in coverage.items()) + '.')
+    lines.append(
+        '* **Test set:** every client\'s test split as the run scored it '
+        '(counts above; `max_eval_examples` '
+        f'{data["max_eval_examples"] or "0: the whole split"}).')
+    lines.append(
+        '* **Protocol:** question ' + ('with values -> SQL with values'
+                                       if data['with_values'] else
+                                       'with anonymised variables -> SQL '
+                                       'with variables, values filled in '
+                                       'before scoring')
+        + ('; the template parser fills its template from the question\'s '
+           'annotated variables, which for some questions include values '
+           'the question does not state (issue 65)'
+           if coverage else '') + '.')
+  lines.append(f'* {VERDICT_RULE}\n')
+  return '\n'.join(lines) + '\n'
 
 
 def report_markdown(report, read, *, table, token_table, tokens, clients,
@@ -34,7 +96,8 @@ def report_markdown(report, read, *, table, token_table, tokens, clients,
     output_dir: The benchmark directory (run directories are shown relative
       to it).
   """
-  parts = ['# Federated text-to-SQL: test exact match (%)\n']
+  parts = ['# Federated text-to-SQL: test exact match (%)\n',
+           what_the_model_saw(first.run_dir)]
   if report.get('federated_aggregation'):
     settings = ', '.join(f'`{k}={v}`'
                          for k, v in report['federated_aggregation'].items())
