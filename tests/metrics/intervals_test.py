@@ -259,6 +259,32 @@ class VerdictExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(
         intervals.verdict(intervals.Interval(*interval), **names), expected)
 
+  # The one rule of every page: both intervals exclude 0 on the same side.
+  @parameterized.named_parameters(
+      ('both_above', (0.1, 0.4), (0.05, 0.3), 'SIT higher'),
+      ('both_below', (-0.60, -0.37), (-0.5, -0.1), 'FedSeIT higher'),
+      # The FCL case of issue 65: the seed interval excludes 0, the
+      # bootstrap does not: no difference (not "SIT lower").
+      ('seed_only', (-0.60, -0.37), (-0.5, 0.1), 'no difference'),
+      ('bootstrap_only', (-0.2, 0.3), (0.1, 0.2), 'no difference'),
+      ('opposite_sides', (0.1, 0.2), (-0.3, -0.1), 'no difference'),
+      ('touching_zero', (0.0, 0.2), (0.1, 0.2), 'no difference'),
+      ('one_seed_bootstrap_excludes', None, (0.1, 0.2), 'undetermined'),
+      ('one_seed_nan_bounds', (float('nan'), float('nan')), (0.1, 0.2),
+       'undetermined'),
+      ('one_seed_bootstrap_contains', None, (-0.1, 0.2), 'no difference'),
+      ('nothing_defined', None, None, 'undetermined'),
+      ('three_tuples', (0.2, 0.1, 0.3), (0.2, 0.15, 0.25), 'SIT higher'),
+  )
+  def test_comparison_verdict(self, seed, bootstrap, expected):
+    self.assertEqual(
+        intervals.comparison_verdict(seed, bootstrap, 'SIT', 'FedSeIT'),
+        expected)
+
+  def test_rule_text_names_both_intervals(self):
+    self.assertIn('both of its 95 % intervals exclude 0',
+                  intervals.VERDICT_RULE)
+
 
 class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
   """The vectorised bootstrap against `_reference` with the same draws."""

@@ -244,6 +244,58 @@ def verdict(interval: Union[Interval, Sequence[float]], a: str = 'A',
   return NO_DIFFERENCE
 
 
+# The one verdict rule of every results page (`docs/results/README.md`
+# states it; `comparison_verdict` applies it).
+VERDICT_RULE = (
+    'Verdict rule (every page): a difference A - B is called ("A higher" or '
+    '"B higher") only when both of its 95 % intervals exclude 0 on the same '
+    'side: the Student-t interval over paired seeds (training randomness) '
+    'and the paired bootstrap over test examples (test-set sampling). '
+    'Otherwise it is "no difference". With fewer than two paired seeds no '
+    'difference is called: "undetermined" if the bootstrap interval excludes '
+    '0, else "no difference".')
+
+
+def comparison_verdict(seed: Union[Interval, Sequence[float], None],
+                       bootstrap: Union[Interval, Sequence[float], None],
+                       a: str = 'A', b: str = 'B') -> str:
+  """`VERDICT_RULE`: the verdict of A - B from its two intervals.
+
+  Args:
+    seed: (estimate, low, high) of the Student-t interval over paired seeds,
+      or (low, high), or None (fewer than two paired seeds); NaN bounds count
+      as undefined.
+    bootstrap: The same for the paired bootstrap over test examples.
+    a: Name of method A in the verdict.
+    b: Name of method B.
+
+  Returns:
+    f'{a} higher' or f'{b} higher' when both intervals are defined and
+    exclude 0 on that side; UNDETERMINED when the seed interval is undefined
+    and the bootstrap interval (defined) excludes 0, or the reverse, or
+    both are undefined; else NO_DIFFERENCE.
+  """
+  readings = [verdict(_as_interval(x), a, b) for x in (seed, bootstrap)]
+  if readings == [UNDETERMINED, UNDETERMINED]:
+    return UNDETERMINED
+  called = [r for r in readings if r not in (NO_DIFFERENCE, UNDETERMINED)]
+  if NO_DIFFERENCE in readings or len(set(called)) > 1:
+    return NO_DIFFERENCE
+  if UNDETERMINED in readings:
+    return UNDETERMINED if called else NO_DIFFERENCE
+  return called[0]
+
+
+def _as_interval(x) -> Interval:
+  """An `Interval` of (estimate, low, high), (low, high) or None."""
+  if x is None:
+    return Interval(math.nan, math.nan, math.nan)
+  x = tuple(math.nan if v is None else float(v) for v in x)
+  if len(x) == 2:
+    return Interval(math.nan, *x)
+  return Interval(*x)
+
+
 @dataclasses.dataclass(frozen=True)
 class AccuracyIntervals:
   """Bootstrap intervals of MacroAvg, MicroAvg and every client's accuracy.
