@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo notebook notebook-venv colab-runtime pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-demo-seeds bench-peft bench-peft-embedding bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
+.PHONY: venv test demo notebook notebook-venv colab-runtime pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-text2sql-templates-oracle bench-demo-seeds bench-peft bench-peft-embedding bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench  - run every benchmark (hours; not part of tests)"
 	@echo "make bench-text2sql - the Lorar paper's Table 2 on CPU (hours; resumable)"
 	@echo "make bench-text2sql-templates - Table 2 with the template parser, 3 seeds (about 2 hours; resumable)"
+	@echo "make bench-text2sql-templates-oracle - the same with annotated values (oracle entities): the runs archived before issue 65, report only"
 	@echo "make bench-demo-seeds - the demo preset (FedAvg vs FedAvg + Lorar, 8 rounds) over 3 seeds (about 10 minutes; resumable)"
 	@echo "make bench-sparse-tags - partial models vs dense FedAvg on TREC-50 tags, 3 seeds (30-75 min)"
 	@echo "make bench-peft - full fine-tuning vs LoRA r = 4, 8, 16 from the make pretrain model, and from scratch, on the text-to-SQL clients, 3 seeds (many hours; resumable)"
@@ -274,6 +275,24 @@ bench-text2sql-templates: $(STAMP)
 	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.json \
 	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/*.png docs/results/text2sql_templates/
 
+# The same runs' oracle-entities setting: templates filled with every value
+# annotated on the question, including values it never states (the only
+# filling before issue 65; its runs are the ones archived before it, so this
+# trains nothing on a checkout that has them). Report only, in
+# docs/results/text2sql_templates_oracle/.
+TEXT2SQL_TEMPLATES_ORACLE_DIR ?= runs/text2sql_templates_oracle
+bench-text2sql-templates-oracle: $(STAMP)
+	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
+	  --flagfile=tff_nlp/bin/flags/train_text2sql.templates.flags \
+	  --template_values=annotated \
+	  --output_dir=$(TEXT2SQL_TEMPLATES_ORACLE_DIR) --progress=off \
+	  --methods=$(TEXT2SQL_TEMPLATES_METHODS) --single_seed_methods= \
+	  --archive_dir=docs/results/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
+	mkdir -p docs/results/text2sql_templates_oracle
+	cp $(TEXT2SQL_TEMPLATES_ORACLE_DIR)/results.md \
+	  $(TEXT2SQL_TEMPLATES_ORACLE_DIR)/results.json \
+	  docs/results/text2sql_templates_oracle/
+
 # How the demo preset measures over 3 seeds (make demo runs seed 0 only):
 # FedAvg vs FedAvg + Lorar, train_text2sql.demo.flags, seeds 0, 1, 2, about
 # 1-2 minutes a run; resumable, runs archived in docs/results/text2sql_demo/runs
@@ -388,6 +407,9 @@ bench-nmt: $(STAMP)
 # train_fcl starts a fresh TFF worker for every dataset and seed: one worker
 # for all 63 main runs grew past 8 GB even with capped malloc arenas.
 FCL_BENCH_DIR ?= runs/fcl_cpu5
+# Extra flags of every train_fcl run; `make bench-fcl FCL_FLAGS=--report_only`
+# trains nothing and writes every report again from the archived runs.
+FCL_FLAGS ?=
 comma := ,
 empty :=
 space := $(empty) $(empty)
@@ -402,7 +424,7 @@ bench-fcl: $(STAMP)
 	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs
 	status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
 	  --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
-	  --output_dir=$(FCL_BENCH_DIR) || status=$$?; \
+	  --output_dir=$(FCL_BENCH_DIR) $(FCL_FLAGS) || status=$$?; \
 	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
 	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs; \
 	test $$status = 0
@@ -414,7 +436,7 @@ bench-fcl: $(STAMP)
 	  status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
 	    --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
 	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra \
-	    || status=$$?; \
+	    $(FCL_FLAGS) || status=$$?; \
 	  "$(PY)" -m tff_nlp.bin.run_archive --action=save \
 	    --archive_dir=bench/archive/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \

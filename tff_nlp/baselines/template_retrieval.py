@@ -21,19 +21,24 @@ Precisely:
   without any training word has cosine 0 with every training question and
   so gets training example 0.
 - The template is the retrieved training query's anonymised canonical SQL
-  (`Query.canonical_sql`). Its variables are filled as
-  `tff_nlp.data.text2sql.fill_sql` fills them, with the retrieved query and
-  the test sentence: the test sentence's value of a variable if it has a
-  non-empty one, else the retrieved query's example value (for variables
-  only in the SQL, such as a rating threshold); a name with neither stays.
+  (`Query.canonical_sql`). Its variables are filled by
+  `tff_nlp.data.text2sql.fill_template` with the retrieved training example
+  and the test sentence. By default (`values='stated'`, the headline
+  protocol) a variable gets the test question's value only if the question
+  states it (its name is in the question's text), else the retrieved
+  training example's own value; `values='annotated'` (the "oracle
+  entities" setting, and this module's only filling before issue 65) takes
+  every annotated value of the test question, stated or not, then the
+  retrieved query's example value. A name with no value stays.
 - The prediction is scored like a parser's: exact match against the gold
   SQL with values (`tff_nlp.metrics.text2sql.exact_match`), and execution
   accuracy where the client has a database (`metrics.text2sql.evaluate`).
 
-On the paper's full test splits (`tff_nlp.data.text2sql.PAPER_FOLDS`) this
-gives exact match advising 447/573, atis 207/447, geography 137/279,
-restaurants 72/74, scholar 115/218, academic 3/38, imdb 6/26, yelp 5/24:
-MacroAvg 46.9, MicroAvg 59.1 (`tests/baselines`). Issue 22 reports 47.3 /
+On the paper's full test splits (`tff_nlp.data.text2sql.PAPER_FOLDS`), with
+annotated values, this gives exact match advising 447/573, atis 207/447,
+geography 137/279, restaurants 72/74, scholar 115/218, academic 3/38, imdb
+6/26, yelp 5/24: MacroAvg 46.9, MicroAvg 59.1 (`tests/baselines`); with
+stated values (the headline) see `tests/baselines` too. Issue 22 reports 47.3 /
 58.6 (advising 446, atis 200, geography 144, restaurants 73, scholar 106,
 academic 2, imdb 8, yelp 5 correct) for a description that leaves the
 tokenizer, the tie rule and the retrieval pool open; no variant tried
@@ -217,7 +222,8 @@ class TemplateRetrieval:
 
   def predict(self, sentences: Sequence[text2sql.Sentence], *,
               with_values: bool = True,
-              leave_one_out: bool = False) -> list[str]:
+              leave_one_out: bool = False,
+              values: str = text2sql.STATED) -> list[str]:
     """The predicted SQL of each question.
 
     Args:
@@ -225,21 +231,24 @@ class TemplateRetrieval:
       with_values: Fill the variables (the paper's protocol); False gives
         the retrieved query's anonymised canonical SQL.
       leave_one_out: See `nearest`.
+      values: Which values fill the template (`text2sql.fill_template`):
+        'stated' or 'annotated'.
 
     Returns:
-      For each, the retrieved query's canonical SQL, with values: filled
-      with the sentence's values, else the retrieved query's example values.
+      For each, the retrieved query's canonical SQL, with values as
+      `values` says.
     """
     indices = self.nearest(sentences, leave_one_out=leave_one_out)
     if not with_values:
       return [self._train[index][0].canonical_sql for index in indices]
-    return [text2sql.fill_sql(self._train[index][0], sentence)
+    return [text2sql.fill_template(self._train[index], sentence, values)
             for index, sentence in zip(indices, sentences)]
 
 
 def retrieved_sql(train: Sequence[QueryAndSentence],
                   questions: Optional[Sequence[QueryAndSentence]] = None, *,
-                  with_values: bool = True) -> list[str]:
+                  with_values: bool = True,
+                  values: str = text2sql.STATED) -> list[str]:
   """The SQL retrieval predicts for each question: a parser's hint.
 
   A retrieve-and-edit parser (`tasks.text2sql.DataConfig.
@@ -254,6 +263,7 @@ def retrieved_sql(train: Sequence[QueryAndSentence],
     questions: The questions to retrieve for; None: `train` itself, leave
       one out.
     with_values: See `TemplateRetrieval.predict`.
+    values: See `TemplateRetrieval.predict`.
 
   Returns:
     One SQL string per question, in order.
@@ -265,8 +275,9 @@ def retrieved_sql(train: Sequence[QueryAndSentence],
   model = TemplateRetrieval.fit(train)
   if questions is None:
     return model.predict([s for _, s in train], with_values=with_values,
-                         leave_one_out=True)
-  return model.predict([s for _, s in questions], with_values=with_values)
+                         leave_one_out=True, values=values)
+  return model.predict([s for _, s in questions], with_values=with_values,
+                       values=values)
 
 
 def client_questions(client: Any, queries: Sequence[text2sql.Query],
@@ -319,6 +330,7 @@ def predict_clients(
     *,
     data_dir: Optional[str] = None,
     split: str = 'test',
+    values: str = text2sql.STATED,
 ) -> dict[str, list[tuple[str, str]]]:
   """Each client's (prediction, gold) SQL pairs of one split, with values.
 
@@ -328,6 +340,8 @@ def predict_clients(
     data_dir: The folder `clients` were loaded from (see
       `text2sql_source.find_text2sql_dir`); None finds it.
     split: 'test' or 'dev'.
+    values: How predictions are filled: 'stated' (the headline protocol)
+      or 'annotated' (oracle entities); see `TemplateRetrieval.predict`.
 
   Returns:
     Client name -> its pairs, in the order of the split's examples; the
@@ -352,7 +366,7 @@ def predict_clients(
     except errors.InputError as e:
       raise errors.InputError(f'{folder}: client {name!r}: {e}') from None
     try:
-      predictions = retrieved_sql(train, questions)
+      predictions = retrieved_sql(train, questions, values=values)
     except ValueError as e:
       raise ValueError(f'Client {name!r}: {e}') from None
     pairs[name] = [(prediction, text2sql.fill_sql(query, sentence))
@@ -367,6 +381,7 @@ def evaluate_clients(
     data_dir: Optional[str] = None,
     split: str = 'test',
     db_paths: Optional[Mapping[str, str]] = None,
+    values: str = text2sql.STATED,
 ) -> text2sql_metrics.Text2SqlEvaluation:
   """Exact match and execution accuracy of template retrieval.
 
@@ -378,6 +393,7 @@ def evaluate_clients(
     db_paths: Client name -> SQLite database for execution accuracy; None
       takes `metrics.sql_execution.find_databases` of the data folder
       (geography, restaurants); {} skips execution.
+    values: See `predict_clients`.
 
   Returns:
     The `Text2SqlEvaluation`: per-client correct/total exact match with
@@ -389,7 +405,8 @@ def evaluate_clients(
     ValueError, InputError: See `predict_clients` and
       `metrics.text2sql.evaluate`.
   """
-  pairs = predict_clients(clients, data_dir=data_dir, split=split)
+  pairs = predict_clients(clients, data_dir=data_dir, split=split,
+                          values=values)
   if db_paths is None:
     db_paths = sql_execution.find_databases(
         text2sql_source.find_text2sql_dir(data_dir))

@@ -48,6 +48,7 @@ from absl import logging
 from tff_nlp import errors
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import aggregation as aggregation_lib
+from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
@@ -466,7 +467,11 @@ def report_runs(
   return text2sql_summary.summarize_runs(
       runs, output_dir=output_dir, command=command,
       baseline=(text2sql_seed_runs.template_retrieval_predictions(
-          data, data_dir=data_dir) if baseline else None),
+          # The template parser's filling; the seq2seq parser's headline
+          # reads only what the question states.
+          data, data_dir=data_dir,
+          values=getattr(settings.model, 'values', text2sql_data.STATED))
+                if baseline else None),
       expect_full_splits=baseline and not data.max_eval_examples,
       num_replicates=num_replicates,
       # The default aggregation differs in no field: an empty variant, None.

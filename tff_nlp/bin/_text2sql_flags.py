@@ -30,7 +30,7 @@ PARSER = flags.DEFINE_enum(
 TEMPLATE = config_flags.define_config(
     text2sql_templates.TemplateParserConfig, exclude=('seed',),
     names={'embedding_dim': 'template_embedding_dim',
-           'ngrams': 'template_ngrams'},
+           'ngrams': 'template_ngrams', 'values': 'template_values'},
     specs={
         'template_embedding_dim': config_flags.Spec(
             'With --parser=template: the n-gram embedding size.',
@@ -38,6 +38,14 @@ TEMPLATE = config_flags.define_config(
         'template_ngrams': config_flags.Spec(
             'With --parser=template: the longest word n-gram feature.',
             lower_bound=1),
+        'template_values': config_flags.Spec(
+            'With --parser=template (and the template-retrieval baseline of '
+            'the report): where a predicted template\'s values come from. '
+            'stated (the headline protocol): only values the question '
+            'states, any other variable keeps its training example\'s '
+            'value; annotated: every annotated value, including values the '
+            'question never states (the "oracle entities" setting).',
+            enum_values=list(text2sql.VALUE_SOURCES)),
     })
 
 

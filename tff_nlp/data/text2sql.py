@@ -286,6 +286,76 @@ def fill_sql(query: Query, sentence: Sentence) -> str:
   return _fill(query.canonical_sql, VARIABLE_PATTERN, query.values(sentence))
 
 
+# Where a predicted template's values come from (`fill_template`).
+# STATED, the headline protocol: only the values the question states (its
+# text holds the variable's name, i.e. the value, on the paper's protocol of
+# questions with values); any other variable keeps the value of the training
+# example the template was learned from, as a parser that memorised that
+# training SQL would write it. ANNOTATED ("oracle entities"): every value
+# annotated on the question, including values it never states (e.g. ATIS
+# "on monday" annotated day_number0 = 21): only under its own name.
+STATED = 'stated'
+ANNOTATED = 'annotated'
+VALUE_SOURCES = (STATED, ANNOTATED)
+
+
+def stated_names(sentence: Sentence) -> frozenset[str]:
+  """The variables the question states: their names occur in its text."""
+  return frozenset(VARIABLE_PATTERN.findall(sentence.text))
+
+
+def fill_template(template: tuple[Query, Sentence], sentence: Sentence,
+                  values: str = STATED) -> str:
+  """The SQL of a training example's template for another question.
+
+  Args:
+    template: The (query, sentence) of the training example whose canonical
+      SQL is the template (a template parser's class representative, or the
+      retrieved training question).
+    sentence: The question being answered.
+    values: STATED: the question's values of the variables it states, every
+      other variable the training example's own value; ANNOTATED: every
+      annotated value of the question, then the query's example values
+      (`fill_sql` of the template's query and `sentence`).
+
+  Returns:
+    The SQL with values.
+
+  Raises:
+    ValueError: If `values` is not one of `VALUE_SOURCES`.
+  """
+  query, train_sentence = template
+  if values == ANNOTATED:
+    return fill_sql(query, sentence)
+  if values != STATED:
+    raise ValueError(f'values must be one of {VALUE_SOURCES}, got '
+                     f'{values!r}.')
+  filled = query.values(train_sentence)
+  stated = stated_names(sentence)
+  filled.update((name, value) for name, value in sentence.variables.items()
+                if value and name in stated)
+  return _fill(query.canonical_sql, VARIABLE_PATTERN, filled)
+
+
+def unstated_values(query: Query, sentence: Sentence) -> list[str]:
+  """The variables whose gold value the question does not state.
+
+  Variables of `query`'s canonical SQL that have a value annotated on this
+  question but whose names are not in its text. E.g. ATIS "flights from
+  city_name1 to city_name0 on monday", annotated day_number0 = 21,
+  month_number0 = 2, year0 = 1991; scholar "papers on keyphrasename0 this
+  year", year0 = 2016. Under the STATED protocol a parser gets such a
+  question right only if it learned the value in training (ATIS maps each
+  weekday to one date throughout). Variables with no annotated value (a
+  constant of the query, such as advising's semester) are not counted: the
+  query's SQL holds them.
+  """
+  stated = stated_names(sentence)
+  return sorted(
+      name for name in set(VARIABLE_PATTERN.findall(query.canonical_sql))
+      if name not in stated and sentence.variables.get(name))
+
+
 def _error(where: str, message: str) -> errors.InputError:
   return errors.InputError(f'{where}: {message}')
 

@@ -291,7 +291,8 @@ def run_text2sql(
           start_from.tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
     if templates:
       task = text2sql_task.prepare_template_task(
-          data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams)
+          data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams,
+          values=model.values)
     else:
       task = text2sql_task.prepare_task(
           data, data_dir=data_dir, seed=loop.seed,
@@ -409,7 +410,15 @@ def run_text2sql(
          else {}),
       **({'template_coverage': {
           c: dict(zip(('covered', 'total'), text2sql_templates.coverage(
-              task.splits[c]['test'].y))) for c in task.clients}}
+              task.splits[c]['test'].y))) for c in task.clients},
+          'template_values': model.values,
+          # Test questions whose gold SQL needs a value they do not state.
+          'unstated_values': {
+              c: dict(questions=sum(
+                  bool(text2sql.unstated_values(q, s))
+                  for q, s in task.splits[c]['test'].questions),
+                      total=len(task.splits[c]['test']))
+              for c in task.clients}}
          if templates else {}),
       seconds=time.perf_counter() - start + seconds_before_resume,
       seconds_before_resume=seconds_before_resume,

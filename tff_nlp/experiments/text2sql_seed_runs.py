@@ -251,7 +251,8 @@ class BaselinePredictions:
 
 
 def template_retrieval_predictions(
-    data: text2sql_task.DataConfig, *, data_dir: Optional[str]
+    data: text2sql_task.DataConfig, *, data_dir: Optional[str],
+    values: str = text2sql_data.STATED
 ) -> BaselinePredictions:
   """The template-retrieval baseline on the full test splits of `data`.
 
@@ -262,6 +263,9 @@ def template_retrieval_predictions(
       gold and predictions (which changes none of its exact matches: no two
       gold queries differ only there, see `DataConfig.lowercase_sql`).
     data_dir: The `shared/data` folder; None finds it.
+    values: How the retrieved templates are filled: 'stated' (the headline
+      protocol) or 'annotated' (oracle entities), as the runs' parser
+      (`TemplateParserConfig.values`).
 
   Returns:
     The `BaselinePredictions`.
@@ -270,7 +274,7 @@ def template_retrieval_predictions(
                                        with_values=data.with_values)
   folder = text2sql_source.find_text2sql_dir(data_dir)
   pairs = template_retrieval.predict_clients(clients, data_dir=data_dir,
-                                             split='test')
+                                             split='test', values=values)
   if data.lowercase_sql:
     lower = text2sql_metrics.lowercase_sql
     pairs = {c: [(lower(prediction), lower(gold))

@@ -538,12 +538,14 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
 
 
 def prepare_template_task(config: DataConfig, *, data_dir: Optional[str],
-                          seed: int, ngrams: int) -> Text2SqlTask:
+                          seed: int, ngrams: int,
+                          values: str = text2sql.STATED) -> Text2SqlTask:
   """`prepare_task` for the template parser (`text2sql_templates`).
 
   The "tokenizer" is a `text2sql_templates.TemplateTokenizer` (n-gram
-  vocabulary and template classes), rebuilt from the data on every call
-  (it is deterministic, and takes seconds).
+  vocabulary and template classes, and `values`: how a predicted template
+  is filled, `TemplateParserConfig.values`), rebuilt from the data on every
+  call (it is deterministic, and takes seconds).
   """
   questions = text2sql_templates.load_questions(
       config, data_dir,
@@ -551,7 +553,8 @@ def prepare_template_task(config: DataConfig, *, data_dir: Optional[str],
           examples, (config.max_train_examples[name] if split == 'train'
                      else config.max_eval_examples), seed, name, split))
   tokenizer = text2sql_templates.build_tokenizer(
-      questions, vocabulary_size=config.vocabulary_size, ngrams=ngrams)
+      questions, vocabulary_size=config.vocabulary_size, ngrams=ngrams,
+      values=values)
   splits = {}
   for name in config.clients:
     splits[name] = {}

@@ -137,13 +137,13 @@ class TemplateParser:
     return text2sql_templates.train_dataset(data, **kwargs)
 
   def predictor(self, keras_model):
-    inventory = self._task.tokenizer.inventory
+    tokenizer = self._task.tokenizer
 
     def predict(client, data):
       del client  # The model's input names it.
       classes = text2sql_templates.predict_classes(
           keras_model, data.x, batch_size=self._batch_size)
-      return [inventory.sql(c, sentence)
+      return [tokenizer.sql(c, sentence)
               for c, (_, sentence) in zip(classes, data.questions)]
 
     return predict

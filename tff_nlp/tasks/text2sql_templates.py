@@ -16,12 +16,11 @@ Precisely:
 - Templates are the clients' training queries' anonymised canonical SQL
   (`text2sql.Query.canonical_sql`), one class per distinct (client,
   template), in client then file order. A class's *representative* is its
-  first training query; a predicted class is turned into SQL with values as
-  template retrieval does (`text2sql.fill_sql` of the representative and the
-  question: the question's own values, else the representative's example
-  values). A test question whose template no training question of its
-  client has cannot be answered (the parser's ceiling, in `results.json`'s
-  `template_coverage`).
+  first training example; a predicted class is turned into SQL with values
+  as template retrieval does (`text2sql.fill_template` of the representative
+  and the question, under `TemplateParserConfig.values`). A test question
+  whose template no training question of its client has cannot be answered
+  (the parser's ceiling, in `results.json`'s `template_coverage`).
 - The model is `models.text_classifier` (fastText: mean of n-gram
   embeddings, then softmax) with `class_groups`: each class's group is its
   client, so a question is classified among its own database's templates
@@ -35,12 +34,16 @@ Precisely:
   client's training questions, as the seq2seq tokenizer is (a stand-in for
   an agreed public vocabulary); no input is truncated.
 
-Information used: the anonymised question and the annotated variable values,
-exactly what the template-retrieval baseline uses, on either protocol
-(`DataConfig.with_values` changes nothing here: both give the same
-predictions). It is the "oracle entities" setting of Finegan-Dollak et al.;
-the seq2seq parser's headline protocol reads the question with values and
-must copy them.
+Information used: the anonymised question (its entity spans replaced by
+variable names, as annotated) and, by default (`values='stated'`, the
+headline protocol), only the values the question states: a variable whose
+name is not in the question's text keeps the value of the training example
+the template was learned from. `values='annotated'` fills every annotated
+value, including values the question never states (ATIS "on monday" is
+annotated day_number0 = 21, month_number0 = 2): Finegan-Dollak et al.'s
+"oracle entities" setting, reported only under that name. The
+template-retrieval baseline is given exactly the same. `DataConfig.
+with_values` changes nothing here: both give the same predictions.
 
 `template_metrics` gives the cross-entropy and accuracy of the gold class,
 over the examples whose template has a class, under the seq2seq parser's
@@ -63,6 +66,7 @@ from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from tff_nlp.data import vocabulary as vocabulary_lib
 from tff_nlp.models import text_classifier
+from tff_nlp.training import release
 
 # No class: a dev or test question whose template no training question of
 # its client has. Never a training label.
@@ -78,17 +82,26 @@ class TemplateParserConfig:
     embedding_dim: Size of the n-gram embeddings.
     ngrams: Longest word n-gram used as a feature (1: words only).
     seed: Seed of the initial weights.
+    values: Where a predicted template's values come from
+      (`text2sql.VALUE_SOURCES`): 'stated' (the headline protocol) or
+      'annotated' (oracle entities). Runs recorded before the field existed
+      filled annotated values, and keep their cache keys as such.
   """
 
   embedding_dim: int = 256
   ngrams: int = 2
   seed: int = 0
+  values: str = release.field_added_later(text2sql.STATED,
+                                          legacy=text2sql.ANNOTATED)
 
   def __post_init__(self):
     if self.embedding_dim < 1 or self.ngrams < 1:
       raise ValueError(
           f'embedding_dim and ngrams must be positive, got '
           f'{self.embedding_dim} and {self.ngrams}.')
+    if self.values not in text2sql.VALUE_SOURCES:
+      raise ValueError(f'values must be one of {text2sql.VALUE_SOURCES}, '
+                       f'got {self.values!r}.')
 
 
 def features(question: str, ngrams: int) -> list[str]:
@@ -114,12 +127,13 @@ class TemplateInventory:
   Attributes:
     clients: The clients, in group order (a class's group is its client's
       index here).
-    representatives: Each class's first training query.
+    representatives: Each class's first training example (query,
+      sentence).
     groups: Each class's client index.
   """
 
   clients: tuple[str, ...]
-  representatives: list[text2sql.Query]
+  representatives: list[template_retrieval.QueryAndSentence]
   groups: list[int]
   _ids: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
 
@@ -130,11 +144,11 @@ class TemplateInventory:
     """Classes from each client's training (query, sentence) pairs."""
     inventory = cls(tuple(train), [], [])
     for group, (client, pairs) in enumerate(train.items()):
-      for query, _ in pairs:
+      for query, sentence in pairs:
         key = (client, query.canonical_sql)
         if key not in inventory._ids:
           inventory._ids[key] = len(inventory.representatives)
-          inventory.representatives.append(query)
+          inventory.representatives.append((query, sentence))
           inventory.groups.append(group)
     return inventory
 
@@ -145,9 +159,12 @@ class TemplateInventory:
     """The class of `query`'s template for `client`, or `NO_CLASS`."""
     return self._ids.get((client, query.canonical_sql), NO_CLASS)
 
-  def sql(self, class_id: int, sentence: text2sql.Sentence) -> str:
-    """The SQL with values of class `class_id` for the question `sentence`."""
-    return text2sql.fill_sql(self.representatives[class_id], sentence)
+  def sql(self, class_id: int, sentence: text2sql.Sentence,
+          values: str = text2sql.STATED) -> str:
+    """The SQL with values of class `class_id` for the question `sentence`
+    (`text2sql.fill_template` under `values`)."""
+    return text2sql.fill_template(self.representatives[class_id], sentence,
+                                  values)
 
 
 @dataclasses.dataclass
@@ -161,9 +178,14 @@ class TemplateTokenizer:
   inventory: TemplateInventory
   ngrams: int
   max_length: int
+  values: str = text2sql.STATED
 
   def vocabulary_size(self) -> int:
     return self.vocabulary.size
+
+  def sql(self, class_id: int, sentence: text2sql.Sentence) -> str:
+    """The SQL of a predicted class, under this task's `values`."""
+    return self.inventory.sql(class_id, sentence, self.values)
 
   def encode(self, client: str,
              pairs: Sequence[template_retrieval.QueryAndSentence]):
@@ -207,9 +229,12 @@ def load_questions(config, data_dir: Optional[str], subset: Callable
   return questions
 
 
-def build_tokenizer(questions, *, vocabulary_size: int,
-                    ngrams: int) -> TemplateTokenizer:
-  """The vocabulary and classes of the training questions; no truncation."""
+def build_tokenizer(questions, *, vocabulary_size: int, ngrams: int,
+                    values: str = text2sql.STATED) -> TemplateTokenizer:
+  """The vocabulary and classes of the training questions; no truncation.
+
+  `values`: `TemplateParserConfig.values`, how predictions are filled.
+  """
   inventory = TemplateInventory.build(
       {name: splits['train'] for name, splits in questions.items()})
   vocabulary = vocabulary_lib.Vocabulary.build(
@@ -219,7 +244,7 @@ def build_tokenizer(questions, *, vocabulary_size: int,
   max_length = max(len(features(s.text, ngrams))
                    for splits in questions.values()
                    for pairs in splits.values() for _, s in pairs)
-  return TemplateTokenizer(vocabulary, inventory, ngrams, max_length)
+  return TemplateTokenizer(vocabulary, inventory, ngrams, max_length, values)
 
 
 def classifier_spec(config: TemplateParserConfig,

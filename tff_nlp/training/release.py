@@ -30,11 +30,19 @@ KEY_FIELD = 'round'
 # has its default: a field added to a configuration later then keeps the
 # records and cache keys (`config_digest`) of the runs made before it.
 OMIT_IF_DEFAULT = 'tff_nlp_omit_if_default'
+_LEGACY = 'tff_nlp_legacy_value'
 
 
-def field_added_later(default: Any) -> Any:
-  """A dataclass field with `default` that `to_json_value` omits at it."""
-  return dataclasses.field(default=default, metadata={OMIT_IF_DEFAULT: True})
+def field_added_later(default: Any, *, legacy: Any = None) -> Any:
+  """A dataclass field with `default` that `to_json_value` omits at `legacy`.
+
+  `legacy` (default: `default`) is the value the runs made before the field
+  existed had: records and cache keys keep omitting it. A new default that
+  differs from it (a changed protocol) is then recorded, and so never
+  collides with an old run's cache key.
+  """
+  return dataclasses.field(default=default, metadata={
+      OMIT_IF_DEFAULT: True, _LEGACY: default if legacy is None else legacy})
 
 
 def to_json_value(value: Any) -> Any:
@@ -52,8 +60,8 @@ def to_json_value(value: Any) -> Any:
   if dataclasses.is_dataclass(value) and not isinstance(value, type):
     return to_json_value(collections.OrderedDict(
         (f.name, getattr(value, f.name)) for f in dataclasses.fields(value)
-        if not (f.metadata.get(OMIT_IF_DEFAULT)
-                and getattr(value, f.name) == f.default)))
+        if not (f.metadata.get(OMIT_IF_DEFAULT) and getattr(
+            value, f.name) == f.metadata.get(_LEGACY, f.default))))
   if isinstance(value, enum.Enum):
     return value.value
   if isinstance(value, (list, tuple)):
