@@ -21,9 +21,11 @@ from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.benchmarks import peft_benchmark
 from tff_nlp.benchmarks import peft_report
+from tff_nlp.benchmarks import peft_setting
 from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_summary
+from tff_nlp.metrics import intervals
 from tff_nlp.models import lora as lora_lib
 from tff_nlp.tasks import text2sql as text2sql_task
 
@@ -265,6 +267,14 @@ class RunPeftBenchmarkTest(tf.test.TestCase):
             'macro_avg']['difference'] for n in ('scratch_full', 'lora_r4')],
         [-2 / 3, -1 / 3])
     self.assertIsNotNone(content['baseline'])
+    # "What the model saw": every run's record, the data's split sizes.
+    (setting,) = content['what_the_model_saw']
+    self.assertEqual(setting['runs'], 6)
+    sizes = peft_setting.split_sizes(tiny_text2sql.DATA.clients,
+                                     data_dir=None)
+    self.assertEqual(
+        {c: e['train_split'] for c, e in setting['per_client'].items()},
+        {c: s['train'] for c, s in sizes.items()})
     # Reporting again trains nothing; a variant without a run is left out.
     self.calls.clear()
     with self.assertLogs(level='WARNING') as logs:
@@ -388,6 +398,14 @@ class SummarizeTest(tf.test.TestCase):
                   '(seeds [-84.7, +14.7], bootstrap', table)
     self.assertIn('Verdicts: reproduced (1).', table)
     self.assertIn('Verdicts: not reproduced (1).', table)
+    # It opens with what the model saw (`peft_setting`; these hand-written
+    # records say no data configuration) and quotes the one verdict rule
+    # once.
+    self.assertTrue(table.startswith(
+        '# Federated LoRA vs full fine-tuning on the text-to-SQL clients\n\n'
+        '## What the model saw\n\n9 runs (pretrained_full, lora_r4): their '
+        'records do not say what data they used.'), table[:300])
+    self.assertEqual(table.count(intervals.VERDICT_RULE), 1)
 
 
 class EmbeddingAgainstLoraTest(tf.test.TestCase):
@@ -436,23 +454,47 @@ class EmbeddingAgainstLoraTest(tf.test.TestCase):
     self.assertEqual(content['embedding_vs_lora'], {})
 
 
+def _table(entry):
+  """The difference table of one EM entry of a - b (no token accuracy)."""
+  # pylint: disable-next=protected-access
+  rows = peft_report._difference_table(
+      'a − b', {'x': {'a': 'a', 'b': 'b', 'exact_match': {
+          'macro_avg': entry}, 'token_accuracy': None}})
+  return '\n'.join(rows)
+
+
 class VerdictTest(tf.test.TestCase, parameterized.TestCase):
+  """Every verdict of the report is `intervals.comparison_verdict`'s."""
 
   @parameterized.parameters(
-      # Both intervals agree, or disagree.
-      ('a higher', 'a higher', 'a higher'),
-      ('no difference', 'a higher', 'no difference'),
-      ('b higher', 'a higher', 'no difference'),
-      # One seed: the seed interval is undetermined, the bootstrap decides.
-      ('undetermined', 'b higher', 'b higher'),
-      ('undetermined', 'no difference', 'no difference'),
-      (None, 'a higher', 'a higher'),
-      ('undetermined', None, 'undetermined'),
-      (None, None, '–'),
+      # Both intervals exclude 0 on one side: called.
+      ([0.1, 0.2], [0.05, 0.3], 'a higher'),
+      ([-0.2, -0.1], {'low': -0.3, 'high': -0.05}, 'b higher'),
+      # One contains 0, or they disagree: not called.
+      ([-0.1, 0.2], [0.05, 0.3], 'no difference'),
+      ([-0.2, -0.1], [0.05, 0.3], 'no difference'),
+      # One seed (no seed interval): never called. The rule the report
+      # followed before took the bootstrap's verdict here ('b higher').
+      (None, [-0.3, -0.05], 'undetermined'),
+      (None, [-0.3, 0.05], 'no difference'),
+      (None, None, 'undetermined'),
   )
-  def test_one_verdict_from_both_intervals(self, seed, bootstrap, expected):
+  def test_the_one_rule(self, seed, bootstrap, expected):
+    # The intervals' own recorded verdicts disagree on purpose: only the
+    # intervals count.
+    entry = {'difference': 0.1, 'seed_ci95': seed,
+             'seed_verdict': None if seed is None else 'undetermined',
+             'bootstrap_ci95': bootstrap, 'bootstrap_verdict': 'a higher'}
     self.assertEqual(peft_report._verdict(  # pylint: disable=protected-access
-        {'seed_verdict': seed, 'bootstrap_verdict': bootstrap}), expected)
+        entry, 'a', 'b'), expected)
+    self.assertIn(f'| {expected} | – | – | – | – |', _table(entry))
+
+  def test_no_second_implementation(self):
+    with mock.patch.object(intervals, 'comparison_verdict',
+                           return_value='the rule') as rule:
+      table = _table(_entry(-0.1, 'b higher'))
+    rule.assert_called_once_with((-0.2, -0.1), (-0.2, -0.1), 'a', 'b')
+    self.assertIn('| the rule |', table)
 
 
 def _claims_content(em, em_entry, token_entry, *, seeds=3):

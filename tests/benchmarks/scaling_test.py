@@ -33,6 +33,85 @@ def _percent(before, after):
   return 100 * (after - before) / before
 
 
+def _setting(clients, python_peak, workers_peak):
+  """A `measure_clients_per_round` record of the given sizes (bytes)."""
+  return dict(method='sparse', clients_per_round=clients, num_clients=5452,
+              round_seconds_median=clients / 100,
+              seconds_per_client=0.01, data_seconds_median=0.001,
+              sample_seconds_median=0.0001,
+              memory_before_rounds=dict(python=dict(rss_bytes=700 * 2**20)),
+              python_peak_bytes=python_peak, workers_peak_bytes=workers_peak,
+              num_workers=1)
+
+
+class ReportUnitsTest(tf.test.TestCase):
+  """Memory is reported in MiB (1,024² bytes), from the stored bytes."""
+
+  def test_format_mib_divides_by_1024_squared(self):
+    # The committed 10-client run (scaling/clients_1worker): 714,461,184
+    # bytes / 1,048,576 = 681.4 MiB (714 MB would be the decimal reading).
+    self.assertEqual(scaling.format_mib(714_461_184), '681')
+    # 2,522 MiB exactly, and one byte short of 1 GiB.
+    self.assertEqual(scaling.format_mib(2_522 * 1024**2), '2,522')
+    self.assertEqual(scaling.format_mib(1024**3 - 1), '1,024')
+    self.assertEqual(scaling.format_mib(None), '–')
+
+  def test_client_scaling_report_is_rewritten_from_its_json(self):
+    output_dir = self.create_tempdir().full_path
+    summary = dict(
+        config=dict(dataset='trec50', partition='document', max_keys=32,
+                    batch_size=1),
+        settings=[_setting(10, 714_461_184, 216_625_152),
+                  _setting(1000, 788_529_152, 2_644_508_672)],
+        fits={}, machine={})
+    with open(os.path.join(output_dir, client_scaling.CLIENT_SCALING_JSON),
+              'w') as f:
+      json.dump(summary, f)
+    client_scaling.rewrite_client_scaling_report(output_dir)
+    report = pathlib.Path(
+        output_dir, client_scaling.CLIENT_SCALING_TABLE).read_text()
+    self.assertIn('| Python peak MiB | Python MiB before rounds | '
+                  'worker peak MiB |', report)
+    self.assertNotIn(' MB', report)
+    # 216,625,152 / 1,048,576 = 206.6; 788,529,152 / 1,048,576 = 752.0;
+    # 2,644,508,672 / 1,048,576 = 2,522.0; 700 MiB before rounds.
+    self.assertIn('| 681 | 700 | 207 | 1 |', report)
+    self.assertIn('| 752 | 700 | 2,522 | 1 |', report)
+    self.assertIn('## What the workload is', report)
+    self.assertIn('every trec50 training question its own client (5,452 '
+                  'clients of one example)', report)
+    self.assertIn('M = 32 rows per sparse client', report)
+    self.assertIn('no accuracy is measured or claimed', report)
+    self.assertTrue(pathlib.Path(
+        output_dir, client_scaling.CLIENT_SCALING_PLOT).exists())
+
+  def test_memory_growth_report_is_rewritten_from_its_json(self):
+    output_dir = self.create_tempdir().full_path
+    samples = [dict(round=r, python_rss_bytes=b,
+                    workers=[dict(pid=7, rss_bytes=w)], workers_rss_bytes=w)
+               for r, b, w in ((0, 687 * 2**20, 290 * 2**20),
+                               (20, 687 * 2**20, 290 * 2**20),
+                               (200, 687 * 2**20 + 2**19, 298 * 2**20))]
+    summary = dict(
+        config=dict(method='dense', clients_per_round=20, dataset='trec50',
+                    partition='document', batch_size=1),
+        num_clients=5452, target_percent=5.0,
+        growth=scaling.growth_after(samples, 20), passed=True,
+        samples=samples, round_seconds=[0.3] * 200, data_seconds=[0.01] * 200)
+    with open(os.path.join(output_dir, scaling.MEMORY_GROWTH_JSON), 'w') as f:
+      json.dump(summary, f)
+    scaling.rewrite_memory_growth_report(output_dir)
+    report = pathlib.Path(output_dir, scaling.MEMORY_GROWTH_TABLE).read_text()
+    self.assertIn('# Resident memory over 200 rounds', report)
+    self.assertIn('| round | Python RSS MiB | worker 7 RSS MiB |', report)
+    # 687.5 MiB rounds to 688 (half to even); 298 MiB; growth 290 -> 298 MiB
+    # is +2.8 %.
+    self.assertIn('| 200 | 688 | 298 |', report)
+    self.assertIn('worker 7 +2.8%', report)
+    self.assertIn('dense process', report)
+    self.assertNotIn('M = ', report)
+
+
 class FitScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_power_law_slope_and_ratio(self):

@@ -67,6 +67,36 @@ class SelectScalingExecutionTest(tf.test.TestCase):
     self.assertIn('state in runtime', table)
     self.assertIn('| 500 | 2 × 2 |', table)
 
+  def test_bytes_are_reported_in_kib(self):
+    # The committed run's numbers (docs/results/federated_select.md): dense
+    # at V = 10^6 is [10^6, 7] float32 = 28,000,000 bytes = 27,343.75 KiB;
+    # sparse down is 100 rows of 7 float32 = 2,800 bytes = 2.73 KiB.
+    self.assertEqual(select_scaling._kib(28_000_000), '27,343.8')
+    self.assertEqual(select_scaling._kib(2_800), '2.7')
+    variant = dict(max_keys=2, block_size=1, rows_down_per_client=2,
+                   rows_uploaded_per_client=2, bytes_down=2_048,
+                   bytes_up=3_072, entries_kept=0.5,
+                   select_seconds_per_client=0.001,
+                   resident_round_seconds=0.1,
+                   paired_dense_round_seconds=0.2, dense_over_sparse=2.0,
+                   dense_over_sparse_ci95=[1.5, 2.5])
+    row = dict(num_rows=10, num_tags=7, sparse_bytes_down=2_048,
+               sparse_bytes_up=3_072, dense_bytes_down=10_240,
+               dense_bytes_up=10_240, sparse_round_seconds=0.1,
+               dense_round_seconds=0.2, sparse_resident_round_seconds=0.1,
+               dense_resident_round_seconds=0.2,
+               sparse_server_aggregate_seconds=0.01,
+               sparse_server_apply_seconds=0.01,
+               keys_once_per_client_seconds=0.1, sparse_variants=[variant])
+    table = select_scaling.markdown([row], max_keys=2, num_clients=3)
+    self.assertNotIn('KB', table)
+    self.assertIn('| V (rows) | sparse KiB down | sparse KiB up | '
+                  'dense KiB down | dense KiB up |', table)
+    # 2,048 B = 2.0 KiB, 3,072 B = 3.0 KiB, 10,240 B = 10.0 KiB.
+    self.assertIn('| 10 | 2.0 | 3.0 | 10.0 | 10.0 | 1.000× | 1.0× |', table)
+    self.assertIn('| rows down | rows up | KiB down | KiB up |', table)
+    self.assertIn('| 10 | 2 × 1 | 2 | 2 | 2.0 | 3.0 | 0.500 |', table)
+
   def test_bad_blocks_flag_is_named(self):
     self.assertEqual(select_scaling._parse_blocks(['25x4', '10x16']),
                      [(25, 4), (10, 16)])

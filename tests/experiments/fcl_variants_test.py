@@ -10,6 +10,7 @@ import tensorflow as tf
 from tff_nlp import errors
 from tff_nlp.experiments import fcl_report
 from tff_nlp.experiments import fcl_variants
+from tff_nlp.metrics import intervals
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -35,6 +36,8 @@ def _write(path, report):
     json.dump(report, f)
 
 
+# FedSeIT − no foreign on R8 of the main setting, as a report before the one
+# verdict rule wrote it: a verdict per interval, the pairs' calling it.
 _DIFFERENCE = {
     'seeds': [0, 1, 2], 'difference': -0.0111,
     'seed_ci95': [-0.0245, 0.0024], 'seed_verdict': 'no difference',
@@ -78,7 +81,11 @@ class FclVariantsExecutionTest(tf.test.TestCase):
     self.assertAllClose(comparison['difference'], -1.11)
     self.assertAllClose(comparison['seed_ci95'], [-2.45, 0.24])
     self.assertAllClose(comparison['per_seed'], [-1.45, -0.48, -1.38])
-    self.assertEqual(comparison['seed_verdict'], 'no difference')
+    # One verdict by the one rule: the seeds' interval holds 0. The old
+    # per-interval verdicts are dropped, not shown.
+    self.assertEqual(comparison['verdict'], 'no difference')
+    self.assertNotIn('seed_verdict', comparison)
+    self.assertNotIn('pair_bootstrap_verdict', comparison)
 
     table = fcl_variants.markdown(summary)
     self.assertIn('| main | 5 × 5 | shared_labels | glove.txt | 0.001 | '
@@ -86,16 +93,17 @@ class FclVariantsExecutionTest(tf.test.TestCase):
     self.assertIn('| random | not run yet |', table)
     self.assertIn('| main | r8 | 88.04 | 89.21 | – | 90.31 | 395 |', table)
     self.assertIn('| main | r8 | FedSeIT − FedSeIT, no foreign branch '
-                  '(ablation) | -1.11 | [-2.45, 0.24] | no difference | '
-                  '[-2.00, -0.30] | FedSeIT, no foreign branch (ablation) '
-                  'higher |', table)
+                  '(ablation) | -1.11 | [-2.45, 0.24] | [-2.00, -0.30] | '
+                  'no difference |', table)
+    self.assertNotIn('(ablation) higher', table)
+    self.assertEqual(table.count(intervals.VERDICT_RULE), 1)
 
   def test_difference_cells_in_points_and_with_one_seed(self):
-    # _DIFFERENCE in fractions: -0.0111 -> -1.11 points, and so on.
-    self.assertEqual(fcl_report.difference_cells(_DIFFERENCE), [
-        '-1.11', '[-2.45, 0.24]', 'no difference', '[-2.00, -0.30]',
-        'FedSeIT, no foreign branch (ablation) higher'])
-    one_seed = dict(_DIFFERENCE, seed_ci95=None, difference=0.006)
+    # In fractions: -0.0111 -> -1.11 points, and so on; one verdict.
+    comparison = dict(_DIFFERENCE, verdict='no difference')
+    self.assertEqual(fcl_report.difference_cells(comparison), [
+        '-1.11', '[-2.45, 0.24]', '[-2.00, -0.30]', 'no difference'])
+    one_seed = dict(comparison, seed_ci95=None, difference=0.006)
     self.assertEqual(fcl_report.difference_cells(one_seed)[:2],
                      ['+0.60', 'n=1'])
 

@@ -26,6 +26,7 @@ from tff_nlp import training
 from tff_nlp.training import run_cache
 from tff_nlp.experiments import nmt
 from tff_nlp.tasks import nmt as nmt_task
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import nmt_report
 from tff_nlp.models import seq2seq
 
@@ -363,8 +364,21 @@ class RunNmtExecutionTest(tf.test.TestCase):
     self.assertIn('| ubuntu_l10n engine | ours |', printed)
     self.assertIn('\nSacreBLEU signature: ', printed)
     self.assertIn('| ubuntu_l10n engine, from the generic | ours |', table)
-    self.assertIn('| chained | paper | – | – | 21.80 |', table)
+    # Table 3 gives the paper's five-domain average only: no shared one.
+    self.assertIn('| chained | paper | – | – | – | – | 21.80 |', table)
+    # The report opens with what the engines saw, the test pairs cut at
+    # max_length counted as the task counts them.
+    self.assertTrue(table.split('## ')[1].startswith('What the model saw'))
+    truncated = report['truncated']
+    for domain, cut in report['test_pairs_cut'].items():
+      self.assertEqual(cut['sources'], truncated[domain]['test']['sources'])
+      self.assertEqual(cut['targets'], truncated[domain]['test']['targets'])
+      self.assertBetween(cut['either'], max(cut['sources'], cut['targets']),
+                         cut['sources'] + cut['targets'])
+    self.assertIn(intervals.VERDICT_RULE, table)
+    self.assertIn('## What the translations look like', table)
     self.assertIn('| DP_l (less active half) | 1 | ours |', table)
+    self.assertIn('output_health', report['engines']['dp_l_r1'])
     self.assertGreater((tmp_path / 'dev_bleu.png').stat().st_size, 0)
 
     # Finished engines are read back, not trained again.
@@ -382,6 +396,13 @@ class RunNmtExecutionTest(tf.test.TestCase):
     machine = pathlib.Path(self.create_tempdir().full_path)
     run_cache.restore(archive, str(machine / 'engines'))
     generic_dir = machine / results['generic']['run_dir']
+    # The report alone regenerates from the restored engines (no config.json
+    # there yet), training nothing.
+    reported = _run(machine, engines, report_only=True)[0]
+    self.assertFalse((generic_dir / nmt.MODEL_FILE).exists())
+    self.assertEqual(reported['federated-dp_l-r1']['bleu'], federated['bleu'])
+    self.assertIn('## What the model saw',
+                  (machine / 'results.md').read_text())
     restored = _run(machine, engines)[0]
     # Nothing left to train: not even the generic engine.
     self.assertFalse((generic_dir / nmt.MODEL_FILE).exists())
@@ -582,41 +603,50 @@ def _result(kind, bleu, *, mode='default', rounds=5, pulled=(), pushed=()):
 class ModesTableExecutionTest(tf.test.TestCase):
 
   def test_modes_table_numbers(self):
-    domains = ('wmt_news', 'php_docs')
+    # News and TED the paper has too; captions is ours only.
+    domains = ('wmt_news', 'ted_iwslt14', 'multi30k_captions')
     results = {
         'federated-default-r5': _result(
-            'federated', {'server': {'wmt_news': 20.0, 'php_docs': 30.0}},
+            'federated', {'server': {'wmt_news': 20.0, 'ted_iwslt14': 30.0,
+                                     'multi30k_captions': 10.0}},
             pulled=(1000, 1000), pushed=(1000, 1000)),
         'federated-dp_l-r5': _result(
-            'federated', {'server': {'wmt_news': 10.0, 'php_docs': 16.0}},
+            'federated', {'server': {'wmt_news': 10.0, 'ted_iwslt14': 16.0,
+                                     'multi30k_captions': 1.0}},
             mode='dp_l', pulled=(300, 500), pushed=(1000, 1000)),
     }
     results['federated-dp_l-rms-r5'] = _result(
-        'federated', {'server': {'wmt_news': 9.0, 'php_docs': 15.0}},
+        'federated', {'server': {'wmt_news': 9.0, 'ted_iwslt14': 15.0,
+                                 'multi30k_captions': 3.0}},
         mode='dp_l', pulled=(100, 100), pushed=(1000, 1000))
     results['federated-dp_l-rms-r5']['spec']['change_norm'] = 'rms'
     results['federated-default-momentum-r5'] = _result(
-        'federated', {'server': {'wmt_news': 24.0, 'php_docs': 31.0}},
+        'federated', {'server': {'wmt_news': 24.0, 'ted_iwslt14': 31.0,
+                                 'multi30k_captions': 2.0}},
         pulled=(1000, 1000), pushed=(1000, 1000))
     results['federated-default-momentum-r5']['spec'][
         'server_optimizer'] = 'momentum'
     table = nmt_report.modes_table(results, domains)
-    # default: avg (20 + 30) / 2 = 25; dp_l: (10 + 16) / 2 = 13, pulled
-    # (300 + 500) / 2 = 400 of 1,000 = 0.400x. The paper: 22,863,104 of
-    # 45,724,160 = 0.500x; its WMT and PHP cells and its own averages.
+    # default: shared (news, TED) (20 + 30) / 2 = 25, all ours (20 + 30 +
+    # 10) / 3 = 20; dp_l: 13 and 9, pulled (300 + 500) / 2 = 400 of 1,000 =
+    # 0.400x. The paper's DP_l: news and TED cells, their mean (29.28 +
+    # 30.88) / 2 = 30.08 beside our shared average, no average of ours, its
+    # own 32.28 (with OpenSubtitles) apart; 22,863,104 of 45,724,160 =
+    # 0.500x.
     self.assertIn('| FedAvg, all tensors (default) | 5 | ours | 20.00 | '
-                  '30.00 | 25.00 | 1,000 | 1,000 | 1.000× |', table)
+                  '30.00 | 10.00 | 25.00 | 20.00 | – | 1,000 | 1,000 | '
+                  '1.000× |', table)
     self.assertIn('| DP_l (less active half) | 5 | ours | 10.00 | 16.00 | '
-                  '13.00 | 400 | 1,000 | 0.400× |', table)
-    self.assertIn('| DP_l (less active half) | 5 | paper | 29.28 | 36.33 | '
-                  '32.28 | 22,863,104 | – | 0.500× |', table)
+                  '1.00 | 13.00 | 9.00 | – | 400 | 1,000 | 0.400× |', table)
+    self.assertIn('| DP_l (less active half) | 5 | paper | 29.28 | 30.88 | '
+                  '– | 30.08 | – | 32.28 | 22,863,104 | – | 0.500× |', table)
     # The rms variant is ours alone: no second paper row.
     self.assertIn('| DP_l (less active half), rms | 5 | ours | 9.00 | 15.00 '
-                  '| 12.00 | 100 | 1,000 | 0.100× |', table)
+                  '| 3.00 | 12.00 | 9.00 | – | 100 | 1,000 | 0.100× |', table)
     # So is the default with server momentum.
     self.assertIn('| FedAvg, all tensors (default), server momentum | 5 | '
-                  'ours | 24.00 | 31.00 | 27.50 | 1,000 | 1,000 | 1.000× |',
-                  table)
+                  'ours | 24.00 | 31.00 | 2.00 | 27.50 | 19.00 | – | 1,000 | '
+                  '1,000 | 1.000× |', table)
     self.assertEqual(table.count('| paper |'), 2)
 
 

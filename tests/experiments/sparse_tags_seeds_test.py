@@ -13,6 +13,7 @@ from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.experiments import sparse_tags
 from tff_nlp.experiments import sparse_tags_seeds as seeds_lib
+from tff_nlp.metrics import intervals
 
 
 def _result(hits, label='m', **extra):
@@ -62,12 +63,16 @@ class SummaryTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAlmostEqual(result['difference'], 5 / 12)
     self.assertAllClose(result['seed_ci95'],
                         [5 / 12 - 0.717109, 5 / 12 + 0.717109], atol=1e-6)
-    self.assertEqual(result['seed_verdict'], 'no difference')
+    self.assertNotIn('seed_verdict', result)
     # Example 0 is A's in every seed; the bootstrap interval lies in [-1, 1]
     # around the mean difference over seeds and examples.
     low, high = result['bootstrap_ci95']
     self.assertLessEqual(low, 5 / 12)
     self.assertGreaterEqual(high, 5 / 12)
+    # One verdict from both: the seed interval holds 0, so whatever the
+    # bootstrap says, no difference is called.
+    self.assertEqual(result['verdict'], 'no difference')
+    self.assertNotIn('bootstrap_verdict', result)
 
   @parameterized.named_parameters(
       ('identical', [1, 0, 1, 0], [1, 0, 1, 0], [0.0, 0.0], 'no difference'),
@@ -79,7 +84,42 @@ class SummaryTest(tf.test.TestCase, parameterized.TestCase):
                                {0: _result(b), 1: _result(b)},
                                names=('A', 'B'), num_replicates=200)
     self.assertEqual(result['bootstrap_ci95'], interval)
-    self.assertEqual(result['bootstrap_verdict'], verdict)
+    # Both seeds give the same difference: the seed interval is that point,
+    # on the same side as the bootstrap's.
+    self.assertEqual(result['seed_ci95'], interval)
+    self.assertEqual(result['verdict'], verdict)
+
+  def test_one_seed_is_undetermined_when_the_bootstrap_excludes_zero(self):
+    result = seeds_lib.compare({0: _result([1, 1, 1, 1])},
+                               {0: _result([0, 0, 0, 0])},
+                               names=('A', 'B'), num_replicates=200)
+    self.assertIsNone(result['seed_ci95'])
+    self.assertEqual(result['bootstrap_ci95'], [1.0, 1.0])
+    self.assertEqual(result['verdict'], 'undetermined')
+
+  @parameterized.named_parameters(
+      # The committed blocks-vs-rows comparison of the tutorial's divisor
+      # (docs/results/federated_select/blocks/comparison.json): the seed
+      # interval holds 0, the bootstrap lies below it.
+      ('seed_holds_zero', [-0.0126, 0.0046], [-0.0080, -0.0007],
+       'no difference'),
+      ('both_above', [0.0049, 0.0311], [0.0020, 0.0333], 'A higher'),
+      ('both_below', [-0.0102, -0.0045], [-0.0133, -0.0027], 'B higher'),
+      ('one_seed', None, [0.01, 0.02], 'undetermined'),
+      ('one_seed_holds_zero', None, [-0.01, 0.02], 'no difference'),
+  )
+  def test_reverdict_applies_the_rule_to_stored_intervals(
+      self, seed_ci95, bootstrap_ci95, verdict):
+    stored = collections.OrderedDict(
+        a='A', b='B', seeds=[0, 1, 2], difference=0.0, per_seed=[],
+        seed_ci95=seed_ci95, seed_verdict='A higher',
+        bootstrap_ci95=bootstrap_ci95, bootstrap_verdict='B higher')
+    result = seeds_lib.reverdict(stored)
+    self.assertEqual(result['verdict'], verdict)
+    self.assertNotIn('seed_verdict', result)
+    self.assertNotIn('bootstrap_verdict', result)
+    self.assertEqual(result['seed_ci95'], seed_ci95)
+    self.assertEqual(result['bootstrap_ci95'], bootstrap_ci95)
 
   def test_compare_refuses_outcomes_of_another_model(self):
     wrong = _result([1, 0, 0, 0])
@@ -108,8 +148,103 @@ class SummaryTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAlmostEqual(summary['comparisons']['sparse - dense']
                            ['difference'], 5 / 12)
     table = seeds_lib.summary_table(summary, k_values=(1,))
-    self.assertIn('| sparse - dense | 3 | +41.67 | [-30.04, +113.38] | '
-                  'no difference |', table)
+    # The bootstrap's bounds depend on its draws; the row ends in the one
+    # verdict.
+    self.assertRegex(table, r'\| sparse - dense \| 3 \| \+41\.67 \| '
+                     r'\[-30\.04, \+113\.38\] \| \[[-+.0-9]+, [-+.0-9]+\] \| '
+                     r'no difference \|')
+    # Bytes in KiB: 1,024 bytes down and 2,048 up are 1.0 and 2.0 KiB.
+    self.assertIn('KiB down / client / round | KiB up / client / round',
+                  table)
+    self.assertIn('| 1.0 | 2.0 |', table)
+    self.assertNotIn('KB', table)
+
+
+def _stored_summary():
+  """A `seeds.json` as the committed one: 45,600 bytes down (200 rows of 57
+  float32), 14,474.33 of 53,731 entries dropped, stored old-style verdicts."""
+  method = lambda label, dropped: collections.OrderedDict(
+      label=label, seeds={}, final=dict(precision_at_1=0.66),
+      final_ci95=dict(precision_at_1=[0.65, 0.67]),
+      bytes_down_per_client=45600.0, bytes_up_per_client=48011.5,
+      round_seconds_median=5.7, rounds_seconds=174.0,
+      dropped_tokens_per_round=dropped, precision_at_1_curve=[])
+  return collections.OrderedDict(
+      seeds=[0, 1, 2],
+      task=collections.OrderedDict(
+          num_clients=50, train_examples=5452, client_examples_min=40,
+          client_examples_max=192, test_examples=500, num_words=8679,
+          num_tags=57, clients_over_max_keys=49, distinct_words_median=468.5,
+          dense_model_bytes=1978812, train_word_entries=53731,
+          test_examples_no_known_tag=0),
+      setup=collections.OrderedDict(
+          dataset='trec50', partition='label_skew', dirichlet_alpha=0.5,
+          max_keys=200, block_size=1, client_epochs=1, batch_size=16,
+          rounds=30, clients_per_round=0, k_values=[1]),
+      methods=collections.OrderedDict(
+          dense=method('Dense', 0.0),
+          sparse=method('Sparse', 14474 + 1 / 3)),
+      comparisons=collections.OrderedDict([('sparse - dense', dict(
+          a='sparse', b='dense', seeds=[0, 1, 2], difference=-0.004,
+          per_seed=[0.0, -0.006, -0.006],
+          seed_ci95=[-0.0126, 0.0046], seed_verdict='no difference',
+          bootstrap_ci95=[-0.0080, -0.0007],
+          bootstrap_verdict='dense higher'))]))
+
+
+class ReportTest(tf.test.TestCase):
+
+  def test_what_the_model_saw_reads_the_summary(self):
+    text = seeds_lib.what_the_model_saw(_stored_summary())
+    self.assertStartsWith(text, '## What the model saw')
+    self.assertIn('5,452 trec50 training examples, split over 50 clients', text)
+    self.assertIn('40–192 examples per client in seed 0', text)
+    self.assertIn('all clients train 1 epoch(s)', text)
+    self.assertIn('for 30 rounds', text)
+    # 14,474.33 / 53,731 = 26.94 %.
+    self.assertIn('M = 200 of the V = 8,679 word rows; 49 of the 50', text)
+    self.assertIn('14,474 of 53,731 (27%)', text)
+    self.assertIn('never be right: 0 of the 500', text)
+
+  def test_unrecorded_numbers_are_said_to_be_so(self):
+    summary = _stored_summary()
+    del summary['task']['train_word_entries']
+    del summary['task']['test_examples_no_known_tag']
+    del summary['setup']
+    text = seeds_lib.what_the_model_saw(summary)
+    self.assertIn('5,452 training examples', text)
+    self.assertIn('every sparse method: 14,474.', text)
+    self.assertIn('never be right: not recorded', text)
+    self.assertIn('for not recorded rounds', text)
+
+  def test_rewrite_reports_applies_the_rule_and_writes_kib(self):
+    output_dir = self.create_tempdir().full_path
+    training.write_json(os.path.join(output_dir, seeds_lib.SUMMARY_FILE),
+                        _stored_summary())
+    training.write_json(
+        os.path.join(output_dir, seeds_lib.COMPARISON_FILE),
+        dict(a='runs/blocks', b='runs/rows',
+             training_differs=dict(max_keys=[50, 200]),
+             comparisons=_stored_summary()['comparisons']))
+    seeds_lib.rewrite_reports(output_dir)
+    with open(os.path.join(output_dir, seeds_lib.SUMMARY_FILE)) as f:
+      written = json.load(f)
+    comparison = written['comparisons']['sparse - dense']
+    self.assertEqual(comparison['verdict'], 'no difference')
+    self.assertNotIn('bootstrap_verdict', comparison)
+    with open(os.path.join(output_dir, seeds_lib.SUMMARY_TABLE_FILE)) as f:
+      table = f.read()
+    # 45,600 bytes / 1,024 = 44.53 KiB; 48,011.5 / 1,024 = 46.89 KiB.
+    self.assertIn('| 44.5 | 46.9 |', table)
+    self.assertIn('KiB down', table)
+    self.assertNotIn(' KB ', table)
+    self.assertEqual(table.count(intervals.VERDICT_RULE), 1)
+    self.assertIn('## What the model saw', table)
+    with open(os.path.join(output_dir, seeds_lib.COMPARISON_TABLE_FILE)) as f:
+      table = f.read()
+    self.assertIn('| [-1.26, +0.46] | [-0.80, -0.07] | no difference |',
+                  table)
+    self.assertEqual(table.count(intervals.VERDICT_RULE), 1)
 
 
 _DATA = sparse_tags.TagDataConfig(dataset='trec6', num_clients=4,
@@ -148,7 +283,13 @@ class RunSeedsExecutionTest(tf.test.TestCase):
     # The report of the finished seeds is the same summary.
     self.assertEqual(json.loads(json.dumps(run(report_only=True))), written)
     with open(os.path.join(output_dir, seeds_lib.SUMMARY_TABLE_FILE)) as f:
-      self.assertIn('| Sparse, ÷ clients (tutorial) |', f.read())
+      report = f.read()
+    self.assertIn('| Sparse, ÷ clients (tutorial) |', report)
+    # The section reads the run's own task and settings.
+    self.assertEqual(written['setup']['max_keys'], 50)
+    self.assertIn('## What the model saw', report)
+    self.assertIn(f'{written["task"]["train_word_entries"]:,}', report)
+    self.assertEqual(written['task']['test_examples_no_known_tag'], 0)
     self.assertTrue(os.path.exists(
         os.path.join(output_dir, seeds_lib.SUMMARY_PLOT_FILE)))
 

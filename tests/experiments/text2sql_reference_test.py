@@ -149,11 +149,28 @@ class CompareTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn(f'Not shown: {path}: cannot be read', comparison.markdown)
 
 
-if __name__ == '__main__':
-  tf.test.main()
-
-
 class WhatTheModelSawTest(tf.test.TestCase):
+
+  def test_stated_protocol_and_unstated_values(self):
+    from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
+    run_dir = self.create_tempdir().full_path
+    with open(os.path.join(run_dir, 'results.json'), 'w') as f:
+      json.dump({
+          'config': {'experiment': {'data': {
+              'with_values': True, 'max_eval_examples': 0,
+              'max_train_examples': {'default': 0, 'overrides': []}}}},
+          'examples': {'atis': {'train': 4347, 'dev': 486, 'test': 447}},
+          'truncated': {'atis': {'test': {'sources': 0, 'targets': 0}}},
+          'template_coverage': {'atis': {'covered': 306, 'total': 447}},
+          'template_values': 'stated',
+          'unstated_values': {'atis': {'questions': 170, 'total': 447}},
+      }, f)
+    section = text2sql_summary_markdown.what_the_model_saw(run_dir)
+    self.assertIn('with the values the question states only', section)
+    self.assertNotIn('oracle', section)
+    self.assertIn('does not state** (e.g. ATIS "on monday" annotated '
+                  'day_number0 = 21): atis 170 of 447.', section)
+    self.assertIn('**Truncation:** none', section)
 
   def test_section_from_a_runs_record(self):
     from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
@@ -177,6 +194,13 @@ class WhatTheModelSawTest(tf.test.TestCase):
     # 447 - 306 = 141 can never be right.
     self.assertIn('atis 141 of 447', section)
     self.assertIn(text2sql_summary_markdown.VERDICT_RULE, section)
+    # A record without `template_values` predates the field: annotated.
+    self.assertIn('**oracle entities**', section)
+    self.assertIn('**Shared before training:**', section)
     self.assertIn("does not say what data it used",
                   text2sql_summary_markdown.what_the_model_saw(
                       self.create_tempdir().full_path))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -22,6 +22,7 @@ from tff_nlp.baselines import template_retrieval
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.tasks import text2sql as text2sql_task
 from tests import text2sql_fake_runs
@@ -212,10 +213,18 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
       # Per-seed differences are all equal: a t interval of width 0.
       assert entry['seed_ci95'] == pytest.approx(interval)
       assert entry['seed_verdict'] == verdict
+      # Both intervals agree: the one rule's verdict is theirs.
+      assert entry['verdict'] == verdict
     table = (tmp_path / 'results.md').read_text()
     points = f'{100 * interval[0]:+.2f}'
-    assert (f'| MacroAvg | {points} | [{points}, {points}] | {verdict} |'
-            in table)
+    # Columns: difference, t over seeds, bootstrap over examples, bootstrap
+    # over examples and seeds (information), the one verdict.
+    assert (f'| MacroAvg | {points} | [{points}, {points}] | '
+            f'[{points}, {points}] | ' in table)
+    macro_row = next(line for line in table.splitlines()
+                     if line.startswith('| MacroAvg | '))
+    assert macro_row.endswith(f'| {verdict} |')
+    assert intervals.VERDICT_RULE in table
 
   def test_lorar_minus_num_examples_token_accuracy(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
@@ -242,9 +251,10 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert tokens['seed_ci95'] == pytest.approx([0.15 - half, 0.15 + half])
     assert tokens['seed_verdict'] == 'Lorar higher'
     table = (tmp_path / 'results.md').read_text()
-    assert ('| token accuracy, MacroAvg | +15.00 | – | – | – | – | '
+    # Without the bootstrap over test examples the rule calls nothing.
+    assert ('| token accuracy, MacroAvg | +15.00 | '
             f'[{100 * (0.15 - half):+.2f}, {100 * (0.15 + half):+.2f}] | '
-            'Lorar higher |') in table
+            '– | – | undetermined |') in table
 
   def _token_runs(self, tmp_path, lorar_tokens_per_yelp_example=5,
                   drop_example_tokens_of=None):
@@ -285,9 +295,8 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
       assert tokens[f'{key}_ci95'] == pytest.approx([0.2, 0.2]), key
       assert tokens[f'{key}_verdict'] == 'Lorar higher', key
     table = (tmp_path / 'results.md').read_text()
-    assert ('| token accuracy, MacroAvg | +20.00 | [+20.00, +20.00] | Lorar '
-            'higher | [+20.00, +20.00] | Lorar higher | [+20.00, +20.00] | '
-            'Lorar higher |') in table
+    assert ('| token accuracy, MacroAvg | +20.00 | [+20.00, +20.00] | '
+            '[+20.00, +20.00] | [+20.00, +20.00] | Lorar higher |') in table
 
   def test_token_bootstrap_that_cannot_be_drawn_is_reported_not_raised(self):
     # imdb: only the first of its 10 examples has tokens (a template parser
@@ -322,7 +331,12 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
           r"without scored units on 'imdb'", tokens[f'{key}_undefined']), key
     assert difference['exact_match']['macro_avg']['bootstrap_ci95'] is not None
     table = (tmp_path / 'results.md').read_text()
-    assert '| token accuracy, MacroAvg | +10.00 | – | – | – | – |' in table
+    row = next(line for line in table.splitlines()
+               if line.startswith('| token accuracy, MacroAvg | +10.00 | '))
+    # Both bootstraps missing; the t interval alone calls nothing.
+    assert row.split(' | ')[3:5] == ['–', '–'], row
+    assert row.endswith('| undetermined |') or row.endswith(
+        '| no difference |'), row
     assert re.search(
         r"Token accuracy, bootstrap over test examples: cannot be drawn: "
         r"\d+ of 500 replicates drew only examples without scored units on "

@@ -65,6 +65,12 @@ def _fake_run_text2sql(calls):
         'test_tokens': {c: {'correct_tokens': run['tokens'][c],
                             'tokens': 20 if c == 'geography' else 40}
                         for c in data.clients},
+        'examples': {'geography': {'train': 549, 'dev': 49, 'test': 4},
+                     'imdb': {'train': 79, 'dev': 26, 'test': 4}},
+        'truncated': {c: {split: {'sources': 0,
+                                  'targets': int(split == 'test')}
+                          for split in ('train', 'dev', 'test')}
+                      for c in data.clients},
         'vocab_slices': {} if not vocab_slice_keys else {
             'geography': {'keys': 90, 'distinct_ids': 90, 'ids_to_unk': 0},
             'imdb': {'keys': 100, 'distinct_ids': 130, 'ids_to_unk': 7}},
@@ -125,11 +131,16 @@ class VocabSliceBenchmarkExecutionTest(tf.test.TestCase,
     np.testing.assert_allclose(sliced['dev_token_accuracy'], 0.6, rtol=1e-6)
 
     table = _read(os.path.join(tmp_path, 'vocab_slice.md'))
-    # Down 1 KB of 4 KB = 0.250x, up 1.1 of 4.1 = 0.268x. Tokens: dense
+    # KiB: dense 4,000 / 1,024 = 3.91 down, 4,100 / 1,024 = 4.00 up; sliced
+    # 1,000 / 1,024 = 0.98 down, 1,100 / 1,024 = 1.07 up. Down 1,000 of
+    # 4,000 bytes = 0.250x, up 1,100 of 4,100 = 0.268x. Tokens: dense
     # geography 10/20, imdb 20/40: MacroAvg 50, MicroAvg 30/60 = 50; sliced
     # 12/20 = 60 and 10/40 = 25: MacroAvg 42.5, MicroAvg 22/60 = 36.67. EM:
     # dense (25 + 0) / 2 = 12.5, sliced 0.
-    self.assertIn('| Dense FedAvg | 500 | 0 | 4.0 | 4.1 | 1.000× | 1.000× | '
+    self.assertIn('| KiB down / client / round | KiB up / client / round |',
+                  table)
+    self.assertNotIn('KB', table)
+    self.assertIn('| Dense FedAvg | 500 | 0 | 3.9 | 4.0 | 1.000× | 1.000× | '
                   '50.00 | 50.00 | 12.50 | 50.00 | 4.0 |', table)
     self.assertIn('| Sliced, M = 100 | 95 | 7 | 1.0 | 1.1 | 0.250× | 0.268× | '
                   '42.50 | 36.67 | 0.00 | 60.00 | 2.0 |', table)
@@ -142,6 +153,28 @@ class VocabSliceBenchmarkExecutionTest(tf.test.TestCase,
         os.path.join(tmp_path, 'vocab_slice_dev_token_accuracy.png')), 0)
     self.assertEqual(json.loads(_read(os.path.join(
         tmp_path, 'vocab_slice.json')))['command'], 'cmd')
+    # What the model saw, from the dense run's records: one test target cut
+    # per client (2 in all), 4 test examples each.
+    section = table.split('## What the model saw')[1].split('| Method')[0]
+    self.assertIn('the examples used: geography 549, imdb 79.', section)
+    self.assertIn('to the model\'s maximum: 0 and 2;', section)
+    self.assertIn('Test examples per client: geography 4, imdb 4 (8 in all)',
+                  section)
+    self.assertIn('no difference is called', section)
+
+    # The report again from its JSON alone, training nothing.
+    os.remove(os.path.join(tmp_path, 'vocab_slice.md'))
+    vocab_slice_benchmark.rewrite_report(tmp_path)
+    self.assertEqual(_read(os.path.join(tmp_path, 'vocab_slice.md')), table)
+    self.assertEqual(calls, [0, 100])
+
+  def test_report_of_runs_that_recorded_no_examples(self):
+    summaries = {0: dict(test_exact_match=dict(per_client=dict(
+        imdb=dict(total=26), yelp=dict(total=24))))}
+    section = vocab_slice_benchmark.what_the_model_saw(summaries)
+    self.assertIn('were not recorded in this report', section)
+    self.assertIn('Truncation.** Not recorded', section)
+    self.assertIn('imdb 26, yelp 24 (50 in all)', section)
 
 
   @parameterized.named_parameters(('repeated', (100, 100)), ('negative', (-1,)))

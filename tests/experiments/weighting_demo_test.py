@@ -56,6 +56,27 @@ class ResultsTableExecutionTest(tf.test.TestCase):
         '| lorar | 33.33 | 50.00 | 41.67 | 42.86 |')
 
 
+class WhatTheModelSawTest(tf.test.TestCase):
+
+  def test_section_states_the_counts_it_is_given(self):
+    # The committed r8 run (seed 0, max_length 128): counted with
+    # text_classification.prepare_clients.
+    section = weighting_demo.what_the_model_saw(
+        train_examples=[424, 1820, 635, 353, 357, 616, 260, 1020],
+        test_examples=[152, 697, 259, 145, 153, 261, 109, 413],
+        truncated=dict(max_length=128, train=1276, test=438),
+        local_epochs=2, rounds=20, dataset='r8')
+    self.assertStartsWith(section, '## What the model saw')
+    self.assertIn('2 local epoch(s) a round for 20 rounds: 424 / 1,820 / 635',
+                  section)
+    # 424 + 1,820 + 635 + 353 + 357 + 616 + 260 + 1,020 = 5,485; the test
+    # splits add up to 2,189.
+    self.assertIn('(5,485 r8 training texts)', section)
+    self.assertIn('(2,189 in all)', section)
+    self.assertIn('cut to 128: 1,276 training and 438 test texts', section)
+    self.assertIn('no difference between weightings is called', section)
+
+
 class ArgumentsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -118,6 +139,7 @@ class WeightingDemoExecutionTest(tf.test.TestCase):
     with open(os.path.join(output_dir, 'results.md')) as f:
       markdown = f.read()
     rows = _table_rows(markdown)
+    self.assertIn('## What the model saw', markdown)
 
     clients = report['clients']
     train_sizes = [c['train_examples'] for c in clients]

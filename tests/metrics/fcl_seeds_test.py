@@ -1,5 +1,6 @@
 """FCL results over seeds: means, intervals and paired differences."""
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
@@ -50,15 +51,64 @@ class FclSeedsExecutionTest(tf.test.TestCase):
     self.assertAllClose(c['per_seed'], [0.2, 0.2])
     self.assertAlmostEqual(c['difference'], 0.2)
     self.assertAllClose(c['seed_ci95'], [0.2, 0.2])
-    self.assertEqual(c['seed_verdict'], 'A higher')
     want = continual.pair_bootstrap_difference(
         [[0.6, 0.8], [0.7, 0.9]], [[0.5, 0.5], [0.5, 0.7]], seed=0)
     self.assertAllClose(c['pair_bootstrap_ci95'], [want.low, want.high])
-    self.assertEqual(c['pair_bootstrap_verdict'],
-                     intervals.verdict(want, 'A', 'B'))
+    # Pair differences 0.1 to 0.3: both intervals exclude 0, so it is called.
+    self.assertGreater(want.low, 0.0)
+    self.assertEqual(c['verdict'], 'A higher')
+    # One verdict, none per interval.
+    self.assertNotIn('seed_verdict', c)
+    self.assertNotIn('pair_bootstrap_verdict', c)
     with self.assertRaisesRegex(ValueError, 'share no seed'):
       fcl_seeds.compare({1: _run([0.5, 0.5])}, {2: _run([0.5, 0.5])},
                         names=('A', 'B'))
+
+  def test_compare_calls_nothing_the_pairs_do_not_support(self):
+    # Every seed: pair differences +0.5 and -0.3, mean +0.1. The seeds agree
+    # exactly (interval [0.1, 0.1]), but resampling the two pairs gives
+    # means from -0.3 to +0.5: the pairs' interval holds 0, so no verdict.
+    a = {s: _run([0.9, 0.3]) for s in (0, 1)}
+    b = {s: _run([0.4, 0.6]) for s in (0, 1)}
+    c = fcl_seeds.compare(a, b, names=('SIT', 'FedSeIT'), seed=0)
+    self.assertAllClose(c['seed_ci95'], [0.1, 0.1])
+    self.assertLess(c['pair_bootstrap_ci95'][0], 0.0)
+    self.assertGreater(c['pair_bootstrap_ci95'][1], 0.0)
+    self.assertEqual(c['verdict'], 'no difference')
+
+  def test_compare_with_one_seed_calls_no_difference(self):
+    c = fcl_seeds.compare({0: _run([0.9, 0.9])}, {0: _run([0.5, 0.5])},
+                          names=('A', 'B'), seed=0)
+    self.assertIsNone(c['seed_ci95'])
+    self.assertAllClose(c['pair_bootstrap_ci95'], [0.4, 0.4])
+    self.assertEqual(c['verdict'], 'undetermined')
+
+
+class VerdictTest(tf.test.TestCase, parameterized.TestCase):
+  """`fcl_seeds.verdict`: the one rule on hand-built intervals."""
+
+  @parameterized.named_parameters(
+      # Issue 65: SIT - FedSeIT on random-task TREC-6, the seed interval
+      # excludes 0 and the (client, task) pairs' does not.
+      ('issue_65_sit_random_trec6', [-0.0060, -0.0037], [-0.0100, 0.0004],
+       'no difference'),
+      # The reverse (FedSeIT - FedWeIT on R8 of the main setting).
+      ('pairs_only', [-0.0036, 0.0270], [0.0003, 0.0225], 'no difference'),
+      ('both_exclude_0_above', [0.0190, 0.0462], [0.0206, 0.0448],
+       'SIT higher'),
+      ('both_exclude_0_below', [-0.0060, -0.0037], [-0.0100, -0.0004],
+       'FedSeIT higher'),
+      ('opposite_sides', [0.01, 0.02], [-0.02, -0.01], 'no difference'),
+      ('one_seed_pairs_exclude_0', None, [0.01, 0.02], 'undetermined'),
+      ('one_seed_pairs_hold_0', None, [-0.01, 0.02], 'no difference'),
+  )
+  def test_verdict(self, seed_ci, pair_ci, expected):
+    comparison = {'seed_ci95': seed_ci, 'pair_bootstrap_ci95': pair_ci}
+    self.assertEqual(fcl_seeds.verdict(comparison, ('SIT', 'FedSeIT')),
+                     expected)
+    self.assertEqual(
+        expected, intervals.comparison_verdict(seed_ci, pair_ci, 'SIT',
+                                               'FedSeIT'))
 
 
 if __name__ == '__main__':

@@ -14,6 +14,7 @@ import sacrebleu
 import tensorflow as tf
 
 from tff_nlp.metrics import bleu
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import nmt_report
 from tff_nlp.metrics import nmt_seeds
 
@@ -162,7 +163,8 @@ class SummaryTest(tf.test.TestCase):
     self.assertEqual(summary['pulled_fraction'], pytest.approx(1.4 / 3))
     self.assertEqual(summary['seconds_mean'], 60)
     table = nmt_report.seeds_table({'dp_l': summary}, ['a', 'b'])
-    self.assertIn('| dp_l | 3 | 12.00 | 22.00 | 17.00 [12.03, 21.97] | '
+    # Neither test set is one of the paper's: no shared-domain average.
+    self.assertIn('| dp_l | 3 | 12.00 | 22.00 | – | 17.00 [12.03, 21.97] | '
                   '0.467× | 1.0 |', table)
 
   def test_engine_seconds(self):
@@ -212,3 +214,138 @@ class SummaryTest(tf.test.TestCase):
     self.assertIn('| x − y | +20.00 | [+17.52, +22.48] | [+0.00, +0.00] | '
                   'no difference |', nmt_report.comparisons_table([tie]))
     self.assertFalse(math.isnan(result['bootstrap_ci95'][0]))
+
+  def test_compare_applies_the_one_verdict_rule(self):
+    a = nmt_seeds.summarize_engine(
+        {s: _result('x', 'combined', {'news': v, 'php': v})
+         for s, v in ((0, 30.0), (1, 31.0), (2, 32.0))}, ['news', 'php'])
+    b = nmt_seeds.summarize_engine(
+        {s: _result('y', 'combined', {'news': v, 'php': v})
+         for s, v in ((0, 10.0), (1, 12.0), (2, 11.0))}, ['news', 'php'])
+    # Seeds: A higher, [+17.52, +22.48]. Test sentences: A's translations
+    # are _B's and B's are the references, so the bootstrap is below 0.
+    # Intervals that exclude 0 on opposite sides call nothing.
+    result = nmt_seeds.compare(a, b, a_statistics=[_stats(_B)] * 3,
+                               b_statistics=[_stats(_REFS)] * 3,
+                               names=('x', 'y'))
+    self.assertLess(result['bootstrap_ci95'][1], 0)
+    self.assertEqual(result['verdict'], 'no difference')
+    self.assertEqual(result['verdict'], intervals.comparison_verdict(
+        result['seed_ci95'], result['bootstrap_ci95'], 'x', 'y'))
+    # One paired seed: no seed interval, so the bootstrap alone calls
+    # nothing ("undetermined").
+    one = nmt_seeds.summarize_engine(
+        {0: _result('x', 'combined', {'news': 30.0, 'php': 30.0})},
+        ['news', 'php'])
+    result = nmt_seeds.compare(one, b, a_statistics=[_stats(_REFS)],
+                               b_statistics=[_stats(_B)] * 3,
+                               names=('x', 'y'))
+    self.assertIsNone(result['seed_ci95'])
+    self.assertGreater(result['bootstrap_ci95'][0], 0)
+    self.assertEqual(result['verdict'], 'undetermined')
+
+  def test_shared_domain_average_and_its_comparison(self):
+    # Test sets news (shared with the paper) and captions (ours only).
+    # A: news 4, 6, 8 -> shared average 6, s = 2, 6 ± 4.9683; over both
+    # (news + 20) / 2 = 12, 13, 14. B: news 1, 2, 3 -> differences on the
+    # shared average 3, 4, 5: 4 ± 2.4841.
+    a = nmt_seeds.summarize_engine(
+        {s: _result('x', 'combined', {'news': v, 'captions': 20.0})
+         for s, v in ((0, 4.0), (1, 6.0), (2, 8.0))}, ['news', 'captions'],
+        shared_domains=['news'])
+    b = nmt_seeds.summarize_engine(
+        {s: _result('y', 'combined', {'news': v, 'captions': 20.0})
+         for s, v in ((0, 1.0), (1, 2.0), (2, 3.0))}, ['news', 'captions'],
+        shared_domains=['news'])
+    self.assertEqual(
+        [s['bleu_shared_avg'] for s in a['seeds'].values()], [4, 6, 8])
+    self.assertEqual(a['bleu_shared_avg'], 6)
+    self.assertEqual(a['bleu_shared_avg_ci95'],
+                     pytest.approx([6 - 4.9683, 6 + 4.9683], abs=1e-4))
+    self.assertEqual(a['bleu_avg'], 13)
+    self.assertEqual(a['shared_domains'], ['news'])
+    news = [{'news': _stats(_REFS)['news']}]
+    result = nmt_seeds.compare(
+        a, b, a_statistics=news * 3,
+        b_statistics=[{'news': _stats(_B)['news']}] * 3, names=('x', 'y'),
+        average=nmt_seeds.SHARED_AVG)
+    self.assertEqual(result['average'], 'bleu_shared_avg')
+    self.assertEqual(result['difference'], 4)
+    self.assertEqual(result['seed_ci95'],
+                     pytest.approx([4 - 2.4841, 4 + 2.4841], abs=1e-4))
+    self.assertEqual(result['verdict'], 'x higher')
+    table = nmt_report.seeds_table({'x': a}, ['news', 'captions'])
+    self.assertIn('| x | 3 | 6.00 | 20.00 | 6.00 [1.03, 10.97] | '
+                  '13.00 [10.52, 15.48] | – | 1.0 |', table)
+
+
+class PaperAverageTest(tf.test.TestCase):
+
+  def test_the_papers_shared_domain_average(self):
+    domains = ['wmt_news', 'ted_iwslt14', 'php_docs', 'ubuntu_l10n',
+               'multi30k_captions']
+    self.assertEqual(nmt_report.shared_domains(domains), domains[:4])
+    # (33.97 + 30.80 + 37.32 + 47.90) / 4 = 149.99 / 4.
+    self.assertAlmostEqual(nmt_report.paper_shared_average(
+        nmt_report.PAPER_SERVER['default'], domains), 37.4975)
+    # DP_l: (29.28 + 30.88 + 36.33 + 45.74) / 4 = 142.23 / 4.
+    self.assertAlmostEqual(nmt_report.paper_shared_average(
+        nmt_report.PAPER_SERVER['dp_l'], domains), 35.5575)
+    # Table 3 gives no cells: no shared average.
+    self.assertIsNone(nmt_report.paper_shared_average(
+        nmt_report.PAPER_CENTRALIZED['combined'], domains))
+    # The paper's own averages are over its five cells, OpenSubtitles in,
+    # to within its rounding (DP_g: 122.48 / 5 = 24.496, printed 24.49;
+    # random: 152.14 / 5 = 30.428, printed 30.43).
+    for mode, row in nmt_report.PAPER_SERVER.items():
+      five = (row['WMT'] + row['OS'] + row['TED'] + row['PHP']
+              + row['UB']) / 5
+      self.assertAlmostEqual(five, row['avg'], delta=0.0061, msg=mode)
+    summaries = {
+        'fedavg_default': {'spec': {'kind': 'federated', 'mode': 'default',
+                                    'rounds': 5}},
+        'data_combination': {'spec': {'kind': 'combined'}}}
+    self.assertEqual(nmt_report.paper_averages(summaries, domains),
+                     {'fedavg_default': pytest.approx(37.4975)})
+
+
+class OutputHealthTest(tf.test.TestCase):
+
+  def test_loops_lengths_and_examples(self):
+    self.assertTrue(nmt_report.has_loop('after 20000000000000 years'))
+    self.assertTrue(nmt_report.has_loop('SkixtTETETETETE'))
+    # Five repeats but 5 characters only; a number; plain text.
+    self.assertFalse(nmt_report.has_loop('aaaaa'))
+    self.assertFalse(nmt_report.has_loop('1,000,000 people'))
+    self.assertFalse(nmt_report.has_loop('the cat sat on the mat'))
+    rows = [
+        # 10 characters against 10: fine.
+        {'domain': 'news', 'source': 's1', 'reference': 'abcdefghij',
+         'hypothesis': 'abcdefghij'},
+        # 4 against 10 < 0.5: short.
+        {'domain': 'news', 'source': 's2', 'reference': 'abcdefghij',
+         'hypothesis': 'abcd'},
+        # A loop of 12 zeros, 14 against 10: loop only.
+        {'domain': 'news', 'source': 's3', 'reference': 'abcdefghij',
+         'hypothesis': 'x 000000000000'},
+        # 21 against 10 > 2: long.
+        {'domain': 'php', 'source': 's4', 'reference': 'abcdefghij',
+         'hypothesis': 'abcdefghij abcdefghij'},
+    ]
+    health = nmt_report.output_health(rows)
+    self.assertEqual(health['sentences'], 4)
+    self.assertEqual(health['loops'], 0.25)
+    self.assertEqual(health['short'], 0.25)
+    self.assertEqual(health['long'], 0.25)
+    self.assertEqual(health['degenerate'], 0.75)
+    # (10 + 4 + 14 + 21) / 40.
+    self.assertEqual(health['length_ratio'], 49 / 40)
+    self.assertEqual(nmt_report.reference_loops(rows), 0)
+    # News: its loop (line 3) rather than its first short output (line 2).
+    examples = nmt_report.degenerate_examples(rows)
+    self.assertEqual([(e['domain'], e['line'], e['why']) for e in examples],
+                     [('news', 3, ['loop']), ('php', 4, ['long'])])
+    markdown = nmt_report.examples_markdown('x', 0, examples[:1])
+    self.assertEqual(markdown, '- x, seed 0, news (predictions line 3; '
+                     'loop):\n  source `s3`\n  reference `abcdefghij`\n'
+                     '  ours `x 000000000000`')

@@ -102,8 +102,14 @@ class Text2SqlTemplatesExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert text2sql_templates.coverage(advising) == (573, 573)
     yelp = full_task.splits['yelp']['test'].y
     assert text2sql_templates.coverage(yelp) == (7, 24)
-    # Every training example has a class of its own client's group.
+    # Every training example has a class of its own client's group. The
+    # classes are the union of every client's distinct training templates,
+    # shared before training (docs/algorithms.md): 1,612 on the paper's data.
     inventory = full_task.tokenizer.inventory
+    assert len(inventory) == sum(
+        len({q.canonical_sql for q, _ in template_retrieval.client_questions(
+            clients[name], text2sql.read_client_queries(folder, name),
+            'train')}) for name in text2sql.CLIENTS) == 1612
     for group, name in enumerate(text2sql.CLIENTS):
       train = full_task.splits[name]['train']
       assert (train.y != text2sql_templates.NO_CLASS).all()

@@ -258,11 +258,12 @@ def _milliseconds(seconds: Optional[float]) -> str:
 
 def client_scaling_table(settings: Sequence[Mapping[str, Any]]) -> str:
   """Markdown: one row per (method, clients per round)."""
-  mb = scaling.format_mb
+  mib = scaling.format_mib
   lines = [
       '| method | clients / round | round s (median) | ms / client '
       '| data s (median) | sampling ms | data in worker ms / client '
-      '| Python peak MB | Python MB before rounds | worker peak MB | workers |',
+      '| Python peak MiB | Python MiB before rounds | worker peak MiB '
+      '| workers |',
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for s in settings:
@@ -277,9 +278,9 @@ def client_scaling_table(settings: Sequence[Mapping[str, Any]]) -> str:
         f'| {s["data_seconds_median"]:.3f} '
         f'| {_milliseconds(s.get("sample_seconds_median"))} '
         f'| {_milliseconds(s.get("pipeline_seconds_per_client"))} '
-        f'| {mb(s["python_peak_bytes"])} '
-        f'| {mb(s["memory_before_rounds"]["python"]["rss_bytes"])} '
-        f'| {mb(s["workers_peak_bytes"] if s["num_workers"] else None)} '
+        f'| {mib(s["python_peak_bytes"])} '
+        f'| {mib(s["memory_before_rounds"]["python"]["rss_bytes"])} '
+        f'| {mib(s["workers_peak_bytes"] if s["num_workers"] else None)} '
         f'| {s["num_workers"]} |')
   return '\n'.join(lines)
 
@@ -308,13 +309,13 @@ def write_client_scaling_plot(settings: Sequence[Mapping[str, Any]],
     time_axis.plot(n, [seconds[0] * c / n[0] for c in n], linestyle=':',
                    color='grey',
                    label=f'{method}: linear from {n[0]:,}')
-    memory_axis.plot(n, [s['python_peak_bytes'] / scaling.MB for s in rows],
+    memory_axis.plot(n, [s['python_peak_bytes'] / scaling.MIB for s in rows],
                      marker='o', label=f'{method}: Python')
     if all(s['num_workers'] for s in rows):
-      memory_axis.plot(n, [s['workers_peak_bytes'] / scaling.MB for s in rows],
+      memory_axis.plot(n, [s['workers_peak_bytes'] / scaling.MIB for s in rows],
                        marker='s', label=f'{method}: worker(s)')
   for axis, label in ((time_axis, 'round time (s, median)'),
-                      (memory_axis, 'peak resident memory (MB)')):
+                      (memory_axis, 'peak resident memory (MiB)')):
     axis.set_xscale('log')
     axis.set_yscale('log')
     for scale in (axis.xaxis, axis.yaxis):  # 1000, not 10^3.
@@ -369,17 +370,38 @@ def run_client_scaling(
   summary = collections.OrderedDict(
       config=dict(config or {}), settings=settings, fits=fits,
       machine=training_lib.machine_info())
+  summary['markdown'] = write_client_scaling_report(summary, output_dir)
+  return summary
+
+
+def write_client_scaling_report(summary: Mapping[str, Any],
+                                output_dir: str) -> str:
+  """`client_scaling.{json,md,png}` of a run; returns table + sentences."""
   training_lib.write_json(os.path.join(output_dir, CLIENT_SCALING_JSON),
-                          summary)
+                          {k: v for k, v in summary.items()
+                           if k != 'markdown'})
+  settings, config = summary['settings'], summary.get('config')
   table = client_scaling_table(settings)
-  sentences = [_fit_sentence(m, f) for m, f in fits.items()]
+  sentences = [_fit_sentence(m, f) for m, f in summary['fits'].items()]
+  num_clients = next((s['num_clients'] for s in settings
+                      if 'num_clients' in s), None)
   with open(os.path.join(output_dir, CLIENT_SCALING_TABLE), 'w',
             encoding='utf-8') as f:
     f.write('# Round time and peak memory against clients per round\n\n'
-            + scaling.config_line(config) + table + '\n\n'
-            + ''.join(f'* {s}\n' for s in sentences))
+            + scaling.config_line(config)
+            + scaling.workload_section(
+                dict(config or {}, method=', '.join(dict.fromkeys(
+                    s['method'] for s in settings))), num_clients) + table
+            + '\n\n' + ''.join(f'* {s}\n' for s in sentences))
   if any('error' not in s for s in settings):
     write_client_scaling_plot(
         settings, os.path.join(output_dir, CLIENT_SCALING_PLOT))
-  summary['markdown'] = table + '\n\n' + '\n'.join(sentences)
-  return summary
+  return table + '\n\n' + '\n'.join(sentences)
+
+
+def rewrite_client_scaling_report(output_dir: str) -> str:
+  """The report again from its `client_scaling.json`, measuring nothing."""
+  with open(os.path.join(output_dir, CLIENT_SCALING_JSON),
+            encoding='utf-8') as f:
+    summary = json.load(f, object_pairs_hook=collections.OrderedDict)
+  return write_client_scaling_report(summary, output_dir)

@@ -11,12 +11,14 @@ with every seed through `text2sql_benchmark.collect_runs`, in
 interrupted benchmark resumes). Runs go seed by seed across the variants, so
 an interrupted benchmark has its first seeds' comparisons complete.
 
-`peft_report.summarize` then writes the report: each variant's exact match,
-token accuracy, bytes per client and round and round time, its paired
-differences from full fine-tuning of the pre-trained model, and Lorar
-against num_examples within each variant, with the template-retrieval
-baseline beside them. `time_rounds` measures the variants' round times side
-by side, which the report shows when present.
+`peft_report.summarize` then writes the report, opening with what the
+model saw (`peft_setting`: training subsets, cuts, test set, protocol, the
+verdict rule), then each variant's exact match, token accuracy, bytes per
+client and round and round time, its paired differences from full
+fine-tuning of the pre-trained model, and Lorar against num_examples within
+each variant, with the template-retrieval baseline beside them.
+`time_rounds` measures the variants' round times side by side, which the
+report shows when present.
 """
 
 import collections
@@ -33,6 +35,7 @@ import numpy as np
 from tff_nlp import errors
 from tff_nlp import training as training_lib
 from tff_nlp.benchmarks import peft_report
+from tff_nlp.benchmarks import peft_setting
 from tff_nlp.benchmarks import text2sql_benchmark
 from tff_nlp.metrics import text2sql_report
 from tff_nlp.models import lora as lora_lib
@@ -250,8 +253,12 @@ def run_peft_benchmark(
           runs[v], variant_settings[v], data_dir=data_dir,
           output_dir=os.path.join(output_dir, v.name), command=command))
       for v in finished)
+  # The data's full split sizes: "What the model saw" gives the training
+  # questions used of how many.
+  sizes = peft_setting.split_sizes(settings.data.clients, data_dir=data_dir,
+                                   with_values=settings.data.with_values)
   return peft_report.summarize(finished, summaries, output_dir=output_dir,
-                               command=command)
+                               command=command, split_sizes=sizes)
 
 
 def _check_variants(variants: Sequence[Variant],

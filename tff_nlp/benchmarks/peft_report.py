@@ -1,5 +1,8 @@
 """The report of the fine-tuning variants: `results.json`, `results.md`, a PNG.
 
+The report opens with "What the model saw" (`peft_setting`: the capped
+training subsets, what the tokenizer cut and how many test queries can
+therefore never match, the test set, the protocol and the verdict rule).
 `summarize` reads each variant's seed summary (`text2sql_benchmark.report_runs`)
 and writes, per variant and method: test exact match (MacroAvg and MicroAvg;
 means over seeds with their t intervals) and teacher-forced token accuracy,
@@ -9,9 +12,11 @@ the pre-trained model (`REFERENCE`), and the runs' mean round time (beside
 the round times `peft_benchmark.time_rounds` measured side by side, when
 present). Two sets of paired differences follow
 (`text2sql_summary.difference_json`: the t interval over seeds and the paired
-bootstrap over test examples, for exact match and token accuracy): each
-variant against `REFERENCE` with the same method, and, within each variant,
-Lorar against num_examples weighting. `TOKEN_PLOT_FILE` shows each variant's
+bootstrap over test examples, for exact match and token accuracy), each
+with the one verdict `intervals.comparison_verdict` gives (the rule every
+results page follows, `intervals.VERDICT_RULE`): each variant against
+`REFERENCE` with the same method, and, within each variant, Lorar against
+num_examples weighting. `TOKEN_PLOT_FILE` shows each variant's
 token accuracy (mean, 95 % interval, seeds) with its bytes per round.
 """
 
@@ -28,6 +33,7 @@ import numpy as np
 from tff_nlp import errors
 from tff_nlp import plots
 from tff_nlp import training as training_lib
+from tff_nlp.benchmarks import peft_setting
 from tff_nlp.experiments import text2sql
 from tff_nlp.experiments import text2sql_seed_runs
 from tff_nlp.experiments import text2sql_summary
@@ -130,7 +136,9 @@ def _differences(summaries: Mapping[str, Mapping[str, Any]],
 
 def summarize(variants: Sequence[Any],
               summaries: Mapping[str, Mapping[str, Any]], *,
-              output_dir: str, command: str = '') -> dict[str, Any]:
+              output_dir: str, command: str = '',
+              split_sizes: Optional[Mapping[str, Mapping[str, int]]] = None
+              ) -> dict[str, Any]:
   """Writes the report of finished variants; returns `results.json`'s content.
 
   Args:
@@ -139,10 +147,15 @@ def summarize(variants: Sequence[Any],
     output_dir: The benchmark directory: the variants' runs are in
       `<output_dir>/<variant>/`; the report is written there.
     command: The command line, recorded in `results.md`.
+    split_sizes: Client -> split -> examples in the data
+      (`peft_setting.split_sizes`), so that "What the model saw" gives the
+      training examples used of how many; None leaves that out.
 
   Returns:
-    `units`, `command`, `reference`; `variants`: per variant and method the
-    exact match, token accuracy (MacroAvg, with seed intervals), traffic,
+    `units`, `command`, `reference`; `what_the_model_saw`
+    (`peft_setting.setting_json` of every run reported); `variants`: per
+    variant and method the exact match, token accuracy (MacroAvg, with seed
+    intervals), traffic,
     round time and LoRA sizes; `differences`: each variant (and method) minus
     `REFERENCE` with the same method; `embedding_vs_lora`: each variant
     that adapts the token embedding too minus the same LoRA without it
@@ -161,6 +174,12 @@ def summarize(variants: Sequence[Any],
 
   content = collections.OrderedDict(
       units='fraction', command=command, reference=REFERENCE,
+      what_the_model_saw=peft_setting.setting_json(
+          collections.OrderedDict(
+              (v.name, [peft_setting.read_run(run.run_dir)
+                        for slug in summaries[v.name]['methods']
+                        for run in seed_runs(v.name, slug)])
+              for v in variants), split_sizes),
       variants=collections.OrderedDict(), differences=collections.OrderedDict(),
       embedding_vs_lora=collections.OrderedDict(),
       lorar_vs_num_examples=collections.OrderedDict())
@@ -277,10 +296,14 @@ def _percent(value: float, interval=None) -> str:
 
 
 def markdown(content: Mapping[str, Any]) -> str:
-  """`results.md`: the variants' table, the differences from full and
-  between the weightings, and the figure."""
+  """`results.md`: what the model saw (`peft_setting`), the variants'
+  table, the differences from full and between the weightings, and the
+  figure."""
   lines = [
       '# Federated LoRA vs full fine-tuning on the text-to-SQL clients', '',
+      # Every results page opens with it (docs/results/README.md).
+      *peft_setting.markdown_lines(content.get('what_the_model_saw') or ()),
+      '## Results', '',
       f'Command: `{content["command"]}`' if content['command'] else '', '',
       '| Variant | Method | Seeds | MacroAvg EM [95% CI] | MicroAvg EM | '
       'MacroAvg token accuracy [95% CI] | '
@@ -310,9 +333,8 @@ def markdown(content: Mapping[str, Any]) -> str:
     lines += ['', 'Differences from full fine-tuning of the pre-trained '
               'model (MacroAvg, percentage points): the t interval over '
               'paired seeds and the paired bootstrap over test examples '
-              '(token accuracy: each example weighing its tokens). A '
-              'difference is called only where every interval shown excludes '
-              '0 on the same side.', '',
+              '(token accuracy: each example weighing its tokens). Verdicts '
+              'follow the rule under "What the model saw".', '',
               *_difference_table('Variant − full', content['differences'])]
   if content.get('embedding_vs_lora'):
     lines += ['', 'LoRA with the token embedding adapted too, minus the same '
@@ -360,10 +382,10 @@ def paper_claims(content: Mapping[str, Any]) -> list[dict[str, Any]]:
       otherwise (0.0 in every run: nothing can differ) on token accuracy,
       and it says so;
   *   'reproduced' / 'contradicted' by the sign the claim expects, or
-      'no difference' (`_verdict`: both intervals exclude 0 on one side,
-      or nothing is called). For the LoRA claim, no difference reproduces
-      it ("matches") and full fine-tuning higher contradicts it; for Lorar,
-      only Lorar higher reproduces it.
+      'no difference' (`_verdict`: `intervals.comparison_verdict`, the one
+      rule of every results page). For the LoRA claim, no difference
+      reproduces it ("matches") and full fine-tuning higher contradicts it;
+      for Lorar, only Lorar higher reproduces it.
   """
   claims = []
   for claim in PAPER_CLAIMS:
@@ -412,7 +434,7 @@ def _claim_verdict(claim: PaperClaim, entry: Optional[Mapping[str, Any]],
                    seeds: int, exact_match_zero: bool) -> str:
   if entry is None or seeds < CLAIM_SEEDS:
     return f'not measurable yet: {seeds} of {CLAIM_SEEDS} seeds'
-  verdict = _verdict(entry)
+  verdict = _verdict(entry, 'A', 'B')
   if verdict == intervals.NO_DIFFERENCE:
     outcome = ('reproduced: no difference' if claim.comparisons ==
                'differences' else 'not reproduced: no difference')
@@ -446,7 +468,9 @@ def _difference_table(title: str, differences: Mapping[str, Any]
         continue
       cells += [f'{100 * entry["difference"]:+.1f}',
                 _ci_text(entry['seed_ci95']),
-                _ci_text(entry.get('bootstrap_ci95')), _verdict(entry)]
+                _ci_text(entry.get('bootstrap_ci95')),
+                _verdict(entry, difference.get('a', 'A'),
+                         difference.get('b', 'B'))]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return lines
 
@@ -493,17 +517,23 @@ def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
   return lines
 
 
-def _verdict(entry: Mapping[str, Any]) -> str:
-  """One verdict from a difference's seed and bootstrap verdicts: theirs if
-  they agree (or only one is determined: one seed leaves the seed interval
-  undetermined), else 'no difference'."""
-  verdicts = [entry.get(f'{key}_verdict') for key in ('seed', 'bootstrap')]
-  determined = {v for v in verdicts
-                if v is not None and v != intervals.UNDETERMINED}
-  if not determined:
-    return intervals.UNDETERMINED if intervals.UNDETERMINED in verdicts else '–'
-  return (determined.pop() if len(determined) == 1
-          else intervals.NO_DIFFERENCE)
+def _verdict(entry: Mapping[str, Any], a: str, b: str) -> str:
+  """The verdict of a difference A - B (`text2sql_summary.difference_json`
+  entry) by the one rule of every results page,
+  `intervals.comparison_verdict`, from its seed and bootstrap intervals
+  (the intervals' own verdicts in `entry` are not consulted)."""
+  return intervals.comparison_verdict(_bounds(entry.get('seed_ci95')),
+                                      _bounds(entry.get('bootstrap_ci95')),
+                                      a, b)
+
+
+def _bounds(interval) -> Optional[tuple[float, float]]:
+  """(low, high) of a recorded interval ([low, high] or {'low', 'high'})."""
+  if not interval:
+    return None
+  if isinstance(interval, Mapping):
+    return (interval['low'], interval['high'])
+  return tuple(interval)
 
 
 def _ci_text(interval) -> str:

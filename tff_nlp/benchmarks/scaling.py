@@ -34,10 +34,10 @@ What the memory benchmark found (`tff_nlp/bin/memory_growth.py`: the dense
 process, 20 of the 5,452 question clients per round; growth of resident
 memory from round 20 to the last round, on 2 cores):
 
-*   The Python process grew by ~9 MB a round (+79% by round 100) while each
+*   The Python process grew by ~9 MiB a round (+79% by round 100) while each
     round built its clients' `tf.data` datasets anew with
     `tags.to_dataset`: every eager `Dataset.map` (also the one inside
-    `ragged_batch`) leaves ~0.4 MB behind that garbage collection never
+    `ragged_batch`) leaves ~0.4 MiB behind that garbage collection never
     returns (TensorFlow issue 43969); passing the same dataset objects
     every round kept it flat. `tags.BatchBuilder` builds them
     through one traced `tf.function` (the same batches): Python then stays
@@ -57,6 +57,7 @@ import collections
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 import gc
+import json
 import os
 import time
 from typing import Any, Optional
@@ -74,7 +75,9 @@ from tff_nlp.runtime import memory
 MEMORY_GROWTH_JSON = 'memory_growth.json'
 MEMORY_GROWTH_TABLE = 'memory_growth.md'
 MEMORY_GROWTH_PLOT = 'memory_growth.png'
-MB = 1024 ** 2
+# Sizes are binary (docs/results/README.md): memory is read in bytes and
+# reported in MiB.
+MIB = 1024 ** 2
 
 AfterRoundFn = Callable[[int, Mapping[str, Any]], None]
 
@@ -163,9 +166,53 @@ def prepare_run(data_dir, data, training, method, seed,
 # --- Report helpers (also the client scaling's) -----------------------------
 
 
-def format_mb(value: Optional[float]) -> str:
-  """Bytes as whole MB with thousands separators; None as a dash."""
-  return '–' if value is None else f'{value / MB:,.0f}'
+def format_mib(value: Optional[float]) -> str:
+  """Bytes as whole MiB with thousands separators; None as a dash."""
+  return '–' if value is None else f'{value / MIB:,.0f}'
+
+
+def workload_section(config: Optional[Mapping[str, Any]],
+                     num_clients: Optional[int] = None) -> str:
+  """Markdown: what the measured rounds train on, for the report's top.
+
+  Read from the run's `config` (and the clients it sampled from); these
+  reports measure time and memory, so the section says that no accuracy is
+  claimed and no difference called.
+  """
+  config = dict(config or {})
+  if not config:
+    return ''
+  dataset = config.get('dataset', 'the tag task\'s dataset')
+  if config.get('population_size'):
+    clients = (f'{config["population_size"]:,} simulated users of '
+               f'{config.get("examples_per_user", "?")} {dataset} training '
+               f'questions each (Dirichlet label skew, α = '
+               f'{config.get("population_alpha", "?")}), datasets built in '
+               f'the worker from their ids')
+  elif config.get('partition') == 'document':
+    clients = (f'every {dataset} training question its own client'
+               + (f' ({num_clients:,} clients of one example)'
+                  if num_clients else ''))
+  else:
+    clients = (f'{dataset} split over {num_clients or "?"} clients '
+               f'({config.get("partition", "?")})')
+  method = config.get('method')
+  model = (f'the tag model (one logistic regression per tag over a bag of '
+           f'words), {method or "sparse and/or dense"} process'
+           + (f', M = {config["max_keys"]} rows per sparse client'
+              if 'max_keys' in config and method != 'dense' else ''))
+  epochs = config.get('client_epochs')
+  epochs = (f'{epochs} local epoch(s)' if epochs else
+            'one local epoch (the default; not in the configuration)')
+  return ('## What the workload is\n\n'
+          f'- **Data.** {clients}; batch size {config.get("batch_size", "?")}'
+          f', {epochs}.\n'
+          f'- **Model.** {model}.\n'
+          '- **Claims.** Time and memory only: no accuracy is measured or '
+          'claimed, nothing is truncated that a score depends on, and no '
+          'difference is called (the verdict rule, docs/results/README.md, '
+          'has nothing to apply to). Sizes are binary (1 MiB = 1,024² '
+          'bytes).\n\n')
 
 
 def new_figure(ncols, *, width=5.0, height=3.8):
@@ -245,13 +292,13 @@ def growth_after(samples: Sequence[Mapping[str, Any]],
 def memory_growth_table(samples: Sequence[Mapping[str, Any]]) -> str:
   """Markdown: RSS per sample of the Python process and each worker."""
   pids = list(dict.fromkeys(w['pid'] for s in samples for w in s['workers']))
-  lines = ['| round | Python RSS MB | '
-           + ''.join(f'worker {p} RSS MB | ' for p in pids),
+  lines = ['| round | Python RSS MiB | '
+           + ''.join(f'worker {p} RSS MiB | ' for p in pids),
            '|---:|---:|' + '---:|' * len(pids)]
   for s in samples:
     rss = {w['pid']: w['rss_bytes'] for w in s['workers']}
-    lines.append(f'| {s["round"]} | {format_mb(s["python_rss_bytes"])} | '
-                 + ''.join(f'{format_mb(rss.get(p))} | ' for p in pids))
+    lines.append(f'| {s["round"]} | {format_mib(s["python_rss_bytes"])} | '
+                 + ''.join(f'{format_mib(rss.get(p))} | ' for p in pids))
   return '\n'.join(line.rstrip() for line in lines)
 
 
@@ -260,17 +307,17 @@ def write_memory_growth_plot(samples: Sequence[Mapping[str, Any]],
   """RSS of the Python process and of each worker against rounds."""
   fig, (axis,) = new_figure(1, width=6.5)
   rounds = [s['round'] for s in samples]
-  axis.plot(rounds, [s['python_rss_bytes'] / MB for s in samples],
+  axis.plot(rounds, [s['python_rss_bytes'] / MIB for s in samples],
             marker='o', label='Python process')
   pids = list(dict.fromkeys(w['pid'] for s in samples for w in s['workers']))
   for pid in pids:
-    points = [(s['round'], w['rss_bytes'] / MB) for s in samples
+    points = [(s['round'], w['rss_bytes'] / MIB) for s in samples
               for w in s['workers'] if w['pid'] == pid]
     axis.plot(*zip(*points), marker='s', label=f'worker {pid}')
   axis.axvline(baseline_round, color='grey', linestyle=':',
                label=f'baseline (round {baseline_round})')
   axis.set_xlabel('round')
-  axis.set_ylabel('resident memory (MB)')
+  axis.set_ylabel('resident memory (MiB)')
   axis.set_ylim(bottom=0)
   axis.grid(alpha=0.3)
   axis.legend(fontsize='small')
@@ -346,18 +393,36 @@ def run_memory_growth(
       data_seconds=[r['data_seconds'] for r in records],
       machine=training_lib.machine_info())
   os.makedirs(output_dir, exist_ok=True)
+  summary['markdown'] = write_memory_growth_report(summary, output_dir)
+  return summary
+
+
+def write_memory_growth_report(summary: Mapping[str, Any],
+                               output_dir: str) -> str:
+  """`memory_growth.{json,md,png}` of a run; returns the sentence + table."""
   training_lib.write_json(os.path.join(output_dir, MEMORY_GROWTH_JSON),
-                          summary)
+                          {k: v for k, v in summary.items()
+                           if k != 'markdown'})
+  samples, config = summary['samples'], summary.get('config')
   sentence = memory_growth_sentence(summary)
   table = memory_growth_table(samples)
   with open(os.path.join(output_dir, MEMORY_GROWTH_TABLE), 'w',
             encoding='utf-8') as f:
-    f.write(f'# Resident memory over {rounds} rounds\n\n'
-            + config_line(config) + sentence + '\n\n' + table + '\n')
-  write_memory_growth_plot(samples, growth['baseline_round'],
+    f.write(f'# Resident memory over {len(summary["round_seconds"])} '
+            f'rounds\n\n' + config_line(config)
+            + workload_section(config, summary.get('num_clients'))
+            + sentence + '\n\n' + table + '\n')
+  write_memory_growth_plot(samples, summary['growth']['baseline_round'],
                            os.path.join(output_dir, MEMORY_GROWTH_PLOT))
-  summary['markdown'] = sentence + '\n\n' + table
-  return summary
+  return sentence + '\n\n' + table
+
+
+def rewrite_memory_growth_report(output_dir: str) -> str:
+  """The report again from its `memory_growth.json`, running nothing."""
+  with open(os.path.join(output_dir, MEMORY_GROWTH_JSON),
+            encoding='utf-8') as f:
+    summary = json.load(f, object_pairs_hook=collections.OrderedDict)
+  return write_memory_growth_report(summary, output_dir)
 
 
 def memory_growth_sentence(summary: Mapping[str, Any]) -> str:

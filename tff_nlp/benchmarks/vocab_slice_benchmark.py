@@ -24,6 +24,7 @@ so an interrupted comparison continues where it stopped.
 
 import collections
 from collections.abc import Mapping, Sequence
+import json
 import os
 import statistics
 from typing import Any
@@ -45,6 +46,8 @@ RESULTS_FILE = 'vocab_slice.json'
 TABLE_FILE = 'vocab_slice.md'
 DEV_TOKEN_PLOT_FILE = 'vocab_slice_dev_token_accuracy.png'
 DENSE = 0
+# Sizes are binary (docs/results/README.md): 1 KiB = 1,024 bytes.
+KIB = 1024
 
 
 def run_label(max_keys: int) -> str:
@@ -79,8 +82,11 @@ def summarize_run(results: Mapping[str, Any],
     (means over the rounds), `round_seconds` (median), `rows_per_client`
     (mean rows of the embedding a client holds: V when dense),
     `ids_to_unk` (training ids mapped to UNK, all clients), `test_tokens`
-    and `test_exact_match` (`ClientAccuracies.to_json()`), and
-    `dev_token_accuracy` (the last evaluation's).
+    and `test_exact_match` (`ClientAccuracies.to_json()`),
+    `dev_token_accuracy` (the last evaluation's), and, for the report's
+    "What the model saw", `examples` (client -> split -> examples used)
+    and `truncated` (client -> split -> sources and targets cut), as the
+    run recorded them (None if it did not).
   """
   rounds = [r for r in records if 'communication' in r]
   if not rounds:
@@ -100,6 +106,8 @@ def summarize_run(results: Mapping[str, Any],
       test_exact_match=_accuracies(results, 'exact_match').to_json(),
       dev_token_accuracy=dev[-1] if dev else None,
       dev_token_accuracy_round=dev_rounds[-1] if dev else None,
+      examples=results.get('examples'),
+      truncated=results.get('truncated'),
   )
 
 
@@ -141,7 +149,7 @@ def comparison_markdown(summaries: Mapping[int, Mapping[str, Any]],
     raise ValueError('The comparison needs the dense run (M = 0).')
   dense = summaries[DENSE]
   header = ('| Method | embedding rows / client | training ids → UNK | '
-            'KB down / client / round | KB up / client / round | '
+            'KiB down / client / round | KiB up / client / round | '
             'down vs dense | up vs dense | test token acc. MacroAvg | '
             'MicroAvg | test EM MacroAvg | merged-dev token acc. | '
             'round s (median) |')
@@ -154,8 +162,8 @@ def comparison_markdown(summaries: Mapping[int, Mapping[str, Any]],
            else f'{100 * s["dev_token_accuracy"]:.2f}')
     lines.append(
         f'| {run_label(m)} | {s["rows_per_client"]:,.0f} | '
-        f'{s["ids_to_unk"]:,} | {s["bytes_down_per_client"] / 1e3:,.1f} | '
-        f'{s["bytes_up_per_client"] / 1e3:,.1f} | '
+        f'{s["ids_to_unk"]:,} | {s["bytes_down_per_client"] / KIB:,.1f} | '
+        f'{s["bytes_up_per_client"] / KIB:,.1f} | '
         f'{s["bytes_down_per_client"] / dense["bytes_down_per_client"]:.3f}× | '
         f'{s["bytes_up_per_client"] / dense["bytes_up_per_client"]:.3f}× | '
         f'{100 * tokens.macro:.2f} | {100 * tokens.micro:.2f} | '
@@ -272,16 +280,80 @@ def run_vocab_slice_benchmark(
               vocab_slices=slices.get(m)))
           for m in runs_m),
   )
+  tables = write_report(report, output_dir)
+  print(tables)
+  print(f'\nWritten to {os.path.join(output_dir, TABLE_FILE)}.')
+  return training_lib.to_json_value(report)
+
+
+def what_the_model_saw(summaries: Mapping[int, Mapping[str, Any]]) -> str:
+  """Markdown: data, truncation, test set, protocol, as the runs recorded.
+
+  The dense run's records speak for all: every run reads the same data with
+  the same settings. What an older run did not record is said to be so.
+  """
+  dense = summaries[DENSE]
+  examples, truncated = dense.get('examples'), dense.get('truncated')
+  totals = dense['test_exact_match']['per_client']
+  clients = list(totals)
+  test = ', '.join(f'{c} {totals[c]["total"]}' for c in clients)
+  lines = ['## What the model saw', '']
+  if examples:
+    train = ', '.join(f'{c} {examples[c]["train"]:,}' for c in clients
+                      if c in examples)
+    lines.append(f'- **Training data.** Each client\'s text-to-SQL training '
+                 f'split, the examples used: {train}.')
+  else:
+    lines.append('- **Training data.** Each client\'s text-to-SQL training '
+                 'split; the examples used per client were not recorded in '
+                 'this report.')
+  if truncated:
+    cut = {s: sum(truncated[c]['test'][s] for c in clients
+                  if c in truncated) for s in ('sources', 'targets')}
+    lines.append(f'- **Truncation.** Test examples whose question (source) '
+                 f'or SQL (target) was cut to the model\'s maximum: '
+                 f'{cut["sources"]} and {cut["targets"]}; a cut target can '
+                 f'never be an exact match. A sliced client also maps the '
+                 f'training ids outside its M rows to UNK (table).')
+  else:
+    lines.append('- **Truncation.** Not recorded in this report (the runs\' '
+                 '`results.json`, `truncated`, hold it). A sliced client maps '
+                 'the training ids outside its M rows to UNK (table).')
+  lines += [
+      f'- **Test set.** Test examples per client: {test} '
+      f'({sum(v["total"] for v in totals.values()):,} in all), the same for '
+      f'every run.',
+      '- **Protocol.** Teacher-forced token accuracy and greedy-decoded '
+      'exact match of the global model after the last round, one seed; '
+      'nothing is selected on the test set.',
+      '- **Verdicts.** One seed and no interval: by the verdict rule '
+      '(docs/results/README.md) no difference is called; the "− dense" '
+      'rows describe these runs only.']
+  return '\n'.join(lines)
+
+
+def write_report(report: Mapping[str, Any], output_dir: str) -> str:
+  """Writes `vocab_slice.json` and `vocab_slice.md`; returns the tables."""
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), report)
+  runs = report['runs']
+  summaries = {int(m): r['summary'] for m, r in runs.items()}
+  slices = {int(m): r['vocab_slices'] for m, r in runs.items()
+            if r.get('vocab_slices')}
   tables = comparison_markdown(summaries, slices)
   with open(os.path.join(output_dir, TABLE_FILE), 'w', encoding='utf-8') as f:
     f.write('# Vocabulary-sliced vs dense FedAvg on the text-to-SQL clients'
             '\n\n')
-    if command:
-      f.write(f'Command:\n\n```sh\n{command}\n```\n\n')
-    f.write(tables + '\n\nRuns: ' + ', '.join(
-        f'{run_label(m)} `{d}`' for m, d in run_dirs.items())
+    if report.get('command'):
+      f.write(f'Command:\n\n```sh\n{report["command"]}\n```\n\n')
+    f.write(what_the_model_saw(summaries) + '\n\nSizes are binary (1 KiB '
+            '= 1,024 bytes).\n\n' + tables + '\n\nRuns: ' + ', '.join(
+                f'{r["label"]} `{r["run_dir"]}`' for r in runs.values())
             + f'.\n\nFigure: `{DEV_TOKEN_PLOT_FILE}`.\n')
-  print(tables)
-  print(f'\nWritten to {os.path.join(output_dir, TABLE_FILE)}.')
-  return training_lib.to_json_value(report)
+  return tables
+
+
+def rewrite_report(output_dir: str) -> str:
+  """Writes the report again from its `vocab_slice.json`, training nothing."""
+  with open(os.path.join(output_dir, RESULTS_FILE), encoding='utf-8') as f:
+    report = json.load(f, object_pairs_hook=collections.OrderedDict)
+  return write_report(report, output_dir)

@@ -323,7 +323,8 @@ def _ratio(variant):
   return f'{variant["dense_over_sparse"]:.1f}× [{low:.1f}, {high:.1f}]'
 
 
-def _kb(value):
+def _kib(value):
+  """Bytes in KiB (1,024 bytes; docs/results/README.md), one decimal."""
   return f'{value / 1024:,.1f}'
 
 
@@ -334,15 +335,15 @@ def markdown(rows, *, max_keys, num_clients) -> str:
       f'M = {max_keys} rows per client, {num_clients} clients per round, '
       f'T = {base["num_tags"]} tag columns.',
       '',
-      '| V (rows) | sparse KB down | sparse KB up | dense KB down | '
-      'dense KB up | sparse down vs smallest V | dense down vs smallest V |',
+      '| V (rows) | sparse KiB down | sparse KiB up | dense KiB down | '
+      'dense KiB up | sparse down vs smallest V | dense down vs smallest V |',
       '|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for r in rows:
     lines.append(
-        f'| {r["num_rows"]:,} | {_kb(r["sparse_bytes_down"])} | '
-        f'{_kb(r["sparse_bytes_up"])} | {_kb(r["dense_bytes_down"])} | '
-        f'{_kb(r["dense_bytes_up"])} | '
+        f'| {r["num_rows"]:,} | {_kib(r["sparse_bytes_down"])} | '
+        f'{_kib(r["sparse_bytes_up"])} | {_kib(r["dense_bytes_down"])} | '
+        f'{_kib(r["dense_bytes_up"])} | '
         f'{r["sparse_bytes_down"] / base["sparse_bytes_down"]:.3f}× | '
         f'{r["dense_bytes_down"] / base["dense_bytes_down"]:.1f}× |')
   lines += [
@@ -378,7 +379,7 @@ def markdown(rows, *, max_keys, num_clients) -> str:
       '"select ms" is the selection alone, per client; "entries kept" is the '
       'share of the clients\' (example, word) entries among their rows.',
       '',
-      '| V (rows) | keys × B | rows down | rows up | KB down | KB up | '
+      '| V (rows) | keys × B | rows down | rows up | KiB down | KiB up | '
       'entries kept | select ms per client | round s | dense round s '
       '(interleaved) | dense ÷ sparse [95%] |',
       '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
@@ -388,8 +389,8 @@ def markdown(rows, *, max_keys, num_clients) -> str:
       lines.append(
           f'| {r["num_rows"]:,} | {v["max_keys"]} × {v["block_size"]} | '
           f'{v["rows_down_per_client"]} | '
-          f'{v["rows_uploaded_per_client"]:.0f} | {_kb(v["bytes_down"])} | '
-          f'{_kb(v["bytes_up"])} | {v["entries_kept"]:.3f} | '
+          f'{v["rows_uploaded_per_client"]:.0f} | {_kib(v["bytes_down"])} | '
+          f'{_kib(v["bytes_up"])} | {v["entries_kept"]:.3f} | '
           f'{1000 * v["select_seconds_per_client"]:.1f} | '
           f'{v["resident_round_seconds"]:.2f} | '
           f'{v["paired_dense_round_seconds"]:.2f} | {_ratio(v)} |')

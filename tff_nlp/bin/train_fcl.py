@@ -17,6 +17,16 @@ again continues an interrupted benchmark. Presets in `tff_nlp/bin/flags/`:
 `train_fcl.smoke.flags` (a minute; checks the pipeline),
 `train_fcl.cpu.flags` (`make bench-fcl`) and `train_fcl.paper.flags` (the
 authors' settings; for GPUs).
+
+`--report_only` trains nothing: it writes the report again from finished
+runs, read from `<output_dir>/runs` (e.g. restored from `bench/archive/fcl/`
+by `tff_nlp.bin.run_archive`) or from the report already in `<output_dir>`
+(`tff_nlp.experiments.fcl_finished`), and names any run found in neither:
+
+  python -m tff_nlp.bin.run_archive --action=restore \
+      --archive_dir=bench/archive/fcl/main --runs_dir=runs/fcl_cpu5/runs
+  python -m tff_nlp.bin.train_fcl \
+      --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags --report_only
 """
 
 import os
@@ -62,6 +72,12 @@ _SEEDS = flags.DEFINE_list(
     'Empty: one run with --seed and --task_seed.')
 _METHODS = flags.DEFINE_list(
     'methods', list(fcl.METHODS), f'Methods, of {list(fcl.METHODS)}.')
+_REPORT_ONLY = flags.DEFINE_bool(
+    'report_only', False,
+    'Train nothing: write the report from finished runs, read from '
+    '<output_dir>/runs (e.g. restored by tff_nlp.bin.run_archive) or from '
+    'the results.json already in <output_dir> when its settings match; a run '
+    'found in neither is an error.')
 
 
 def _zero_is_none(value: int):
@@ -190,6 +206,7 @@ def main(argv):
                          + sys.argv[1:]),
       context_fn=runtime_flags.context_from_flags,
       restart=common.RESTART.value,
+      report_only=_REPORT_ONLY.value,
   )
   return os.path.join(common.OUTPUT_DIR.value, fcl_report.TABLE_FILE)
 

@@ -12,7 +12,9 @@ accuracy and macro-F1 matrices of spec §8.
 Each run is cached under its configuration (`run_dir`): its rounds run in
 `tff_nlp.training.run_training`, which checkpoints the server's and the
 clients' states after every task and resumes from the last finished task,
-so a benchmark can be completed across sittings.
+so a benchmark can be completed across sittings; `run_fcl(report_only=True)`
+trains nothing and reports the finished runs (`fcl_finished`). Every report
+opens with what the model saw (`fcl_inputs`).
 
 Methods (`METHODS`) are `fcl.METHODS` plus 'fedseit_no_foreign', FedSeIT
 with its foreign-knowledge branch turned off (the ablation that shows how
@@ -42,19 +44,23 @@ from tff_nlp.data import files
 from tff_nlp.data import text_classification
 from tff_nlp.data import vocabulary as vocabulary_lib
 from tff_nlp.data import word_vectors as word_vectors_lib
+from tff_nlp.experiments import fcl_finished
+from tff_nlp.experiments import fcl_inputs
 from tff_nlp.experiments import fcl_report
+from tff_nlp.experiments import fcl_word_vectors
 from tff_nlp.metrics import continual as continual_metrics
-from tff_nlp.metrics import fcl_seeds
-from tff_nlp.models import skipgram
 from tff_nlp import training as training_lib
 from tff_nlp.training import run_cache
 
 NO_FOREIGN = fcl_report.NO_FOREIGN
 METHODS = fcl.METHODS + (NO_FOREIGN,)
 RESULTS_FILE = run_cache.RESULTS_FILE
-# `TrainingConfig.word_vectors` for the library's own skip-gram vectors.
-SKIPGRAM = 'skipgram'
-WORD_VECTORS_DIR = 'word_vectors'
+# `TrainingConfig.word_vectors` for the library's own skip-gram vectors, and
+# where they are cached (`fcl_word_vectors`).
+SKIPGRAM = fcl_word_vectors.SKIPGRAM
+WORD_VECTORS_DIR = fcl_word_vectors.WORD_VECTORS_DIR
+skipgram_config = fcl_word_vectors.skipgram_config
+load_word_vectors = fcl_word_vectors.load_word_vectors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +158,8 @@ class TrainingConfig:
 
 @dataclasses.dataclass(frozen=True)
 class EncodedTask:
-  """One task of one client, encoded."""
+  """One task of one client, encoded; `*_truncated`: documents cut at
+  `max_length` (for the report's "What the model saw")."""
 
   name: str
   label_names: tuple[str, ...]
@@ -160,6 +167,8 @@ class EncodedTask:
   y_train: np.ndarray
   x_test: np.ndarray
   y_test: np.ndarray
+  train_truncated: int = 0
+  test_truncated: int = 0
 
   @property
   def num_classes(self) -> int:
@@ -213,23 +222,22 @@ def encode_dataset(name: str, data: DataConfig,
       construction=data.construction)
   vocabulary = vocabulary_lib.Vocabulary.build(dataset.train.texts,
                                                data.vocabulary_size)
-  truncated = 0
 
-  def encode(texts):
-    nonlocal truncated
-    ids, cut = vocabulary.encode_with_truncation(texts, data.max_length)
-    truncated += int(cut.sum())
-    return ids
+  def encode(task):
+    (x_train, train_cut), (x_test, test_cut) = (
+        vocabulary.encode_with_truncation(split.texts, data.max_length)
+        for split in (task.train, task.test))
+    return EncodedTask(
+        name=task.name, label_names=task.label_names, x_train=x_train,
+        y_train=task.train.labels.astype(np.int32), x_test=x_test,
+        y_test=task.test.labels.astype(np.int32),
+        train_truncated=int(train_cut.sum()),
+        test_truncated=int(test_cut.sum()))
 
-  clients = tuple(
-      tuple(EncodedTask(
-          name=task.name, label_names=task.label_names,
-          x_train=encode(task.train.texts),
-          y_train=task.train.labels.astype(np.int32),
-          x_test=encode(task.test.texts),
-          y_test=task.test.labels.astype(np.int32))
-            for task in tasks)
-      for tasks in sequences.clients)
+  clients = tuple(tuple(encode(task) for task in tasks)
+                  for tasks in sequences.clients)
+  truncated = sum(t.train_truncated + t.test_truncated
+                  for tasks in clients for t in tasks)
   num_classes = max(t.num_classes for tasks in clients for t in tasks)
   return EncodedDataset(
       name=name, clients=clients, vocab_size=vocabulary.size,
@@ -336,62 +344,6 @@ def _evaluate(predictor: fcl.Predictor, encoded: EncodedDataset, clients,
     accuracy.append(acc_row)
     f1.append(f1_row)
   return accuracy, f1
-
-
-def skipgram_config(training: TrainingConfig) -> skipgram.SkipGramConfig:
-  """The skip-gram vectors of `--word_vectors=skipgram`: `embedding_dim`
-  values, 2 epochs of the public text, seed 0 (one set of vectors for every
-  seed and method)."""
-  return skipgram.SkipGramConfig(dim=training.embedding_dim, epochs=2,
-                                 seed=0)
-
-
-def _skipgram_vectors(config: skipgram.SkipGramConfig, cache_dir: str,
-                      data_dir: Optional[str]) -> str:
-  """`<cache_dir>/skipgram-<digest>/vectors.txt`, trained on
-  `skipgram.public_english_text` the first time; `config.json` beside it
-  (written last, so its presence marks finished vectors) holds the
-  configuration and the training statistics."""
-  directory = run_cache.run_dir(cache_dir, SKIPGRAM, config)
-  path = os.path.join(directory, 'vectors.txt')
-  if os.path.exists(os.path.join(directory, 'config.json')):
-    return path
-  logging.info('Training skip-gram vectors (%s) in %s', config, directory)
-  vocabulary, vectors, stats = skipgram.train_skipgram(
-      skipgram.public_english_text(data_dir), config)
-  os.makedirs(directory, exist_ok=True)
-  skipgram.write_vectors(path, vocabulary.words, vectors)
-  training_lib.write_json(os.path.join(directory, 'config.json'),
-                          {'config': config, 'stats': stats})
-  logging.info('Skip-gram vectors: %s', stats)
-  return path
-
-
-def load_word_vectors(training: TrainingConfig,
-                      data_dir: Optional[str] = None,
-                      output_dir: Optional[str] = None
-                      ) -> Optional[word_vectors_lib.WordVectors]:
-  """`training.word_vectors`, read (`SKIPGRAM`: trained first if not
-  cached under `<output_dir>/word_vectors`) and checked against
-  `embedding_dim`; None when the embedding is learned."""
-  if not training.word_vectors:
-    return None
-  if training.word_vectors == SKIPGRAM:
-    if output_dir is None:
-      raise ValueError('--word_vectors=skipgram: pass output_dir, where the '
-                       'vectors are cached.')
-    path = _skipgram_vectors(skipgram_config(training),
-                             os.path.join(output_dir, WORD_VECTORS_DIR),
-                             data_dir)
-  else:
-    path = word_vectors_lib.find_word_vectors(training.word_vectors, data_dir)
-  vectors = word_vectors_lib.read_word_vectors(path)
-  if vectors.dim != training.embedding_dim:
-    raise errors.InputError(
-        f'--word_vectors={training.word_vectors}: {vectors.path} has '
-        f'{vectors.dim} values per word, but --embedding_dim is '
-        f'{training.embedding_dim}; set --embedding_dim={vectors.dim}.')
-  return vectors
 
 
 def run_method(encoded: EncodedDataset, method: str, *, data: DataConfig,
@@ -545,7 +497,7 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
             command: str = '', log: Callable[[str], None] = logging.info,
             context_fn: Optional[
                 Callable[[], contextlib.AbstractContextManager]] = None,
-            restart: bool = False,
+            restart: bool = False, report_only: bool = False,
             ) -> dict[str, dict[str, Any]]:
   """Runs every method on every dataset and seed (cached runs are read) and
   writes the report (`fcl_report.write_report`).
@@ -572,6 +524,10 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
       the runs use the current context.
     restart: Start over the runs that would resume, and the finished runs
       whose data changed (`run_method`); other finished runs are read back.
+    report_only: Train nothing: read every run from its folder or the
+      earlier report in `output_dir` (`fcl_finished`), and fail naming the
+      runs found in neither. The datasets are still encoded, for "What the
+      model saw"; the word vectors are not read.
 
   Every run records the data files it read (its dataset's, and the word
   vectors) in its `data_fingerprint.json`; a run whose files changed since
@@ -607,8 +563,11 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
       with files.recording_reads() as reads:
         encoded[name, seed] = encode_dataset(name, seed_data, data_dir)
       data_files[name].update(reads)
+  finished = (fcl_finished.FinishedRuns(output_dir, _report_run_name)
+              if report_only else None)
   with files.recording_reads() as reads:
-    word_vectors = load_word_vectors(training, data_dir, output_dir)
+    word_vectors = (None if report_only else
+                    load_word_vectors(training, data_dir, output_dir))
   # The vectors' file only (skip-gram vectors are trained from the public
   # text on first use, then read from their cache).
   vector_files = {path: digest for path, digest in reads.items()
@@ -626,6 +585,11 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
       log(f'{name}, seed {seed}: vocabulary {dataset.vocab_size} ids, '
           f'{dataset.truncated_documents} documents cut at '
           f'{data.max_length} tokens')
+      if finished is not None:
+        for method in methods:
+          per_seed[name][method][seed] = finished.get(run_dir(
+              output_dir, name, method, seed_data, seed_training))
+        continue
       with (context_fn or contextlib.nullcontext)():
         for method in methods:
           per_seed[name][method][seed] = run_method(
@@ -633,20 +597,26 @@ def run_fcl(*, datasets: Sequence[str], methods: Sequence[str],
               output_dir=output_dir, word_vectors=word_vectors, log=log,
               data_files={**data_files[name], **vector_files},
               data_dir=data_dir, restart=restart)
-  results = collections.OrderedDict(
-      (name, collections.OrderedDict(
-          (m, fcl_seeds.summarize_method(runs)) for m, runs in by_method.items()))
-      for name, by_method in per_seed.items())
-  differences = collections.OrderedDict(
-      (name, collections.OrderedDict(
-          (f'{a} - {b}', fcl_seeds.compare(
-              by_method[a], by_method[b],
-              names=(fcl_report.METHOD_LABELS[a],
-                     fcl_report.METHOD_LABELS[b])))
-          for a, b in COMPARISONS if a in by_method and b in by_method))
-      for name, by_method in per_seed.items())
-  fcl_report.write_report(results, output_dir, data=data, training=training,
-                          command=command, task_summaries=summaries,
-                          seeds=[s for s, _, _ in replicates],
-                          differences=differences)
+  if finished is not None:
+    finished.check()
+    log(f'--report_only: {finished.from_report} run(s) read from the earlier '
+        'report, the others from their folders')
+  results, differences = fcl_report.seed_results(per_seed, COMPARISONS)
+  fcl_report.write_report(
+      results, output_dir, data=data, training=training, command=command,
+      task_summaries=summaries, seeds=[s for s, _, _ in replicates],
+      differences=differences, seeds_are_replicates=bool(seeds),
+      inputs=collections.OrderedDict(
+          (name, fcl_inputs.describe(collections.OrderedDict(
+              (s, encoded[name, s]) for s, _, _ in replicates)))
+          for name in datasets),
+      trained_by=finished and finished.earlier_command)
   return results
+
+
+def _report_run_name(dataset: str, method: str, data: Mapping[str, Any],
+                     training: Mapping[str, Any], seed: Optional[int]) -> str:
+  """The run folder name of a run of an earlier report (`fcl_finished`),
+  from its settings as `results.json` holds them."""
+  return os.path.basename(run_dir('', dataset, method, *replicate(
+      DataConfig(**data), TrainingConfig(**training), seed)))

@@ -2,10 +2,12 @@
 
 `task_records` and `summarize` turn a run's round records into its results
 (accuracy and macro-F1 matrices and their summaries, bytes, seconds);
-`write_report` turns `experiments.fcl.run_method`'s results (per dataset and
-method) into `results.md` in the paper's layout (ACC and macro-F1 tables, the
-ablation, forgetting and backward transfer, communication, accuracy-matrix
-heatmaps), and `results.json`.
+`seed_results` summarizes every method's seeds and makes the paired
+comparisons (`fcl_seeds`); `write_report` turns them into `results.md`,
+opening with "What the model saw" (`fcl_inputs`), then the paper's layout
+(ACC and macro-F1 tables, the paired differences with their one verdict,
+the ablation, forgetting and backward transfer, communication,
+accuracy-matrix heatmaps), and `results.json`.
 """
 
 import collections
@@ -18,7 +20,10 @@ from typing import Any, Optional
 import numpy as np
 
 from tff_nlp import training as training_lib
+from tff_nlp.experiments import fcl_inputs
 from tff_nlp.metrics import continual as continual_metrics
+from tff_nlp.metrics import fcl_seeds
+from tff_nlp.metrics import intervals
 from tff_nlp.training import run_cache
 
 # The ablation's method name: FedSeIT without the foreign-knowledge branch.
@@ -36,7 +41,6 @@ METHOD_LABELS = collections.OrderedDict([
 # The paper's one recovered number (abstract): FedSeIT's average gain over
 # the baselines, in percent (spec §8; its tables were not recovered).
 PAPER_AVERAGE_GAIN = 12.4
-
 
 
 def results_matrix(values: Sequence[Any]) -> np.ndarray:
@@ -138,19 +142,49 @@ def _percent_table(results, key: str, methods) -> dict[str, dict[str, float]]:
       for m in methods)
 
 
+def seed_results(per_seed: Mapping[str, Mapping[str, Mapping[int, Any]]],
+                 comparisons: Sequence[tuple[str, str]]):
+  """Every method's seeds summarized, and the paired comparisons.
+
+  Args:
+    per_seed: per_seed[dataset][method][seed], a run's results.
+    comparisons: (A, B) pairs for ACC(A) - ACC(B), each made where both
+      methods ran.
+
+  Returns:
+    (results, differences): results[dataset][method],
+    `fcl_seeds.summarize_method` of its seeds; differences[dataset]['A - B'],
+    `fcl_seeds.compare` (with the verdict of `intervals.VERDICT_RULE`).
+  """
+  results = collections.OrderedDict(
+      (name, collections.OrderedDict(
+          (m, fcl_seeds.summarize_method(runs))
+          for m, runs in by_method.items()))
+      for name, by_method in per_seed.items())
+  differences = collections.OrderedDict(
+      (name, collections.OrderedDict(
+          (f'{a} - {b}', fcl_seeds.compare(
+              by_method[a], by_method[b],
+              names=(METHOD_LABELS[a], METHOD_LABELS[b])))
+          for a, b in comparisons if a in by_method and b in by_method))
+      for name, by_method in per_seed.items())
+  return results, differences
+
+
 def difference_cells(comparison: Mapping[str, Any], *,
                      scale: float = 100.0) -> list[str]:
   """The table cells of one paired difference (`fcl_seeds.compare`'s).
 
   Args:
     comparison: Its `difference`, `seed_ci95` (None with one seed),
-      `seed_verdict`, `pair_bootstrap_ci95` and `pair_bootstrap_verdict`.
+      `pair_bootstrap_ci95` and `verdict`.
     scale: What the fractions are multiplied by (100: points; 1: values
       already in points).
 
   Returns:
-    [difference, 95% over seeds ('n=1' with one seed), its verdict, 95% over
-    (client, task) pairs, its verdict].
+    [difference, 95% over seeds ('n=1' with one seed), 95% over (client,
+    task) pairs, the verdict]: one verdict from both intervals, none per
+    interval.
   """
   def interval(values):
     return f'[{scale * values[0]:.2f}, {scale * values[1]:.2f}]'
@@ -158,9 +192,20 @@ def difference_cells(comparison: Mapping[str, Any], *,
   seed_ci = comparison.get('seed_ci95')
   return [f'{scale * comparison["difference"]:+.2f}',
           interval(seed_ci) if seed_ci else 'n=1',
-          comparison.get('seed_verdict', '–'),
           interval(comparison['pair_bootstrap_ci95']),
-          comparison.get('pair_bootstrap_verdict', '–')]
+          comparison['verdict']]
+
+
+def _coverage(results) -> dict[str, float]:
+  """Per dataset, the mean over methods of the vocabulary's share with a
+  pre-trained vector (runs with word vectors only)."""
+  coverage = collections.OrderedDict()
+  for dataset, by_method in results.items():
+    values = [r['word_vector_coverage'] for r in by_method.values()
+              if 'word_vector_coverage' in r]
+    if values:
+      coverage[dataset] = float(np.mean(values))
+  return coverage
 
 
 def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
@@ -168,8 +213,10 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
                  command: str = '',
                  task_summaries: Optional[Mapping[str, str]] = None,
                  seeds: Sequence[int] = (),
-                 differences: Optional[Mapping[str, Mapping[str, Any]]] = None
-                 ) -> str:
+                 differences: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 inputs: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 seeds_are_replicates: bool = True,
+                 trained_by: Optional[str] = None) -> str:
   """Writes `results.md`, `results.json` and `heatmaps/*.png`; prints the
   ACC table.
 
@@ -185,6 +232,13 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
       the first seed.
     seeds: The seeds the results are over.
     differences: differences[dataset]['A - B'], `fcl_seeds.compare`'s.
+    inputs: inputs[dataset], `fcl_inputs.describe` of its seeds: the "What
+      the model saw" section (left out without it).
+    seeds_are_replicates: Whether seed s ran `experiments.fcl.replicate`'s
+      settings (--seeds) rather than `data` and `training` as given; kept in
+      `results.json` for `fcl_finished`.
+    trained_by: The command that trained the runs, when it is not `command`
+      (a report written with --report_only).
 
   Returns:
     The path of `results.md`.
@@ -207,8 +261,13 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
       'trains its own runs, and the methods of a seed share its tasks.',
       '',
   ]
+  if inputs:
+    lines += fcl_inputs.markdown(inputs, data=data, training=training,
+                                 coverage=_coverage(results))
   if command:
     lines += ['Command:', '', '```', command, '```', '']
+  if trained_by:
+    lines += ['The runs were trained by:', '', '```', trained_by, '```', '']
   table_methods = [m for m in methods if m != NO_FOREIGN]
   acc = _percent_table(results, 'accuracy', table_methods)
   acc_table = continual_metrics.results_table_markdown(
@@ -254,10 +313,12 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
               'A - B on the same tasks in each seed: the mean over seeds, its '
               'Student-t interval over the per-seed differences, and a paired '
               'bootstrap over the (client, task) pairs of every seed (2,000 '
-              'replicates). An interval that holds 0 is "no difference".', '',
-              '| Dataset | A - B | difference | 95% over seeds | verdict | '
+              'replicates). One verdict from both intervals: '
+              + ('the rule under "What the model saw".' if inputs else
+                 intervals.VERDICT_RULE), '',
+              '| Dataset | A - B | difference | 95% over seeds | '
               '95% over (client, task) pairs | verdict |',
-              '|---|---|---:|---:|---|---:|---|']
+              '|---|---|---:|---:|---:|---|']
     for d, comparisons in differences.items():
       for name, c in comparisons.items():
         a, b = name.split(' - ')
@@ -355,6 +416,9 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
   training_lib.write_json(os.path.join(output_dir, run_cache.RESULTS_FILE), {
       'command': command, 'data': dataclasses.asdict(data),
       'training': dataclasses.asdict(training), 'seeds': list(seeds),
-      'results': results, 'differences': differences or {}})
+      'seeds_are_replicates': seeds_are_replicates,
+      **({'trained_by': trained_by} if trained_by else {}),
+      'inputs': inputs or {}, 'results': results,
+      'differences': differences or {}})
   print(f'Average final accuracy, ACC (%):\n\n{acc_table}')
   return path

@@ -7,9 +7,9 @@ of it, each with its own `results.json` (`fcl_report.write_report`).
 `summarize` reads them and puts, per setting and dataset, the ACC of the
 methods that transfer knowledge and the paper's two paired comparisons
 (FedSeIT − no foreign branch, FedSeIT + SIT − FedSeIT) with both intervals
-in one table; `write` writes it as `variants.md` and `variants.json`. A
-setting whose `results.json` is not there yet is listed as such, not left
-out.
+and the one verdict of `intervals.VERDICT_RULE` in one table; `write` writes
+it as `variants.md` and `variants.json`. A setting whose `results.json` is
+not there yet is listed as such, not left out.
 """
 
 import collections
@@ -21,6 +21,8 @@ from typing import Any
 from tff_nlp import errors
 from tff_nlp.experiments import fcl
 from tff_nlp.experiments import fcl_report
+from tff_nlp.metrics import fcl_seeds
+from tff_nlp.metrics import intervals
 from tff_nlp.training import run_cache
 
 MAIN = 'main'
@@ -93,13 +95,18 @@ def _rows(name: str, report: Mapping[str, Any]) -> list[dict[str, Any]]:
             (m, by_method[m]['seconds']) for m in METHODS
             if m in by_method),
         comparisons=collections.OrderedDict(
-            (key, _in_points(differences[key])) for key in COMPARISONS
+            (key, _in_points(differences[key], key)) for key in COMPARISONS
             if key in differences)))
   return rows
 
 
-def _in_points(difference: Mapping[str, Any]) -> dict[str, Any]:
-  scaled = dict(difference)
+def _in_points(difference: Mapping[str, Any], key: str) -> dict[str, Any]:
+  """A comparison in points, with its verdict from its intervals (reports
+  written before the one rule had a verdict per interval instead)."""
+  names = tuple(fcl_report.METHOD_LABELS[m] for m in key.split(' - '))
+  scaled = {k: v for k, v in difference.items()
+            if k not in ('seed_verdict', 'pair_bootstrap_verdict')}
+  scaled['verdict'] = fcl_seeds.verdict(difference, names)
   for key in ('difference', 'seed_ci95', 'pair_bootstrap_ci95', 'per_seed'):
     value = difference.get(key)
     if value is not None:
@@ -116,7 +123,11 @@ def markdown(summary: Mapping[str, Any]) -> str:
       'selection help: the ACC of the methods that transfer (mean over '
       'seeds, %) and the paired differences in points, with the Student-t '
       'interval over seeds and the paired bootstrap over (client, task) '
-      'pairs. An interval that holds 0 is "no difference".', '',
+      'pairs, and one verdict from both.', '',
+      f'{intervals.VERDICT_RULE} What each setting\'s model saw (training '
+      'documents, truncation, test sets, protocol) opens its report, '
+      '`results.md` in the folder of its name (the main setting\'s in this '
+      'folder).', '',
       '## Settings', '',
       '| setting | clients × tasks | tasks | word vectors | learning rate '
       '| λ1 | seeds |', '|---|---|---|---|---:|---:|---|']
@@ -143,8 +154,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
                  + f' | {"–" if seconds is None else f"{seconds:.0f}"} |')
   lines += ['', '## Paired differences (points)', '',
             '| setting | dataset | A − B | difference | 95% over seeds | '
-            'verdict | 95% over (client, task) pairs | verdict |',
-            '|---|---|---|---:|---:|---|---:|---|']
+            '95% over (client, task) pairs | verdict |',
+            '|---|---|---|---:|---:|---:|---|']
   for row in summary['rows']:
     for key, c in row['comparisons'].items():
       a, b = key.split(' - ')

@@ -378,6 +378,12 @@ def run_engine(
   return training_lib.to_json_value(results)
 
 
+def _restored_engines(output_dir: str) -> bool:
+  """Whether `output_dir/engines` holds any engine folder."""
+  engines = os.path.join(output_dir, nmt_engines.ENGINES_DIR)
+  return os.path.isdir(engines) and bool(os.listdir(engines))
+
+
 def run_nmt(
     *,
     engines: Sequence[EngineSpec],
@@ -447,7 +453,10 @@ def run_nmt(
   with training_lib.prepare_run_dir(
       output_dir, collections.OrderedDict(experiment=experiment),
       restart=restart, data_root=os.path.dirname(folder)) as run:
-    if report_only and not run.resumed:
+    # Engines restored from an archive (`run_cache.restore`: results and
+    # translations, no config) are a run to report, so a report can be
+    # regenerated from `bench/archive` alone without training.
+    if report_only and not run.resumed and not _restored_engines(output_dir):
       raise errors.InputError(
           f'--report_only: {output_dir} holds no run of this experiment.')
     task = nmt_task.prepare_task(
@@ -533,10 +542,11 @@ def run_nmt(
       results[spec.name] = done
       if trained:
         nmt_results.write_report(runs, output_dir, task=task, data=data,
-                                 command=command, echo=False)
+                                 command=command, echo=False,
+                                 training=training)
   if not any(runs.values()):
     raise errors.InputError(
         f'--report_only: no engine of --engines has finished in {output_dir}.')
   nmt_results.write_report(runs, output_dir, task=task, data=data,
-                           command=command)
+                           command=command, training=training)
   return runs

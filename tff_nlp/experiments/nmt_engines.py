@@ -30,6 +30,8 @@ _MODES = tuple(m.value for m in tensor_selection.Mode)
 # The modes whose median or quantile `split_by` decides.
 _SPLIT_MODES = ('dp_g', 'dp_l', 'random', 'dp_l_33')
 _SERVER_OPTIMIZERS = ('none',) + tuple(nmt_task.SERVER_OPTIMIZERS)
+# The folder of `run_nmt`'s output directory that holds the engines.
+ENGINES_DIR = 'engines'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,5 +198,5 @@ def engine_key(spec: EngineSpec, *, data: nmt_task.DataConfig,
 
 def engine_dir(output_dir: str, spec: EngineSpec, **key_args) -> str:
   """`output_dir/engines/<name>-<hash of engine_key(spec, **key_args)>`."""
-  return run_cache.run_dir(os.path.join(output_dir, 'engines'), spec.name,
+  return run_cache.run_dir(os.path.join(output_dir, ENGINES_DIR), spec.name,
                            engine_key(spec, **key_args))

@@ -426,7 +426,7 @@ def run_method(method: str, task: TagTask, *, training: TagTrainingConfig,
 def results_table(results: dict[str, Any], k_values: Sequence[int]) -> str:
   """Markdown: one row per method, P@k / R@k (%) and bytes per client."""
   header = ['Method'] + [f'{m}@{k}' for k in k_values for m in ('P', 'R')]
-  header += ['KB down / client / round', 'KB up / client / round',
+  header += ['KiB down / client / round', 'KiB up / client / round',
              'round s (median)']
   lines = ['| ' + ' | '.join(header) + ' |',
            '|---|' + '---:|' * (len(header) - 1)]
@@ -538,6 +538,13 @@ def run_sparse_tags(
               d > training.max_keys * training.block_size
               for d in task.distinct_words),
           distinct_words_median=float(np.median(task.distinct_words)),
+          # The (example, word) entries of an epoch over every client: what
+          # `dropped_tokens_per_round` is a part of.
+          train_word_entries=sum(
+              len(w) for c in task.clients for w in c.word_ids),
+          # Test examples with no in-vocabulary tag: never right at any k.
+          test_examples_no_known_tag=int(np.sum(
+              task.test.tags[:, :len(vocab.tags)].sum(axis=1) == 0)),
           dense_model_bytes=4 * vocab.num_word_rows * vocab.num_tag_columns),
       methods=results)
   training_lib.write_json(os.path.join(output_dir, RESULTS_FILE), summary)

@@ -11,12 +11,15 @@ clients and orders their data. Then, in `seeds.json` and `seeds.md`:
     the per-seed differences (seeds are paired: the same split and client
     data per seed) and the paired bootstrap over test examples of each
     example's 0/1 top-1 outcome, all seeds together
-    (`intervals.client_difference`), each with its verdict ('no difference'
-    when the interval holds 0).
+    (`intervals.client_difference`), and one verdict from both
+    (`intervals.comparison_verdict`: the project's one rule,
+    `intervals.VERDICT_RULE`, which the reports quote).
 
 `compare_runs` makes the same comparison of one method between two such
 runs that differ in their keys (e.g. 200 one-row keys against 50 keys of 4
-rows), seed by seed.
+rows), seed by seed. `rewrite_reports` writes both reports again from their
+JSON (verdicts re-derived from the stored intervals), without the seeds'
+run folders.
 """
 
 import collections
@@ -122,9 +125,10 @@ def compare(a: PerSeed, b: PerSeed, *, names: tuple[str, str],
 
   Returns:
     `seeds` (the common ones), `difference` (mean over seeds of P@1(A) -
-    P@1(B)), `per_seed`, `seed_ci95` and `seed_verdict` (Student-t over the
-    per-seed differences), `bootstrap_ci95` and `bootstrap_verdict` (the
-    paired bootstrap over test examples, seeds held fixed).
+    P@1(B)), `per_seed`, `seed_ci95` (Student-t over the per-seed
+    differences; None with one seed), `bootstrap_ci95` (the paired
+    bootstrap over test examples, seeds held fixed) and `verdict`
+    (`intervals.comparison_verdict` of the two).
 
   Raises:
     ValueError: If A and B share no seed.
@@ -149,9 +153,24 @@ def compare(a: PerSeed, b: PerSeed, *, names: tuple[str, str],
       a=names[0], b=names[1], seeds=list(common),
       difference=by_seed.estimate, per_seed=per_seed,
       seed_ci95=by_seed.bounds(),
-      seed_verdict=intervals.verdict(by_seed, *names),
       bootstrap_ci95=[by_example.low, by_example.high],
-      bootstrap_verdict=intervals.verdict(by_example, *names))
+      verdict=intervals.comparison_verdict(by_seed, by_example, *names))
+
+
+def reverdict(comparison: Mapping[str, Any]) -> collections.OrderedDict:
+  """A stored `compare` result with its verdict re-derived from its intervals.
+
+  Reports written before the one verdict rule carried a verdict per interval
+  (`seed_verdict`, `bootstrap_verdict`); those are dropped, the intervals
+  kept, and `verdict` is `intervals.comparison_verdict` of them.
+  """
+  result = collections.OrderedDict(
+      (k, v) for k, v in comparison.items()
+      if k not in ('seed_verdict', 'bootstrap_verdict', 'verdict'))
+  result['verdict'] = intervals.comparison_verdict(
+      comparison['seed_ci95'], comparison['bootstrap_ci95'],
+      comparison['a'], comparison['b'])
+  return result
 
 
 def _by_method(per_seed_runs: PerSeed) -> dict[str, dict[int, Any]]:
@@ -200,24 +219,29 @@ def _signed_interval(bounds: Optional[Sequence[float]]) -> str:
 
 
 def comparisons_table(comparisons: Mapping[str, Any]) -> str:
-  """Markdown: one row per A - B of precision@1 (points), with verdicts."""
+  """Markdown: one row per A - B of precision@1 (points), one verdict each."""
   lines = ['| A − B (precision@1) | seeds | difference (points) | 95% over '
-           'seeds | verdict | 95% paired bootstrap over test examples | '
-           'verdict |', '|---|---:|---:|---|---|---|---|']
+           'seeds | 95% paired bootstrap over test examples | verdict |',
+           '|---|---:|---:|---|---|---|']
   for name, c in comparisons.items():
     lines.append(
         f'| {name} | {len(c["seeds"])} | {100 * c["difference"]:+.2f} | '
-        f'{_signed_interval(c["seed_ci95"])} | {c["seed_verdict"]} | '
-        f'{_signed_interval(c["bootstrap_ci95"])} | '
-        f'{c["bootstrap_verdict"]} |')
+        f'{_signed_interval(c["seed_ci95"])} | '
+        f'{_signed_interval(c["bootstrap_ci95"])} | {c["verdict"]} |')
   return '\n'.join(lines)
+
+
+def verdict_note() -> str:
+  """The rule every verdict of these reports follows, quoted once."""
+  return (f'{intervals.VERDICT_RULE} (`tff_nlp.metrics.intervals`; '
+          f'docs/results/README.md.)')
 
 
 def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
   """Markdown: methods (means and 95% intervals over seeds), comparisons."""
   header = ['Method'] + [f'{m}@{k}' for k in k_values for m in ('P', 'R')]
-  header += ['P@1 95% over seeds', 'KB down / client / round',
-             'KB up / client / round', 'round s (median)',
+  header += ['P@1 95% over seeds', 'KiB down / client / round',
+             'KiB up / client / round', 'round s (median)',
              'training min / run']
   lines = ['| ' + ' | '.join(header) + ' |',
            '|---|' + '---:|' * (len(header) - 1)]
@@ -234,6 +258,102 @@ def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
     lines.append('| ' + ' | '.join(cells) + ' |')
   return ('\n'.join(lines) + '\n\n'
           + comparisons_table(summary['comparisons']))
+
+
+def setup_record(data: sparse_tags.TagDataConfig,
+                 training: sparse_tags.TagTrainingConfig,
+                 loop: training_lib.LoopConfig) -> collections.OrderedDict:
+  """What the report's "What the model saw" needs of the run's settings."""
+  return collections.OrderedDict(
+      dataset=data.dataset, partition=data.partition,
+      dirichlet_alpha=data.dirichlet_alpha, max_keys=training.max_keys,
+      block_size=training.block_size, client_epochs=training.client_epochs,
+      batch_size=training.batch_size, rounds=loop.rounds,
+      clients_per_round=loop.clients_per_round,
+      k_values=list(training.k_values))
+
+
+def _clients_of_round(clients_per_round: Optional[int]) -> str:
+  if clients_per_round is None:
+    return 'the sampled clients'
+  if clients_per_round == 0:
+    return 'all clients'
+  return f'{clients_per_round} sampled clients'
+
+
+def what_the_model_saw(summary: Mapping[str, Any]) -> str:
+  """Markdown: the data, truncation, test set and protocol of the summary.
+
+  Every number is read from `summary` (`task`, `setup`, the methods'
+  `dropped_tokens_per_round`); one a run did not record is said to be so,
+  never guessed.
+  """
+  task, setup = summary['task'], summary.get('setup', {})
+  unknown = 'not recorded'
+  dataset = f'{setup["dataset"]} ' if 'dataset' in setup else ''
+  per_round = setup.get('clients_per_round')
+  keys = setup.get('max_keys', unknown)
+  if setup.get('block_size', 1) > 1:
+    keys = f'{keys} keys of {setup["block_size"]} rows'
+  dropped = {m['label']: m['dropped_tokens_per_round']
+             for m in summary['methods'].values()
+             if m.get('dropped_tokens_per_round')}
+  entries = task.get('train_word_entries')
+  if len(set(dropped.values())) == 1:
+    dropped = {'every sparse method': next(iter(dropped.values()))}
+  cut = '; '.join(
+      f'{label}: {value:,.0f}'
+      + (f' of {entries:,} ({100 * value / entries:.0f}%)' if entries else '')
+      for label, value in dropped.items())
+  no_tag = task.get('test_examples_no_known_tag')
+  never = (unknown if no_tag is None else f'{no_tag:,} of the '
+           f'{task["test_examples"]:,}')
+  k_values = ', '.join(map(str, setup.get('k_values', [])))
+  return '\n'.join([
+      '## What the model saw', '',
+      f'- **Training data.** {task["train_examples"]:,} {dataset}training '
+      f'examples, split over {task["num_clients"]} clients '
+      f'({setup.get("partition", unknown)}, '
+      f'Dirichlet α = {setup.get("dirichlet_alpha", unknown)}): '
+      f'{task["client_examples_min"]}–{task["client_examples_max"]} '
+      f'examples per client in seed {summary["seeds"][0]}; each seed draws '
+      f'its own split. Each round {_clients_of_round(per_round)} train '
+      f'{setup.get("client_epochs", unknown)} epoch(s) over all their '
+      f'examples (batch {setup.get("batch_size", unknown)}), for '
+      f'{setup.get("rounds", unknown)} rounds.',
+      f'- **Truncation.** Dense FedAvg trains every word. A sparse client '
+      f'keeps M = {keys} of the V = {task["num_words"]:,} word rows; '
+      f'{task["clients_over_max_keys"]} of the {task["num_clients"]} '
+      f'clients have more distinct words than that and drop their rarer '
+      f'ones: (example, word) entries dropped per epoch, mean over seeds, '
+      f'{cut or "none"}. Nothing is cut at test time (the global model '
+      f'scores every test example\'s whole bag of words); test examples '
+      f'with no tag in the tag vocabulary, which can never be right: '
+      f'{never}.',
+      f'- **Test set.** The {task["test_examples"]:,} {dataset}test '
+      f'examples, the same for every method and seed.',
+      f'- **Protocol.** Precision@k and recall@k (k = {k_values or unknown}) '
+      f'of the global model after the last round over the in-vocabulary '
+      f'tags; nothing is selected on the test set.',
+      f'- **Verdicts.** One rule, quoted below the comparisons '
+      f'(docs/results/README.md).'])
+
+
+def write_summary_report(summary: Mapping[str, Any], output_dir: str) -> None:
+  """`seeds.json` and `seeds.md` of a `summarize` result."""
+  training_lib.write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
+  seeds = ', '.join(map(str, summary['seeds']))
+  dataset = summary.get('setup', {}).get('dataset', 'the tag task')
+  k_values = summary.get('setup', {}).get('k_values') or [1]
+  with open(os.path.join(output_dir, SUMMARY_TABLE_FILE), 'w',
+            encoding='utf-8') as f:
+    f.write(f'# Partial models on {dataset} over seeds {seeds}\n\n'
+            f'Means over seeds of the test metrics (%) after the last round; '
+            f'seed s splits the clients and orders their data. Each seed\'s '
+            f'own report is in `seed_<s>/`. Sizes are binary (1 KiB = 1,024 '
+            f'bytes).\n\n' + what_the_model_saw(summary) + '\n\n'
+            + summary_table(summary, k_values) + '\n\n'
+            + verdict_note() + '\n')
 
 
 def write_plot(summary: Mapping[str, Any], path: str) -> None:
@@ -321,15 +441,8 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
     raise errors.InputError(f'{output_dir}: no seed of {list(seeds)} has '
                             f'finished.')
   summary = summarize(per_seed)
-  training_lib.write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
-  with open(os.path.join(output_dir, SUMMARY_TABLE_FILE), 'w',
-            encoding='utf-8') as f:
-    f.write(f'# Partial models on {data.dataset} over seeds '
-            f'{", ".join(map(str, per_seed))}\n\nMeans over seeds of the '
-            f'test metrics (%) after the last round; seed s splits the '
-            f'clients and orders their data. Each seed\'s own report is in '
-            f'`seed_<s>/`.\n\n'
-            + summary_table(summary, training.k_values) + '\n')
+  summary['setup'] = setup_record(data, training, loop)
+  write_summary_report(summary, output_dir)
   write_plot(summary, os.path.join(output_dir, SUMMARY_PLOT_FILE))
   print(f'Means over seeds {", ".join(map(str, per_seed))}:\n\n'
         + summary_table(summary, training.k_values))
@@ -385,13 +498,49 @@ def compare_runs(a_dir: str, b_dir: str, *, seeds: Sequence[int],
           (m, compare(a_methods[m], b_methods[m], names=('A', 'B')))
           for m in shared))
   if output_dir is not None:
-    training_lib.write_json(os.path.join(output_dir, COMPARISON_FILE), result)
-    differs = ', '.join(f'{k} {a} (A) vs {b} (B)'
-                        for k, (a, b) in result['training_differs'].items())
-    with open(os.path.join(output_dir, COMPARISON_TABLE_FILE), 'w',
-              encoding='utf-8') as f:
-      f.write(f'# A = `{a_dir}` against B = `{b_dir}`\n\nThey differ in: '
-              f'{differs or "nothing"}. Each method A − B, seeds '
-              f'{", ".join(map(str, seeds))}:\n\n'
-              + comparisons_table(result['comparisons']) + '\n')
+    write_comparison_report(result, output_dir)
   return result
+
+
+def write_comparison_report(result: Mapping[str, Any],
+                            output_dir: str) -> None:
+  """`comparison.json` and `comparison.md` of a `compare_runs` result."""
+  training_lib.write_json(os.path.join(output_dir, COMPARISON_FILE), result)
+  differs = ', '.join(f'{k} {a} (A) vs {b} (B)'
+                      for k, (a, b) in result['training_differs'].items())
+  seeds = next(iter(result['comparisons'].values()))['seeds']
+  with open(os.path.join(output_dir, COMPARISON_TABLE_FILE), 'w',
+            encoding='utf-8') as f:
+    f.write(f'# A = `{result["a"]}` against B = `{result["b"]}`\n\n'
+            f'They differ in: {differs or "nothing"}; their data, clients '
+            f'and clients per round are the same (checked). Each method '
+            f'A − B, seeds {", ".join(map(str, seeds))}:\n\n'
+            + comparisons_table(result['comparisons']) + '\n\n'
+            + verdict_note() + '\n')
+
+
+def rewrite_reports(output_dir: str) -> None:
+  """Writes a run's reports again from its JSON, without its seeds' folders.
+
+  `seeds.json` (and `comparison.json`, if the run has one) are read, every
+  comparison's verdict is re-derived from its stored intervals
+  (`reverdict`), and the JSON and markdown are written back; the figure is
+  left as it is. This is how the committed reports follow a change of the
+  verdict rule or of the report's layout without training again.
+
+  Args:
+    output_dir: A `run_seeds` output folder (e.g. a copy in docs/results).
+  """
+  path = os.path.join(output_dir, SUMMARY_FILE)
+  with open(path, encoding='utf-8') as f:
+    summary = json.load(f, object_pairs_hook=collections.OrderedDict)
+  summary['comparisons'] = collections.OrderedDict(
+      (k, reverdict(c)) for k, c in summary['comparisons'].items())
+  write_summary_report(summary, output_dir)
+  path = os.path.join(output_dir, COMPARISON_FILE)
+  if os.path.exists(path):
+    with open(path, encoding='utf-8') as f:
+      result = json.load(f, object_pairs_hook=collections.OrderedDict)
+    result['comparisons'] = collections.OrderedDict(
+        (k, reverdict(c)) for k, c in result['comparisons'].items())
+    write_comparison_report(result, output_dir)

@@ -260,7 +260,10 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
   t interval of the per-seed differences on the seeds both have
   (`seed_ci95`, None with one), the paired bootstrap over test examples
   (`bootstrap_ci95`) and over examples and seeds (`bootstrap_seeds_ci95`),
-  each with its `intervals.verdict`.
+  each with its own reading (`intervals.verdict`, `*_verdict`), and the
+  entry's `verdict` by the one rule of every page
+  (`intervals.comparison_verdict` of the seed interval and the bootstrap
+  over test examples).
 
   `token_accuracy` is A - B of MacroAvg teacher-forced test token accuracy,
   what separates models whose exact match is still 0: the `difference`,
@@ -292,6 +295,9 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
           [interval.low, interval.high] if interval else None)
       content[f'{key}_verdict'] = (
           intervals.verdict(interval, a_name, b_name) if interval else None)
+    # The page's verdict: the one rule of every results page.
+    content['verdict'] = intervals.comparison_verdict(
+        content['seed_ci95'], content['bootstrap_ci95'], a_name, b_name)
     return content
 
   content = collections.OrderedDict()
@@ -343,6 +349,8 @@ def _token_difference(a, b, common, a_name: str, b_name: str,
     if drawn and intervals.MACRO_AVG in drawn.undefined:
       content[f'{key}_undefined'] = (
           'cannot be drawn: ' + drawn.undefined[intervals.MACRO_AVG])
+  content['verdict'] = intervals.comparison_verdict(
+      content['seed_ci95'], content['bootstrap_ci95'], a_name, b_name)
   return content
 
 

@@ -14,16 +14,30 @@ import json
 import os
 from typing import Any, Optional
 
+from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.metrics import text2sql_report
 
 
-# The one rule every verdict of this report follows.
-VERDICT_RULE = (
-    'Verdict rule: a difference is "higher" only when its 95 % interval '
-    'excludes 0, and "no difference" when the interval contains 0; each '
-    'interval (bootstrap over test examples, over examples and seeds, t over '
-    'paired seeds) gets its own verdict.')
+# The one rule every verdict of every results page follows.
+VERDICT_RULE = intervals.VERDICT_RULE
+
+
+# How the template parser filled its templates, by `template_values` (runs
+# recorded before the field filled annotated values).
+_TEMPLATE_PROTOCOL = {
+    'stated': (
+        '; the template parser reads the anonymised question (entity spans '
+        'replaced by variable names, as annotated) and fills its template '
+        'with the values the question states only; a variable it does not '
+        'state keeps the value of the training example the template was '
+        'learned from (`--template_values=stated`, the headline)'),
+    'annotated': (
+        '; **oracle entities**: the template parser fills its template with '
+        'every value annotated on the question, including values the '
+        'question never states (`--template_values=annotated`); not the '
+        'headline protocol'),
+}
 
 
 def what_the_model_saw(run_dir: Optional[str]) -> str:
@@ -61,6 +75,15 @@ def what_the_model_saw(run_dir: Optional[str]) -> str:
           'not among the template parser\'s classes): ' + ', '.join(
               f'{c} {v["total"] - v["covered"]} of {v["total"]}'
               for c, v in coverage.items()) + '.')
+    unstated = run.get('unstated_values')
+    if unstated:
+      lines.append(
+          '* **Test questions whose gold SQL needs a value the question does '
+          'not state** (e.g. ATIS "on monday" annotated day_number0 = 21): '
+          + ', '.join(f'{c} {v["questions"]} of {v["total"]}'
+                      for c, v in unstated.items())
+          + '. With stated values such a question is right only if the '
+          'training example of its template holds the same value.')
     lines.append(
         '* **Test set:** every client\'s test split as the run scored it '
         '(counts above; `max_eval_examples` '
@@ -71,10 +94,16 @@ def what_the_model_saw(run_dir: Optional[str]) -> str:
                                        'with anonymised variables -> SQL '
                                        'with variables, values filled in '
                                        'before scoring')
-        + ('; the template parser fills its template from the question\'s '
-           'annotated variables, which for some questions include values '
-           'the question does not state (issue 65)'
+        + (_TEMPLATE_PROTOCOL[run.get('template_values', 'annotated')]
            if coverage else '') + '.')
+    if coverage:
+      lines.append(
+          '* **Shared before training:** the template parser\'s classes are '
+          'the union of every client\'s training SQL templates, and its '
+          'n-gram vocabulary comes from every client\'s training questions, '
+          'both built in one place before training: in a deployment every '
+          'client\'s query structures would be known to the server and to '
+          'every other client (docs/algorithms.md, "What leaves a client").')
   lines.append(f'* {VERDICT_RULE}\n')
   return '\n'.join(lines) + '\n'
 
@@ -153,7 +182,8 @@ def report_markdown(report, read, *, table, token_table, tokens, clients,
         'client; the runs fixed, so it covers test-set sampling), the same '
         'resampling each method\'s seeds too (both sources, rough with few '
         'seeds), and the Student-t interval of the per-seed differences. '
-        'Verdict: "no difference" when the interval contains 0.\n')
+        f'{VERDICT_RULE} The bootstrap over examples and seeds is shown for '
+        'information.\n')
     for difference in differences.values():
       a, b = difference['num_seeds']
       parts.append(f'{difference["label"]} + Lorar (n={a}) minus '
@@ -278,28 +308,27 @@ def difference_markdown(difference: Mapping[str, Any]) -> str:
   columns: the difference in points and each interval (`[low, high]`,
   points) with its verdict.
   """
-  header = ['', 'Lorar − num_examples', 'bootstrap 95% CI (test examples)',
-            'verdict', 'bootstrap 95% CI (examples and seeds)', 'verdict',
-            't 95% CI (paired seeds)', 'verdict']
+  header = ['', 'Lorar − num_examples', 't 95% CI (paired seeds)',
+            'bootstrap 95% CI (test examples)',
+            'bootstrap 95% CI (examples and seeds; information)', 'verdict']
   lines = ['| ' + ' | '.join(header) + ' |',
-           '|---|---:|---|---|---|---|---|---|']
+           '|---|---:|---|---|---|---|']
   exact = difference['exact_match']
   rows = [*exact['per_client'].items(), ('MacroAvg', exact['macro_avg']),
           ('MicroAvg', exact['micro_avg'])]
-  for name, entry in rows:
-    cells = [name, _points(entry['difference'])]
-    for key in ('bootstrap', 'bootstrap_seeds', 'seed'):
-      cells += [_points_interval(entry[f'{key}_ci95']),
-                entry[f'{key}_verdict'] or text2sql_report.MISSING]
-    lines.append('| ' + ' | '.join(cells) + ' |')
   tokens = difference.get('token_accuracy')
   if tokens:
-    cells = ['token accuracy, MacroAvg', _points(tokens['difference'])]
-    for key in ('bootstrap', 'bootstrap_seeds', 'seed'):
-      # Runs recorded before per-example token counts have no bootstraps.
-      cells += [_points_interval(tokens.get(f'{key}_ci95')),
-                tokens.get(f'{key}_verdict') or text2sql_report.MISSING]
+    rows.append(('token accuracy, MacroAvg', tokens))
+  for name, entry in rows:
+    # Runs recorded before per-example token counts have no bootstraps.
+    cells = [name, _points(entry['difference'])] + [
+        _points_interval(entry.get(f'{key}_ci95'))
+        for key in ('seed', 'bootstrap', 'bootstrap_seeds')]
+    cells.append(intervals.comparison_verdict(
+        entry.get('seed_ci95'), entry.get('bootstrap_ci95'),
+        difference.get('a', 'A'), difference.get('b', 'B')))
     lines.append('| ' + ' | '.join(cells) + ' |')
+  if tokens:
     notes = [f'{label}: {tokens[f"{key}_undefined"]}.' for key, label in (
         ('bootstrap', 'Token accuracy, bootstrap over test examples'),
         ('bootstrap_seeds', 'Token accuracy, bootstrap over examples and '

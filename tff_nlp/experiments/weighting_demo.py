@@ -21,7 +21,7 @@ runs itself (`tff_nlp.experiments.text2sql`, with the template parser);
 """
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import dataclasses
 import os
 from typing import Any, Optional
@@ -259,6 +259,36 @@ def _privacy_line(result: WeightingResult) -> str:
           f'{p["accountant"]}).\n')
 
 
+def what_the_model_saw(*, train_examples: Sequence[int],
+                       test_examples: Sequence[int],
+                       truncated: Mapping[str, Any], local_epochs: int,
+                       rounds: int, dataset: str) -> str:
+  """Markdown: the report's data, truncation, test set and protocol.
+
+  From the prepared task itself, so the report says what this run saw; a
+  cut text is still classified, so truncation makes no test example
+  impossible, and the section says so with the count.
+  """
+  return '\n'.join([
+      '## What the model saw', '',
+      f'- **Training data.** Every training example of each client, '
+      f'{local_epochs} local epoch(s) a round for {rounds} rounds: '
+      + ' / '.join(f'{n:,}' for n in train_examples)
+      + f' ({sum(train_examples):,} {dataset} training texts).',
+      f'- **Truncation.** Texts longer than {truncated["max_length"]} tokens '
+      f'are cut to {truncated["max_length"]}: {truncated["train"]:,} training '
+      f'and {truncated["test"]:,} test texts. A cut text is still classified,'
+      f' so no test example is impossible because of it.',
+      f'- **Test set.** Each client\'s own test split: '
+      + ' / '.join(f'{n:,}' for n in test_examples)
+      + f' ({sum(test_examples):,} in all), the same for every weighting.',
+      '- **Protocol.** Accuracy of the global model after the last round; '
+      'nothing is selected on the test set.',
+      '- **Verdicts.** One seed and no interval: by the verdict rule '
+      '(docs/results/README.md) no difference between weightings is '
+      'called; the table describes this run.'])
+
+
 def write_plots(
     results: Sequence[WeightingResult], train_sizes: Sequence[int],
     output_dir: str
@@ -452,7 +482,12 @@ def run_weighting_demo(
         'Test accuracy (%) of the final global model on each client\'s own '
         'test set. Header: client (training examples). MacroAvg: mean of the '
         'client accuracies; MicroAvg: accuracy over all test examples.\n\n'
-        f'{table}\n\n'
+        + what_the_model_saw(
+            train_examples=[c.num_train for c in task.clients],
+            test_examples=[c.num_test for c in task.clients],
+            truncated=task.truncated(), local_epochs=training.local_epochs,
+            rounds=loop.rounds, dataset=client_data.dataset)
+        + f'\n\n{table}\n\n'
         f'Initial model: MacroAvg {_percent(initial["macro_avg"])}, MicroAvg '
         f'{_percent(initial["micro_avg"])}.\n'
         + ''.join(_privacy_line(r) for r in results if r.privacy)

@@ -13,8 +13,13 @@ Here, per dataset and method:
     seeds (the per-seed differences; training and task-sampling randomness
     of whole runs) and a paired bootstrap over the (client, task) pairs of
     every seed (`continual.pair_bootstrap_difference`; which tasks and
-    clients were drawn), and the verdict of each ('no difference' when the
-    interval holds 0).
+    clients were drawn, FCL's bootstrap over test examples), and one
+    verdict from both (`verdict`).
+*   `verdict`: `intervals.comparison_verdict` of a comparison's two
+    intervals, the one rule of every results page
+    (`intervals.VERDICT_RULE`). No interval gets a verdict of its own: with
+    one per interval, a page could call a difference that only one of them
+    supports (issue 65).
 
 Accuracies are fractions in [0, 1], as in the runs' results.
 """
@@ -76,6 +81,23 @@ def summarize_method(per_seed: Mapping[int, Mapping[str, Any]]
   return summary
 
 
+def verdict(comparison: Mapping[str, Any], names: tuple[str, str]) -> str:
+  """The verdict of a comparison (`compare`'s, or read from a report).
+
+  Args:
+    comparison: Its `seed_ci95` ([low, high], None with one seed) and
+      `pair_bootstrap_ci95`.
+    names: (A, B) for the verdict.
+
+  Returns:
+    `intervals.comparison_verdict` of the two intervals: f'{A} higher' or
+    f'{B} higher' only when both exclude 0 on that side.
+  """
+  return intervals.comparison_verdict(comparison.get('seed_ci95'),
+                                      comparison['pair_bootstrap_ci95'],
+                                      *names)
+
+
 def compare(a: Mapping[int, Mapping[str, Any]],
             b: Mapping[int, Mapping[str, Any]], *, names: tuple[str, str],
             num_replicates: int = 2000, seed: int = 0
@@ -91,8 +113,8 @@ def compare(a: Mapping[int, Mapping[str, Any]],
 
   Returns:
     `seeds` (the common seeds), `difference` (mean over seeds of ACC(A) -
-    ACC(B)), `seed_ci95` and `seed_verdict`, `pair_bootstrap_ci95` and
-    `pair_bootstrap_verdict`, and `per_seed` differences.
+    ACC(B)), `seed_ci95` (None with one seed), `pair_bootstrap_ci95`,
+    `verdict` (`verdict`, from both intervals) and `per_seed` differences.
 
   Raises:
     ValueError: If the methods share no seed.
@@ -107,10 +129,10 @@ def compare(a: Mapping[int, Mapping[str, Any]],
        for s in common],
       [continual.final_accuracies(_matrix(b[s]['accuracy_matrix']))
        for s in common], num_replicates=num_replicates, seed=seed)
-  return collections.OrderedDict(
+  comparison = collections.OrderedDict(
       seeds=list(common), difference=by_seed.estimate,
       seed_ci95=by_seed.bounds(),
-      seed_verdict=intervals.verdict(by_seed, *names),
-      pair_bootstrap_ci95=[by_pair.low, by_pair.high],
-      pair_bootstrap_verdict=intervals.verdict(by_pair, *names),
-      per_seed=per_seed)
+      pair_bootstrap_ci95=[by_pair.low, by_pair.high])
+  comparison['verdict'] = verdict(comparison, names)
+  comparison['per_seed'] = per_seed
+  return comparison

@@ -20,8 +20,10 @@ what the report claims from:
     seed of both engines sees the same draw. It covers test-set sampling
     with the trained engines fixed.
 *   `compare`: A - B with both intervals, the seed one over the per-seed
-    paired differences, and a verdict that calls a difference only when
-    both intervals exclude 0 on the same side ("no difference" otherwise).
+    paired differences, and the verdict of the one rule of every results
+    page (`intervals.comparison_verdict`, `intervals.VERDICT_RULE`, stated
+    in docs/results/README.md), of the average over all test sets or over
+    the paper's domains only (`SHARED_AVG`).
 """
 
 import collections
@@ -38,6 +40,13 @@ import numpy as np
 from tff_nlp import errors
 from tff_nlp.metrics import bleu
 from tff_nlp.metrics import intervals
+
+# An engine's averages (`summarize_engine`): over every test set (ours
+# alone: the paper has no captions test set and we have no OpenSubtitles),
+# and over the test sets of the domains the paper has too, the average to
+# set beside the paper's (its cells of the same domains, averaged).
+ALL_AVG = 'bleu_avg'
+SHARED_AVG = 'bleu_shared_avg'
 
 # SacreBLEU's paired bootstrap defaults (`sacrebleu --paired-bs`).
 BOOTSTRAP_REPLICATES = 1000
@@ -138,7 +147,8 @@ def engine_seconds(result: Mapping[str, Any]) -> Optional[float]:
 
 def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
                      domains: Sequence[str],
-                     default_pulled: Optional[Mapping[int, float]] = None
+                     default_pulled: Optional[Mapping[int, float]] = None,
+                     shared_domains: Sequence[str] = ()
                      ) -> collections.OrderedDict:
   """One engine over its seeds.
 
@@ -148,13 +158,16 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
     domains: The test sets, in column order.
     default_pulled: seed -> the default mode's `mean_pulled`, for
       `pulled_fraction`.
+    shared_domains: The test sets of `domains` the paper has too; if any,
+      the average over them (`SHARED_AVG`) is summarised as `bleu_avg` is.
 
   Returns:
     `engine`, `spec`, `seeds` (seed -> `bleu` per domain, `bleu_avg`,
     `seconds` (`engine_seconds`), `run_dir`, and federated
     `parameters_pulled_per_client_round`),
     `bleu` and `bleu_ci95` per domain, `bleu_avg`, `bleu_avg_ci95` (`None`
-    with one seed), `seconds_mean`, and federated `pulled_fraction` (the mean
+    with one seed), with `shared_domains` the same of `bleu_shared_avg`
+    (and per seed), `seconds_mean`, and federated `pulled_fraction` (the mean
     over seeds of pulled / default's pulled, when known).
   """
   first = next(iter(per_seed.values()))
@@ -169,6 +182,8 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
     entry = collections.OrderedDict(
         bleu=collections.OrderedDict((d, scores[d]) for d in domains),
         bleu_avg=statistics.fmean(scores[d] for d in domains),
+        **({SHARED_AVG: statistics.fmean(scores[d] for d in shared_domains)}
+           if shared_domains else {}),
         seconds=engine_seconds(result), run_dir=result.get('run_dir'))
     pulled = mean_pulled(result)
     if pulled is not None:
@@ -186,6 +201,11 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
   average = intervals.seed_interval([s['bleu_avg'] for s in seeds.values()])
   summary['bleu_avg'] = average.estimate
   summary['bleu_avg_ci95'] = average.bounds()
+  if shared_domains:
+    shared = intervals.seed_interval([s[SHARED_AVG] for s in seeds.values()])
+    summary['shared_domains'] = list(shared_domains)
+    summary[SHARED_AVG] = shared.estimate
+    summary[SHARED_AVG + '_ci95'] = shared.bounds()
   summary['seconds_mean'] = statistics.fmean(
       s['seconds'] for s in seeds.values() if s['seconds'] is not None
   ) if any(s['seconds'] is not None for s in seeds.values()) else None
@@ -298,32 +318,29 @@ def bootstrap_average_difference(
 def compare(a: Mapping[str, Any], b: Mapping[str, Any], *,
             a_statistics: Sequence[Mapping[str, np.ndarray]],
             b_statistics: Sequence[Mapping[str, np.ndarray]],
-            names: tuple[str, str]) -> collections.OrderedDict:
-  """A - B of two `summarize_engine` summaries.
+            names: tuple[str, str],
+            average: str = ALL_AVG) -> collections.OrderedDict:
+  """A - B of two `summarize_engine` summaries, on one of their averages.
 
-  The seed interval is over the per-seed differences of the seeds both ran
-  (paired: the same seed's data order); with fewer than two such seeds it
-  is None. The bootstrap is `bootstrap_average_difference` of every seed of
-  each. The verdict calls "A higher" or "B higher" only when both intervals
-  exclude 0 on that side, else "no difference" ("undetermined" without a
-  seed interval and with a bootstrap interval that excludes 0).
+  The seed interval is over the per-seed differences of `average` on the
+  seeds both ran (paired: the same seed's data order); with fewer than two
+  such seeds it is undefined (None). The bootstrap is
+  `bootstrap_average_difference` of every seed of each, over the domains
+  of the statistics given (those of `average`: every test set for
+  `ALL_AVG`, the shared ones for `SHARED_AVG`). The verdict is
+  `intervals.comparison_verdict` of the two: the one rule of every results
+  page (`intervals.VERDICT_RULE`).
   """
   shared = [s for s in a['seeds'] if s in b['seeds']]
   by_seed = intervals.seed_interval(
-      [a['seeds'][s]['bleu_avg'] - b['seeds'][s]['bleu_avg'] for s in shared]
+      [a['seeds'][s][average] - b['seeds'][s][average] for s in shared]
   ) if shared else intervals.Interval(math.nan, math.nan, math.nan)
   boot = bootstrap_average_difference(a_statistics, b_statistics)
   name_a, name_b = names
-  verdicts = {intervals.verdict(by_seed, name_a, name_b),
-              intervals.verdict(boot, name_a, name_b)}
-  if len(verdicts) == 1:
-    verdict = verdicts.pop()
-  elif intervals.NO_DIFFERENCE in verdicts:
-    verdict = intervals.NO_DIFFERENCE
-  else:
-    verdict = intervals.UNDETERMINED
   return collections.OrderedDict(
-      a=name_a, b=name_b, difference=a['bleu_avg'] - b['bleu_avg'],
+      a=name_a, b=name_b, average=average,
+      difference=a[average] - b[average],
       paired_seeds=[int(s) for s in shared],
       seed_ci95=by_seed.bounds(), bootstrap_ci95=[boot.low, boot.high],
-      bootstrap_replicates=BOOTSTRAP_REPLICATES, verdict=verdict)
+      bootstrap_replicates=BOOTSTRAP_REPLICATES,
+      verdict=intervals.comparison_verdict(by_seed, boot, name_a, name_b))
