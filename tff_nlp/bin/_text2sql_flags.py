@@ -94,6 +94,13 @@ DATA = config_flags.define_config(
             'client (the template-retrieval baseline; leave-one-out in '
             'training), which the parser copies and edits. Not in the '
             'paper.'),
+        'retrieved_sql_values': config_flags.Spec(
+            'With --retrieved_sql: how the hint is filled. stated: the values '
+            'the question states, any other variable the retrieved training '
+            'example\'s own; annotated: every value annotated on the '
+            'question, including values it never states (oracle entities; '
+            'the runs archived before this flag).',
+            enum_values=list(text2sql.VALUE_SOURCES)),
         'vocabulary_size': config_flags.Spec(
             'Vocabulary size (upper bound).', lower_bound=300),
         'max_source_length': config_flags.Spec(

@@ -124,6 +124,13 @@ class DataConfig:
       example's SQL and edits it. Not in the paper (whose parser is a
       pre-trained T5): a way for a parser trained from scratch to start at
       the baseline.
+    retrieved_sql_values: With `retrieved_sql`, how the hint is filled
+      (`text2sql.fill_template`): 'stated' (default; the values the
+      question states, any other variable the retrieved training example's
+      own) or 'annotated' (every value annotated on the question, stated or
+      not: oracle entities, the only filling of the runs made before the
+      field). Without `retrieved_sql` it means nothing and is set to
+      'annotated', which the records omit, so those runs keep their keys.
     max_source_length: Encoder tokens; longer inputs are truncated, and
       counted in `results.json`. 0 (copy_words only): the longest input of
       the data, so none is truncated.
@@ -168,6 +175,9 @@ class DataConfig:
   max_eval_examples: int = 0
   # Omitted from the records at False: runs made before it keep their keys.
   lowercase_sql: bool = release.field_added_later(False)
+  # Recorded unless 'annotated' (the runs made before it).
+  retrieved_sql_values: str = release.field_added_later(
+      text2sql.STATED, legacy=text2sql.ANNOTATED)
 
   def __post_init__(self):
     if not self.clients:
@@ -186,6 +196,13 @@ class DataConfig:
     if self.retrieved_sql and self.tokenizer != 'copy_words':
       raise ValueError('retrieved_sql needs the copy_words tokenizer, got '
                        f'{self.tokenizer!r}.')
+    if self.retrieved_sql_values not in text2sql.VALUE_SOURCES:
+      raise ValueError(
+          f'retrieved_sql_values must be one of {text2sql.VALUE_SOURCES}, '
+          f'got {self.retrieved_sql_values!r}.')
+    if not self.retrieved_sql:
+      # No hint: nothing is filled; the legacy value keeps the keys.
+      object.__setattr__(self, 'retrieved_sql_values', text2sql.ANNOTATED)
     if self.vocabulary_size < 1:
       raise ValueError(
           f'vocabulary_size must be positive, got {self.vocabulary_size}.')
@@ -395,9 +412,10 @@ def _encode_copy(tokenizer: copy_tokenizer.CopyTokenizer, sources, targets,
 
 
 def _add_sql_hints(texts, folder: str, with_values: bool, *,
-                   lowercase: bool) -> None:
+                   lowercase: bool, values: str) -> None:
   """Appends each source's retrieved SQL (`DataConfig.retrieved_sql`),
-  lower-cased as the targets are with `lowercase`."""
+  filled under `values` (`DataConfig.retrieved_sql_values`) and lower-cased
+  as the targets are with `lowercase`."""
   for name, splits in texts.items():
     queries = text2sql.read_client_queries(folder, name)
     questions = {
@@ -409,7 +427,7 @@ def _add_sql_hints(texts, folder: str, with_values: bool, *,
         hints = template_retrieval.retrieved_sql(
             questions['train'],
             None if split == 'train' else questions[split],
-            with_values=with_values)
+            with_values=with_values, values=values)
       except ValueError as e:
         raise errors.InputError(
             f'{folder}: client {name!r}: retrieved_sql: {e}') from None
@@ -495,7 +513,8 @@ def prepare_task(config: DataConfig, *, data_dir: Optional[str], seed: int,
                               if config.retrieved_sql else ()))
     if config.retrieved_sql:
       _add_sql_hints(texts, folder, config.with_values,
-                     lowercase=config.lowercase_sql)
+                     lowercase=config.lowercase_sql,
+                     values=config.retrieved_sql_values)
     lengths = [(len(tokenizer.source_tokens(source)) + 1,
                 len(tokenizer.target_tokens(target)) + 1)
                for name in config.clients for split in text2sql.SPLITS
