@@ -171,6 +171,26 @@ class WhatTheModelSawTest(tf.test.TestCase):
     self.assertIn('does not state** (e.g. ATIS "on monday" annotated '
                   'day_number0 = 21): atis 170 of 447.', section)
     self.assertIn('**Truncation:** none', section)
+    self.assertNotIn('hint', section)
+
+  def test_retrieve_and_edit_hint_filling(self):
+    from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
+    for values, expected in (
+        (None, 'oracle entities in the hint'),  # Recorded before the field.
+        ('stated', '`--retrieved_sql_values=stated`')):
+      run_dir = self.create_tempdir().full_path
+      data = {'with_values': True, 'max_eval_examples': 0,
+              'retrieved_sql': True,
+              'max_train_examples': {'default': 0, 'overrides': []}}
+      if values:
+        data['retrieved_sql_values'] = values
+      with open(os.path.join(run_dir, 'results.json'), 'w') as f:
+        json.dump({'config': {'experiment': {'data': data}},
+                   'examples': {'imdb': {'train': 79}},
+                   'truncated': {'imdb': {'test': {'sources': 0,
+                                                   'targets': 0}}}}, f)
+      self.assertIn(expected,
+                    text2sql_summary_markdown.what_the_model_saw(run_dir))
 
   def test_section_from_a_runs_record(self):
     from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top

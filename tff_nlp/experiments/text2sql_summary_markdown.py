@@ -40,6 +40,20 @@ _TEMPLATE_PROTOCOL = {
 }
 
 
+# How a retrieve-and-edit run filled its hints, by `retrieved_sql_values`
+# (runs recorded before the field filled annotated values).
+_HINT_PROTOCOL = {
+    'stated': ('; each input ends with the SQL template retrieval predicts '
+               'from the client\'s own training data, filled with the values '
+               'the question states (`--retrieved_sql_values=stated`)'),
+    'annotated': ('; each input ends with the SQL template retrieval predicts '
+                  'from the client\'s own training data, filled with every '
+                  'value annotated on the question, including values it '
+                  'never states: **oracle entities in the hint** '
+                  '(`--retrieved_sql_values=annotated`)'),
+}
+
+
 def what_the_model_saw(run_dir: Optional[str]) -> str:
   """The section `results.md` opens with: data used, truncation, test set,
   protocol and the verdict rule, read from a run's `results.json`."""
@@ -95,7 +109,9 @@ def what_the_model_saw(run_dir: Optional[str]) -> str:
                                        'with variables, values filled in '
                                        'before scoring')
         + (_TEMPLATE_PROTOCOL[run.get('template_values', 'annotated')]
-           if coverage else '') + '.')
+           if coverage else '')
+        + (_HINT_PROTOCOL[data.get('retrieved_sql_values', 'annotated')]
+           if data.get('retrieved_sql') else '') + '.')
     if coverage:
       lines.append(
           '* **Shared before training:** the template parser\'s classes are '
