@@ -97,6 +97,37 @@ class FclVariantsExecutionTest(tf.test.TestCase):
                   'no difference |', table)
     self.assertNotIn('(ablation) higher', table)
     self.assertEqual(table.count(intervals.VERDICT_RULE), 1)
+    # The page opens with what the model saw; these reports record no
+    # inputs or caps, so the page says so rather than guessing.
+    self.assertLess(table.index('## What the model saw'),
+                    table.index('## Settings'))
+    self.assertIn('[The verdict rule](../README.md#the-verdict-rule)', table)
+    self.assertIn('(cap: not recorded)', table)
+    self.assertIn('| main | r8 | not recorded | not recorded | not recorded |',
+                  table)
+
+  def test_what_the_model_saw_from_the_reports_inputs(self):
+    path = os.path.join(self.bench, 'results.json')
+    with open(path) as f:
+      report = json.load(f)
+    report['data'].update(max_train_per_task=400, max_test_per_task=300,
+                          max_length=64)
+    report['training'].update(rounds_per_task=5, local_epochs=3)
+    seed = {'train_documents': [[33, 351]], 'test_documents': [[200, 300]],
+            'labels': [[4, 4]], 'train_documents_cut': 100,
+            'test_documents_cut': 250, 'test_documents_no_known_word': 0}
+    report['inputs'] = {'r8': {'0': seed, '1': seed}}
+    _write(path, report)
+    summary = fcl_variants.summarize(self.bench, ['clients10'])
+    self.assertEqual(summary['rows'][0]['inputs']['test_documents'], 1000)
+    self.assertIsNone(summary['rows'][1]['inputs'])  # tmn: not recorded
+    table = fcl_variants.markdown(summary)
+    self.assertIn('(cap: 400 (main), not recorded (clients10))', table)
+    self.assertIn('every document is cut at a length per setting, in '
+                  'tokens: 64 (main), not recorded (clients10) (it keeps',
+                  table)
+    self.assertIn('| main | r8 | 33–351 (mean 192) | 500 of 1,000 (50.0 %) | '
+                  '200 of 768 (26.0 %) |', table)
 
   def test_difference_cells_in_points_and_with_one_seed(self):
     # In fractions: -0.0111 -> -1.11 points, and so on; one verdict.

@@ -245,6 +245,45 @@ class ReportTest(tf.test.TestCase):
     self.assertIn('| [-1.26, +0.46] | [-0.80, -0.07] | no difference |',
                   table)
     self.assertEqual(table.count(intervals.VERDICT_RULE), 1)
+    # The seeds.json beside it is not A's run (200 keys, not 50) and B's
+    # folder is not there: what the model saw is not recorded, not guessed.
+    self.assertIn('## What the model saw', table)
+    self.assertIn('Training data, the same in A and B (checked).** not '
+                  'recorded', table)
+    self.assertIn('A: not recorded; B: not recorded', table)
+    self.assertIn('(../../README.md#the-verdict-rule)', table)
+    self.assertLess(table.index('## What the model saw'),
+                    table.index('| A − B (precision@1)'))
+    with open(os.path.join(output_dir, seeds_lib.COMPARISON_FILE)) as f:
+      self.assertNotIn('inputs', json.load(f))
+
+  def test_rewrite_reports_reads_what_the_model_saw_from_both_runs(self):
+    output_dir = self.create_tempdir().full_path
+    b_dir = self.create_tempdir().full_path
+    training.write_json(os.path.join(output_dir, seeds_lib.SUMMARY_FILE),
+                        _stored_summary())
+    blocks = _stored_summary()
+    blocks['setup'].update(max_keys=50, block_size=4)
+    blocks['methods']['sparse']['dropped_tokens_per_round'] = 18251.0
+    training.write_json(os.path.join(b_dir, seeds_lib.SUMMARY_FILE), blocks)
+    comparisons = collections.OrderedDict(
+        sparse=_stored_summary()['comparisons']['sparse - dense'])
+    training.write_json(
+        os.path.join(output_dir, seeds_lib.COMPARISON_FILE),
+        dict(a='runs/rows', b='runs/blocks',
+             training_differs=dict(max_keys=[200, 50], block_size=[1, 4]),
+             comparisons=comparisons))
+    seeds_lib.rewrite_reports(output_dir, b_dir=b_dir)
+    with open(os.path.join(output_dir, seeds_lib.COMPARISON_TABLE_FILE)) as f:
+      table = f.read()
+    self.assertIn('5,452 trec50 training examples, split over 50 clients',
+                  table)
+    self.assertIn('M = 200 one-row keys (A) or 50 keys of 4 rows (B) of the '
+                  'V = 8,679 word rows', table)
+    self.assertIn('A (49 of the 50 clients drop words) 14,474 of 53,731 '
+                  '(27%), every method compared; B (49 of the 50 clients '
+                  'drop words) 18,251 of 53,731 (34%)', table)
+    self.assertIn('never be right: 0 of the 500', table)
 
 
 _DATA = sparse_tags.TagDataConfig(dataset='trec6', num_clients=4,
@@ -304,8 +343,14 @@ class RunSeedsExecutionTest(tf.test.TestCase):
     self.assertEqual(dict(compared['training_differs']),
                      dict(max_keys=[13, 50], block_size=[4, 1]))
     self.assertEqual(list(compared['comparisons']), ['sparse'])
-    self.assertTrue(os.path.exists(
-        os.path.join(other_dir, seeds_lib.COMPARISON_TABLE_FILE)))
+    with open(os.path.join(other_dir, seeds_lib.COMPARISON_TABLE_FILE)) as f:
+      table = f.read()
+    # What each run saw is recorded from the runs themselves.
+    self.assertEqual(compared['inputs']['A']['setup']['max_keys'], 13)
+    self.assertEqual(compared['inputs']['B']['task'], written['task'])
+    self.assertIn('M = 13 keys of 4 rows (A) or 50 one-row keys (B)', table)
+    self.assertIn(f'{written["task"]["train_examples"]:,} trec6 training '
+                  'examples', table)
     with self.assertRaisesRegex(errors.InputError, 'seed 1 has not finished'):
       seeds_lib.compare_runs(other_dir, output_dir, seeds=(0, 1))
 

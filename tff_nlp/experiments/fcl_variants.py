@@ -8,15 +8,17 @@ of it, each with its own `results.json` (`fcl_report.write_report`).
 methods that transfer knowledge and the paper's two paired comparisons
 (FedSeIT − no foreign branch, FedSeIT + SIT − FedSeIT) with both intervals
 and the one verdict of `intervals.VERDICT_RULE` in one table; `write` writes
-it as `variants.md` and `variants.json`. A setting whose `results.json` is
-not there yet is listed as such, not left out.
+it as `variants.md` and `variants.json`, opening with "What the model saw"
+from every report's data and training configuration and its `inputs`
+(`fcl_inputs.describe`; "not recorded" where a report has none). A setting
+whose `results.json` is not there yet is listed as such, not left out.
 """
 
 import collections
 from collections.abc import Mapping, Sequence
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
 from tff_nlp import errors
 from tff_nlp.experiments import fcl
@@ -41,7 +43,35 @@ def _setting(report: Mapping[str, Any]) -> dict[str, Any]:
       construction=data['construction'],
       word_vectors=training['word_vectors'] or 'learned on task 1',
       learning_rate=training['learning_rate'], lambda1=training['sparsity'],
-      seeds=report['seeds'])
+      seeds=report['seeds'],
+      # What the model saw (None: not recorded by the report).
+      max_train_per_task=data.get('max_train_per_task'),
+      max_test_per_task=data.get('max_test_per_task'),
+      max_length=data.get('max_length'),
+      rounds_per_task=training.get('rounds_per_task'),
+      local_epochs=training.get('local_epochs'))
+
+
+def _inputs(by_seed: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+  """A dataset's data over every (client, task) pair of every seed, from
+  its report's `inputs` (`fcl_inputs.describe`); None if not recorded."""
+  if not by_seed:
+    return None
+  train = [n for s in by_seed.values() for row in s['train_documents']
+           for n in row]
+  test = [n for s in by_seed.values() for row in s['test_documents']
+          for n in row]
+  return collections.OrderedDict(
+      train_documents_min=min(train), train_documents_max=max(train),
+      train_documents_mean=float(sum(train) / len(train)),
+      train_documents=sum(train),
+      train_documents_cut=sum(s['train_documents_cut']
+                              for s in by_seed.values()),
+      test_documents=sum(test),
+      test_documents_cut=sum(s['test_documents_cut']
+                             for s in by_seed.values()),
+      test_documents_no_known_word=sum(
+          s['test_documents_no_known_word'] for s in by_seed.values()))
 
 
 def summarize(bench_dir: str, variants: Sequence[str]) -> dict[str, Any]:
@@ -84,6 +114,7 @@ def _rows(name: str, report: Mapping[str, Any]) -> list[dict[str, Any]]:
     differences = report.get('differences', {}).get(dataset, {})
     rows.append(collections.OrderedDict(
         setting=name, dataset=dataset,
+        inputs=_inputs(report.get('inputs', {}).get(dataset)),
         acc=collections.OrderedDict(
             (m, 100 * by_method[m]['acc']) for m in METHODS
             if m in by_method),
@@ -115,6 +146,86 @@ def _in_points(difference: Mapping[str, Any], key: str) -> dict[str, Any]:
   return scaled
 
 
+def _per_setting(summary: Mapping[str, Any], key: str) -> str:
+  """A setting field's value, once if every setting that ran shares it,
+  else per setting; "not recorded" where its report does not say."""
+  values = collections.OrderedDict()
+  for name, setting in summary['settings'].items():
+    if setting is not None:
+      value = setting.get(key)
+      values.setdefault(
+          'not recorded' if value is None else
+          'none' if value == 0 and key.startswith('max_') else f'{value:,}',
+          []).append(name)
+  if len(values) == 1:
+    return next(iter(values))
+  return ', '.join(f'{v} ({", ".join(names)})' for v, names in values.items())
+
+
+def _cut(count: int, total: int) -> str:
+  return f'{count:,} of {total:,} ({100 * count / max(total, 1):.1f} %)'
+
+
+def _what_the_model_saw(summary: Mapping[str, Any]) -> list[str]:
+  """The section the page opens with, from every setting's report; each
+  setting's own report (`fcl_inputs.markdown`) has the full one."""
+  length = _per_setting(summary, 'max_length')
+  common = length.replace(',', '').isdigit()
+  cut_header = f'cut at {length} tokens' if common else 'cut'
+  cut_at = (f'cut at {length} tokens' if common else
+            f'cut at a length per setting, in tokens: {length}')
+  lines = [
+      '## What the model saw', '',
+      '* **Training examples per client and task:** the training + '
+      'validation documents of the task\'s labels, a stratified sample '
+      f'(cap: {_per_setting(summary, "max_train_per_task")}), less a 1/8 '
+      'validation split that is not used; each is seen in every one of the '
+      f'{_per_setting(summary, "rounds_per_task")} rounds × '
+      f'{_per_setting(summary, "local_epochs")} local epoch(s) of its task, '
+      'never after. Per setting and dataset in the table below.',
+      f'* **Truncation:** every document is {cut_at} (it keeps '
+      'its first ones); the test documents cut are in the table below. '
+      'Targets are one label a document and never cut, so truncation makes '
+      'no test document impossible to get right (0 in every setting).',
+      '* **Test set:** each (client, task) is scored on the dataset\'s test '
+      'documents of its labels, a stratified sample (cap: '
+      f'{_per_setting(summary, "max_test_per_task")}; with a cap, not the '
+      'whole test split); '
+      'the same documents for every method of a seed, and each seed draws '
+      'its own tasks. ACC is the mean over the (client, task) pairs of the '
+      'accuracy after the last task.',
+      '* **Protocol:** task-incremental (the task is known at test time: '
+      'its own head and weights), as on '
+      '[fcl.md](../fcl.md#what-the-model-saw); '
+      'the settings differ only as the Settings table below says. Each '
+      'setting\'s report, `results.md` in the folder of its '
+      'name (the main setting\'s in this folder), opens with its own '
+      '"What the model saw".',
+      '* [The verdict rule](../README.md#the-verdict-rule): '
+      f'{intervals.VERDICT_RULE} Here the bootstrap over test examples '
+      'resamples the (client, task) pairs of every seed.', '',
+      'Over every (client, task) pair of every seed; a document is counted '
+      'once per (client, task) set that holds it:', '',
+      '| setting | dataset | training documents per (client, task) '
+      f'| test documents {cut_header} | training documents {cut_header} |',
+      '|---|---|---:|---:|---:|']
+  for row in summary['rows']:
+    inputs = row.get('inputs')
+    if inputs is None:
+      cells = ['not recorded'] * 3
+    else:
+      low, high = (inputs['train_documents_min'],
+                   inputs['train_documents_max'])
+      cells = [
+          (f'{low:,}' if low == high else f'{low:,}–{high:,}')
+          + f' (mean {inputs["train_documents_mean"]:,.0f})',
+          _cut(inputs['test_documents_cut'], inputs['test_documents']),
+          _cut(inputs['train_documents_cut'], inputs['train_documents'])]
+    lines.append(f'| {row["setting"]} | {row["dataset"]} | '
+                 + ' | '.join(cells) + ' |')
+  return lines + ['']
+
+
 def markdown(summary: Mapping[str, Any]) -> str:
   """The settings table and the results table of `summary`."""
   lines = [
@@ -124,10 +235,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
       'seeds, %) and the paired differences in points, with the Student-t '
       'interval over seeds and the paired bootstrap over (client, task) '
       'pairs, and one verdict from both.', '',
-      f'{intervals.VERDICT_RULE} What each setting\'s model saw (training '
-      'documents, truncation, test sets, protocol) opens its report, '
-      '`results.md` in the folder of its name (the main setting\'s in this '
-      'folder).', '',
+      *_what_the_model_saw(summary),
       '## Settings', '',
       '| setting | clients × tasks | tasks | word vectors | learning rate '
       '| λ1 | seeds |', '|---|---|---|---|---:|---:|---|']

@@ -17,9 +17,10 @@ clients and orders their data. Then, in `seeds.json` and `seeds.md`:
 
 `compare_runs` makes the same comparison of one method between two such
 runs that differ in their keys (e.g. 200 one-row keys against 50 keys of 4
-rows), seed by seed. `rewrite_reports` writes both reports again from their
-JSON (verdicts re-derived from the stored intervals), without the seeds'
-run folders.
+rows), seed by seed; its report opens with what both runs saw
+(`comparison_what_the_model_saw`). `rewrite_reports` writes both reports
+again from their JSON (verdicts re-derived from the stored intervals),
+without the seeds' run folders.
 """
 
 import collections
@@ -339,6 +340,127 @@ def what_the_model_saw(summary: Mapping[str, Any]) -> str:
       f'(docs/results/README.md).'])
 
 
+def comparison_side(summary: Mapping[str, Any]) -> collections.OrderedDict:
+  """What a compared run's "What the model saw" needs, from its summary
+  (`summarize` with `setup`, as in `seeds.json`)."""
+  return collections.OrderedDict(
+      seeds=list(summary['seeds']), task=summary['task'],
+      setup=summary.get('setup', {}),
+      dropped=collections.OrderedDict(
+          (m, v['dropped_tokens_per_round'])
+          for m, v in summary['methods'].items()
+          if 'dropped_tokens_per_round' in v))
+
+
+def _side_from_runs(per_seed: PerSeed) -> collections.OrderedDict:
+  """`comparison_side` of a run, from its seeds' `results.json`."""
+  first = next(iter(per_seed.values()))
+  experiment, loop = first['config']['experiment'], first['config']['loop']
+  data, training = experiment['data'], experiment['training']
+  return comparison_side(collections.OrderedDict(
+      seeds=list(per_seed), task=first['task'],
+      setup=collections.OrderedDict(
+          dataset=data['dataset'], partition=data['partition'],
+          dirichlet_alpha=data['dirichlet_alpha'],
+          max_keys=training['max_keys'], block_size=training['block_size'],
+          client_epochs=training['client_epochs'],
+          batch_size=training['batch_size'], rounds=loop['rounds'],
+          clients_per_round=experiment['clients_per_round'],
+          k_values=list(training['k_values'])),
+      methods=collections.OrderedDict(
+          (m, {key: float(np.mean([r[key] for r in by_seed.values()]))
+               for key in MEAN_KEYS
+               if all(key in r for r in by_seed.values())})
+          for m, by_seed in _by_method(per_seed).items())))
+
+
+def comparison_what_the_model_saw(result: Mapping[str, Any]) -> str:
+  """Markdown: the data, truncation, test set and protocol of A and B.
+
+  Read from `result['inputs']` ('A' and 'B': `comparison_side` or None);
+  what neither side recorded is said to be so, never guessed.
+  """
+  unknown = 'not recorded'
+  sides = {n: (result.get('inputs') or {}).get(n) for n in ('A', 'B')}
+  recorded = [n for n in ('A', 'B') if sides[n]]
+  task = sides[recorded[0]]['task'] if recorded else {}
+  setup = sides[recorded[0]]['setup'] if recorded else {}
+
+  def both(key: str) -> str:
+    values = {n: (sides[n] or {}).get('setup', {}).get(key, unknown)
+              for n in ('A', 'B')}
+    if values['A'] == values['B']:
+      return str(values['A'])
+    return f'{values["A"]} (A) / {values["B"]} (B)'
+
+  def keys(name: str) -> str:
+    side_setup = (sides[name] or {}).get('setup', {})
+    value = side_setup.get('max_keys', unknown)
+    if side_setup.get('block_size', 1) > 1:
+      value = f'{value} keys of {side_setup["block_size"]} rows'
+    elif 'block_size' in side_setup:
+      value = f'{value} one-row keys'
+    return f'{value} ({name})'
+
+  entries = task.get('train_word_entries')
+  cut = []
+  for name in ('A', 'B'):
+    if not sides[name]:
+      cut.append(f'{name}: {unknown}')
+      continue
+    dropped = {m: v for m, v in sides[name]['dropped'].items()
+               if m in result['comparisons']}
+    share = lambda v: f'{v:,.0f}' + (
+        f' of {entries:,} ({100 * v / entries:.0f}%)' if entries else '')
+    if len(set(dropped.values())) == 1:
+      text = f'{share(next(iter(dropped.values())))}, every method compared'
+    else:
+      text = ', '.join(f'{m} {share(v)}' for m, v in dropped.items())
+    over = sides[name]['task'].get('clients_over_max_keys', unknown)
+    cut.append(f'{name} ({over} of the {task.get("num_clients", unknown)} '
+               f'clients drop words) {text or unknown}')
+  no_tag = task.get('test_examples_no_known_tag')
+  never = (unknown if no_tag is None else
+           f'{no_tag:,} of the {task["test_examples"]:,}')
+  dataset = f'{setup["dataset"]} ' if 'dataset' in setup else ''
+  if task:
+    data = (f'{task["train_examples"]:,} {dataset}training examples, split '
+            f'over {task["num_clients"]} clients '
+            f'({setup.get("partition", unknown)}, Dirichlet α = '
+            f'{setup.get("dirichlet_alpha", unknown)}): '
+            f'{task["client_examples_min"]}–{task["client_examples_max"]} '
+            f'examples per client in seed {sides[recorded[0]]["seeds"][0]}; '
+            f'each seed draws its own split, the same in A and B')
+    test = (f'The {task["test_examples"]:,} {dataset}test examples, the '
+            f'same for A and B, every method and seed.')
+  else:
+    data = f'{unknown} (the data of A and B is the same: checked)'
+    test = f'{unknown}; the same for A and B (their data is the same).'
+  rounds = both('clients_per_round')
+  rounds = ('all clients' if rounds == '0' else
+            f'clients per round {rounds}')
+  num_words = (f'{task["num_words"]:,}' if 'num_words' in task
+               else unknown)
+  return '\n'.join([
+      '## What the model saw', '',
+      f'- **Training data, the same in A and B (checked).** {data}. Each '
+      f'round {rounds} train {both("client_epochs")} epoch(s) over all '
+      f'their examples (batch {both("batch_size")}), for {both("rounds")} '
+      'rounds.',
+      f'- **Truncation.** A sparse client keeps M = {keys("A")} or '
+      f'{keys("B")} of the V = {num_words} word rows; a client with more '
+      'distinct words drops its rarer ones. (example, word) entries dropped '
+      'per epoch, mean over seeds: ' + '; '.join(cut) + '. Nothing is cut '
+      'at test time; test examples with no tag in the tag vocabulary, which '
+      f'can never be right: {never}.',
+      f'- **Test set.** {test}',
+      '- **Protocol.** Precision@1 of each run\'s global model after its '
+      'last round, A − B paired by seed and by test example; nothing is '
+      'selected on the test set.',
+      '- **Verdicts.** [The verdict rule](../../README.md#the-verdict-rule) '
+      '(docs/results/README.md), quoted below the table.'])
+
+
 def write_summary_report(summary: Mapping[str, Any], output_dir: str) -> None:
   """`seeds.json` and `seeds.md` of a `summarize` result."""
   training_lib.write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
@@ -496,15 +618,26 @@ def compare_runs(a_dir: str, b_dir: str, *, seeds: Sequence[int],
           if a_config['training'][key] != b_config['training'].get(key)),
       comparisons=collections.OrderedDict(
           (m, compare(a_methods[m], b_methods[m], names=('A', 'B')))
-          for m in shared))
+          for m in shared),
+      inputs=collections.OrderedDict(
+          (name, _side_from_runs(runs[name])) for name in ('A', 'B')))
   if output_dir is not None:
     write_comparison_report(result, output_dir)
   return result
 
 
-def write_comparison_report(result: Mapping[str, Any],
-                            output_dir: str) -> None:
-  """`comparison.json` and `comparison.md` of a `compare_runs` result."""
+def write_comparison_report(
+    result: Mapping[str, Any], output_dir: str,
+    inputs: Optional[Mapping[str, Any]] = None) -> None:
+  """`comparison.json` and `comparison.md` of a `compare_runs` result.
+
+  Args:
+    result: As `compare_runs` returns it.
+    output_dir: Where both files go.
+    inputs: 'A' and 'B' -> `comparison_side` (or None), for a result that
+      has no `inputs` of its own (one written before they were recorded);
+      shown in "What the model saw", not written into `comparison.json`.
+  """
   training_lib.write_json(os.path.join(output_dir, COMPARISON_FILE), result)
   differs = ', '.join(f'{k} {a} (A) vs {b} (B)'
                       for k, (a, b) in result['training_differs'].items())
@@ -513,13 +646,34 @@ def write_comparison_report(result: Mapping[str, Any],
             encoding='utf-8') as f:
     f.write(f'# A = `{result["a"]}` against B = `{result["b"]}`\n\n'
             f'They differ in: {differs or "nothing"}; their data, clients '
-            f'and clients per round are the same (checked). Each method '
-            f'A − B, seeds {", ".join(map(str, seeds))}:\n\n'
-            + comparisons_table(result['comparisons']) + '\n\n'
+            f'and clients per round are the same (checked).\n\n'
+            + comparison_what_the_model_saw(
+                dict(result, inputs=inputs or result.get('inputs')))
+            + f'\n\nEach method A − B, seeds {", ".join(map(str, seeds))}:'
+            '\n\n' + comparisons_table(result['comparisons']) + '\n\n'
             + verdict_note() + '\n')
 
 
-def rewrite_reports(output_dir: str) -> None:
+def _stored_side(directory: Optional[str], name: str,
+                 result: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+  """`comparison_side` of side `name` of `result` from the `seeds.json` in
+  `directory`, if there is one and it is that side's run: its settings
+  match the side's in `training_differs` and it has every compared seed."""
+  path = os.path.join(directory or '', SUMMARY_FILE)
+  if directory is None or not os.path.exists(path):
+    return None
+  with open(path, encoding='utf-8') as f:
+    side = comparison_side(json.load(f))
+  index = 0 if name == 'A' else 1
+  seeds = next(iter(result['comparisons'].values()))['seeds']
+  if (not set(seeds) <= set(side['seeds'])
+      or any(key in side['setup'] and side['setup'][key] != values[index]
+             for key, values in result['training_differs'].items())):
+    return None
+  return side
+
+
+def rewrite_reports(output_dir: str, b_dir: Optional[str] = None) -> None:
   """Writes a run's reports again from its JSON, without its seeds' folders.
 
   `seeds.json` (and `comparison.json`, if the run has one) are read, every
@@ -528,8 +682,15 @@ def rewrite_reports(output_dir: str) -> None:
   left as it is. This is how the committed reports follow a change of the
   verdict rule or of the report's layout without training again.
 
+  A comparison written before `compare_runs` recorded its `inputs` gets
+  its "What the model saw" from the runs' `seeds.json`: A's in `output_dir`
+  (where `train_sparse_tags --compare_with` writes it), B's in `b_dir` (or,
+  by default, in the folder `comparison.json` names as B), each used only
+  if it is that side's run; a side without one is "not recorded".
+
   Args:
     output_dir: A `run_seeds` output folder (e.g. a copy in docs/results).
+    b_dir: Where B's `seeds.json` is (e.g. its copy in docs/results).
   """
   path = os.path.join(output_dir, SUMMARY_FILE)
   with open(path, encoding='utf-8') as f:
@@ -543,4 +704,8 @@ def rewrite_reports(output_dir: str) -> None:
       result = json.load(f, object_pairs_hook=collections.OrderedDict)
     result['comparisons'] = collections.OrderedDict(
         (k, reverdict(c)) for k, c in result['comparisons'].items())
-    write_comparison_report(result, output_dir)
+    inputs = None
+    if 'inputs' not in result:
+      inputs = {'A': _stored_side(output_dir, 'A', result),
+                'B': _stored_side(b_dir or result['b'], 'B', result)}
+    write_comparison_report(result, output_dir, inputs)
