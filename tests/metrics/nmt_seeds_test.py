@@ -36,6 +36,17 @@ def _stats(system):
   return {d: bleu.sentence_statistics(system[d], _REFS[d]) for d in _REFS}
 
 
+def _two_engines():
+  """Engines x (BLEU 30, 31, 32 on seeds 0-2) and y (10, 12, 11)."""
+  a = nmt_seeds.summarize_engine(
+      {s: _result('x', 'combined', {'news': v, 'php': v})
+       for s, v in ((0, 30.0), (1, 31.0), (2, 32.0))}, ['news', 'php'])
+  b = nmt_seeds.summarize_engine(
+      {s: _result('y', 'combined', {'news': v, 'php': v})
+       for s, v in ((0, 10.0), (1, 12.0), (2, 11.0))}, ['news', 'php'])
+  return a, b
+
+
 class ReportKeyTest(parameterized.TestCase):
 
   @parameterized.parameters(
@@ -190,12 +201,7 @@ class SummaryTest(tf.test.TestCase):
                                          ['a']))
 
   def test_compare_calls_a_difference_only_when_both_intervals_agree(self):
-    a = nmt_seeds.summarize_engine(
-        {s: _result('x', 'combined', {'news': v, 'php': v})
-         for s, v in ((0, 30.0), (1, 31.0), (2, 32.0))}, ['news', 'php'])
-    b = nmt_seeds.summarize_engine(
-        {s: _result('y', 'combined', {'news': v, 'php': v})
-         for s, v in ((0, 10.0), (1, 12.0), (2, 11.0))}, ['news', 'php'])
+    a, b = _two_engines()
     # Per-seed differences 20, 19, 21: mean 20, s = 1, 20 ± 2.4841. On the
     # test sentences, A translates every one exactly (BLEU 100 on any
     # resample) and B does not: the bootstrap interval is above 0 too.
@@ -216,12 +222,7 @@ class SummaryTest(tf.test.TestCase):
     self.assertFalse(math.isnan(result['bootstrap_ci95'][0]))
 
   def test_compare_applies_the_one_verdict_rule(self):
-    a = nmt_seeds.summarize_engine(
-        {s: _result('x', 'combined', {'news': v, 'php': v})
-         for s, v in ((0, 30.0), (1, 31.0), (2, 32.0))}, ['news', 'php'])
-    b = nmt_seeds.summarize_engine(
-        {s: _result('y', 'combined', {'news': v, 'php': v})
-         for s, v in ((0, 10.0), (1, 12.0), (2, 11.0))}, ['news', 'php'])
+    a, b = _two_engines()
     # Seeds: A higher, [+17.52, +22.48]. Test sentences: A's translations
     # are _B's and B's are the references, so the bootstrap is below 0.
     # Intervals that exclude 0 on opposite sides call nothing.
