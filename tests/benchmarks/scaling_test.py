@@ -77,7 +77,8 @@ class ReportUnitsTest(tf.test.TestCase):
     # 2,644,508,672 / 1,048,576 = 2,522.0; 700 MiB before rounds.
     self.assertIn('| 681 | 700 | 207 | 1 |', report)
     self.assertIn('| 752 | 700 | 2,522 | 1 |', report)
-    self.assertIn('## What the workload is', report)
+    self.assertIn('## What the model saw', report)
+    self.assertIn('- **Test set.** None', report)
     self.assertIn('every trec50 training question its own client (5,452 '
                   'clients of one example)', report)
     self.assertIn('M = 32 rows per sparse client', report)

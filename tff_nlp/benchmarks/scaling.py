@@ -204,15 +204,19 @@ def workload_section(config: Optional[Mapping[str, Any]],
   epochs = config.get('client_epochs')
   epochs = (f'{epochs} local epoch(s)' if epochs else
             'one local epoch (the default; not in the configuration)')
-  return ('## What the workload is\n\n'
-          f'- **Data.** {clients}; batch size {config.get("batch_size", "?")}'
-          f', {epochs}.\n'
+  return ('## What the model saw\n\n'
+          f'- **Training data.** {clients}; batch size '
+          f'{config.get("batch_size", "?")}, {epochs}.\n'
           f'- **Model.** {model}.\n'
-          '- **Claims.** Time and memory only: no accuracy is measured or '
-          'claimed, nothing is truncated that a score depends on, and no '
-          'difference is called (the verdict rule, docs/results/README.md, '
-          'has nothing to apply to). Sizes are binary (1 MiB = 1,024² '
-          'bytes).\n\n')
+          '- **Truncation.** None that a result depends on: no score is '
+          'computed, so no test example can be right or wrong.\n'
+          '- **Test set.** None: time and memory only, no accuracy is '
+          'measured or claimed.\n'
+          '- **Protocol.** Wall time per round and resident memory of this '
+          'process and its workers; sizes are binary (1 MiB = 1,024² '
+          'bytes).\n'
+          '- **Verdict rule.** No difference is called (the rule of '
+          'docs/results/README.md has nothing to apply to).\n\n')
 
 
 def new_figure(ncols, *, width=5.0, height=3.8):
