@@ -75,8 +75,8 @@ test: $(STAMP)
 # INFO lines. .ci/run runs it after the tests.
 DEMO_VERBOSITY ?= -1
 demo: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags --seeds=0 \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.demo.flags --seeds=0 \
 	  --reference_results=docs/results/text2sql_templates/results.json \
 	  --verbosity=$(DEMO_VERBOSITY)
 
@@ -133,12 +133,12 @@ colab-runtime: notebook-venv
 # most 60 minutes on 2 cores. The run directory is the cache: running it
 # again resumes an interrupted run from its last checkpoint, or reads a
 # finished one back. Fine-tune from it with
-# train_text2sql --flagfile=tff_nlp/bin/flags/train_text2sql.subword.flags
+# train_text2sql --flagfile=apps/text2sql/flags/train_text2sql.subword.flags
 # --init_from=$(PRETRAIN_DIR).
 PRETRAIN_DIR ?= runs/pretrain_cpu
 pretrain: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.pretrain_seq2seq \
-	  --flagfile=tff_nlp/bin/flags/pretrain_seq2seq.cpu.flags \
+	"$(PY)" -m apps.text2sql.bin.pretrain_seq2seq \
+	  --flagfile=apps/text2sql/flags/pretrain_seq2seq.cpu.flags \
 	  --output_dir=$(PRETRAIN_DIR)
 
 bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-demo-seeds bench-peft bench-sparse-tags bench-select bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness
@@ -147,9 +147,9 @@ bench: bench-scaling bench-round-overhead bench-text2sql bench-text2sql-template
 # with concurrency 1), for the r8 classifier and the text-to-SQL seq2seq
 # model; docs/results/round_overhead.md discusses the JSON it writes.
 bench-round-overhead: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.round_overhead --model=r8_classifier --repeats=7 \
+	"$(PY)" -m apps.scaling.bin.round_overhead --model=r8_classifier --repeats=7 \
 	  --output_json=docs/results/round_overhead_r8.json
-	"$(PY)" -m tff_nlp.bin.round_overhead --model=text2sql_seq2seq --repeats=15 \
+	"$(PY)" -m apps.scaling.bin.round_overhead --model=text2sql_seq2seq --repeats=15 \
 	  --output_json=docs/results/round_overhead_text2sql.json
 
 # Issue-8 scaling measurements (docs/results/scaling.md): round time and
@@ -161,21 +161,21 @@ SCALING_DIR ?= runs/scaling
 POPULATION = --population_size=100000 --rounds=2 --warmup_rounds=1
 
 bench-scaling: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_1worker
-	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
-	"$(PY)" -m tff_nlp.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth
-	"$(PY)" -m tff_nlp.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth_glibc_default \
+	"$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_1worker
+	"$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/clients_2workers --num_workers=2
+	"$(PY)" -m apps.scaling.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth
+	"$(PY)" -m apps.scaling.bin.memory_growth --output_dir=$(SCALING_DIR)/memory_growth_glibc_default \
 	  --worker_malloc_arena_max=0 --worker_malloc_mmap_threshold=0
-	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_1worker $(POPULATION) \
+	"$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/population_1worker $(POPULATION) \
 	  --clients_per_round_values=100,1000,10000 --clients_per_subround=250
-	"$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_1worker_no_subrounds \
+	"$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/population_1worker_no_subrounds \
 	  $(POPULATION) --clients_per_round_values=100,1000
-	for s in 50 100 500 1000; do "$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/subrounds_$$s \
+	for s in 50 100 500 1000; do "$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/subrounds_$$s \
 	  $(POPULATION) --clients_per_round_values=1000 --clients_per_subround=$$s || exit 1; done
 	for w in 2 4; do \
-	  "$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_$${w}workers $(POPULATION) \
+	  "$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/population_$${w}workers $(POPULATION) \
 	    --clients_per_round_values=1000 --num_workers=$$w --clients_per_subround=250 || exit 1; \
-	  "$(PY)" -m tff_nlp.bin.client_scaling --output_dir=$(SCALING_DIR)/population_$${w}workers_no_subrounds \
+	  "$(PY)" -m apps.scaling.bin.client_scaling --output_dir=$(SCALING_DIR)/population_$${w}workers_no_subrounds \
 	    $(POPULATION) --clients_per_round_values=1000 --num_workers=$$w || exit 1; done
 	mkdir -p docs/results/scaling
 	for d in clients_1worker clients_2workers memory_growth memory_growth_glibc_default \
@@ -196,8 +196,8 @@ TEXT2SQL_BENCH_DIR ?= runs/text2sql_benchmark_cpu
 TEXT2SQL_ARCHIVE_DIR ?= docs/results/text2sql/runs
 TEXT2SQL_BENCH_FLAGS ?=
 bench-text2sql: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.cpu.flags \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.cpu.flags \
 	  --output_dir=$(TEXT2SQL_BENCH_DIR) --progress=off \
 	  --archive_dir=$(TEXT2SQL_ARCHIVE_DIR) $(TEXT2SQL_BENCH_FLAGS)
 	mkdir -p docs/results/text2sql
@@ -215,8 +215,8 @@ PEFT_ARCHIVE_DIR ?= docs/results/peft/runs
 PEFT_VARIANTS ?= scratch_full,pretrained_full,lora_r4,lora_r8,lora_r16
 bench-peft: $(STAMP)
 	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.peft.flags \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.peft.flags \
 	  --output_dir=$(PEFT_BENCH_DIR) --progress=off \
 	  --archive_dir=$(PEFT_ARCHIVE_DIR) --variants=$(PEFT_VARIANTS) \
 	  --pretrained_dir=$(PRETRAIN_DIR) --time_rounds=3 $(PEFT_BENCH_FLAGS)
@@ -231,8 +231,8 @@ bench-peft: $(STAMP)
 # beside them (docs/results/peft.md discusses it).
 bench-peft-embedding: $(STAMP)
 	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.peft.flags \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.peft.flags \
 	  --output_dir=$(PEFT_BENCH_DIR) --progress=off \
 	  --archive_dir=$(PEFT_ARCHIVE_DIR) --variants=lora_r8_embedding \
 	  --methods=fedavg/num_examples --pretrained_dir=$(PRETRAIN_DIR)
@@ -250,8 +250,8 @@ PEFT_LORA_SCALE_DIR ?= docs/results/peft/lora_scale
 bench-peft-lora-scale: $(STAMP)
 	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
 	for alpha in 4 16 64 256; do \
-	  "$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	    --flagfile=tff_nlp/bin/flags/train_text2sql.peft.flags \
+	  "$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	    --flagfile=apps/text2sql/flags/train_text2sql.peft.flags \
 	    --output_dir=$(PEFT_BENCH_DIR) --progress=off \
 	    --archive_dir=$(PEFT_LORA_SCALE_DIR) --variants=lora_r4 --seeds=0 \
 	    --methods=fedavg/num_examples --pretrained_dir=$(PRETRAIN_DIR) \
@@ -266,8 +266,8 @@ bench-peft-lora-scale: $(STAMP)
 TEXT2SQL_TEMPLATES_BENCH_DIR ?= runs/text2sql_templates_benchmark
 TEXT2SQL_TEMPLATES_METHODS ?= centralized,finetune,fedavg/num_examples,fedavg/lorar,fedopt/num_examples,fedopt/lorar,fedprox/num_examples,fedprox/lorar
 bench-text2sql-templates: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.templates.flags \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.templates.flags \
 	  --output_dir=$(TEXT2SQL_TEMPLATES_BENCH_DIR) --progress=off \
 	  --methods=$(TEXT2SQL_TEMPLATES_METHODS) --single_seed_methods= \
 	  --archive_dir=docs/results/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
@@ -283,8 +283,8 @@ bench-text2sql-templates: $(STAMP)
 # docs/results/text2sql_templates_oracle/.
 TEXT2SQL_TEMPLATES_ORACLE_DIR ?= runs/text2sql_templates_oracle
 bench-text2sql-templates-oracle: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.templates.flags \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.templates.flags \
 	  --template_values=annotated \
 	  --output_dir=$(TEXT2SQL_TEMPLATES_ORACLE_DIR) --progress=off \
 	  --methods=$(TEXT2SQL_TEMPLATES_METHODS) --single_seed_methods= \
@@ -300,8 +300,8 @@ bench-text2sql-templates-oracle: $(STAMP)
 # (discussed in docs/results/text2sql.md, "make demo").
 DEMO_SEEDS_DIR ?= runs/text2sql_demo_seeds
 bench-demo-seeds: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.text2sql_benchmark \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.demo.flags \
+	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
+	  --flagfile=apps/text2sql/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0,1,2 \
 	  --output_dir=$(DEMO_SEEDS_DIR) --progress=off \
 	  --archive_dir=docs/results/text2sql_demo/runs \
@@ -318,11 +318,11 @@ bench-demo-seeds: $(STAMP)
 SPARSE_TAGS_DIR ?= runs/sparse_tags_cpu
 SPARSE_TAGS_SEEDS ?= 0,1,2
 bench-sparse-tags: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.train_sparse_tags \
-	  --flagfile=tff_nlp/bin/flags/train_sparse_tags.cpu.flags \
+	"$(PY)" -m apps.partial_models.bin.train_sparse_tags \
+	  --flagfile=apps/partial_models/flags/train_sparse_tags.cpu.flags \
 	  --seeds=$(SPARSE_TAGS_SEEDS) --output_dir=$(SPARSE_TAGS_DIR) --progress=off
-	"$(PY)" -m tff_nlp.bin.train_sparse_tags \
-	  --flagfile=tff_nlp/bin/flags/train_sparse_tags.cpu.flags \
+	"$(PY)" -m apps.partial_models.bin.train_sparse_tags \
+	  --flagfile=apps/partial_models/flags/train_sparse_tags.cpu.flags \
 	  --max_keys=50 --block_size=4 --methods=sparse,sparse_per_row \
 	  --seeds=$(SPARSE_TAGS_SEEDS) --output_dir=$(SPARSE_TAGS_DIR)_blocks \
 	  --compare_with=$(SPARSE_TAGS_DIR) --progress=off
@@ -340,7 +340,7 @@ bench-sparse-tags: $(STAMP)
 # comes with a paired 95% interval.
 bench-select: $(STAMP)
 	mkdir -p docs/results/federated_select
-	"$(PY)" -m tff_nlp.bin.select_scaling --repeats=12 \
+	"$(PY)" -m apps.partial_models.bin.select_scaling --repeats=12 \
 	  --output_json=docs/results/federated_select/select_scaling.json
 
 # Vocabulary-sliced (federated_select of each client's embedding rows) vs
@@ -349,8 +349,8 @@ bench-select: $(STAMP)
 # docs/results/federated_select/ (discussed in docs/results/federated_select.md).
 VOCAB_SLICE_DIR ?= runs/vocab_slice_cpu
 bench-vocab-slice: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.vocab_slice \
-	  --flagfile=tff_nlp/bin/flags/train_text2sql.subword.flags \
+	"$(PY)" -m apps.partial_models.bin.vocab_slice \
+	  --flagfile=apps/text2sql/flags/train_text2sql.subword.flags \
 	  --output_dir=$(VOCAB_SLICE_DIR) --progress=off
 	mkdir -p docs/results/federated_select
 	cp $(VOCAB_SLICE_DIR)/vocab_slice.md $(VOCAB_SLICE_DIR)/vocab_slice.json \
@@ -362,22 +362,22 @@ bench-vocab-slice: $(STAMP)
 # docs/results/nmt_dynamic_pulling/ (discussed in
 # docs/results/nmt_dynamic_pulling.md). Finished engines (results and
 # translations, not weights) are kept in bench/archive/nmt_dynamic_pulling
-# (tff_nlp.bin.run_archive) and restored first, so a new machine trains only
+# (apps.common.bin.run_archive) and restored first, so a new machine trains only
 # the others; the generic engine, restored without its weights, is trained
 # again only if an engine still to train starts from it (about an hour; on
 # the same machine kind it comes out identical, and train_nmt refuses to mix
 # engines that started from other generic weights).
 NMT_BENCH_DIR ?= runs/nmt_cpu
-NMT_FLAGS ?= tff_nlp/bin/flags/train_nmt.cpu.flags
+NMT_FLAGS ?= apps/nmt/flags/train_nmt.cpu.flags
 NMT_ARCHIVED = '--files=results.json,config.json,predictions/*.jsonl'
 bench-nmt: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
+	"$(PY)" -m apps.common.bin.run_archive --action=restore \
 	  --archive_dir=bench/archive/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines
-	status=0; "$(PY)" -m tff_nlp.bin.train_nmt \
+	status=0; "$(PY)" -m apps.nmt.bin.train_nmt \
 	  --flagfile=$(NMT_FLAGS) \
 	  --output_dir=$(NMT_BENCH_DIR) --progress=off || status=$$?; \
-	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
+	"$(PY)" -m apps.common.bin.run_archive --action=save \
 	  --archive_dir=bench/archive/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines $(NMT_ARCHIVED); \
 	test $$status = 0
@@ -393,7 +393,7 @@ bench-nmt: $(STAMP)
 # 3 engine-seeds and, on a machine without the generic engine's weights,
 # about an hour more to train that again (measured costs in the preset).
 bench-nmt-controllers:
-	$(MAKE) bench-nmt NMT_FLAGS=tff_nlp/bin/flags/train_nmt.cpu_controllers.flags
+	$(MAKE) bench-nmt NMT_FLAGS=apps/nmt/flags/train_nmt.cpu_controllers.flags
 
 # Federated continual text classification (issues 7, 27): every run is
 # cached under its configuration in $(FCL_BENCH_DIR) and checkpointed after
@@ -411,7 +411,7 @@ bench-nmt-controllers:
 # Each report goes to docs/results/fcl/ (the main run) or a sub-folder, and
 # docs/results/fcl/variants.md puts the settings side by side (fcl_variants).
 # Every setting's finished runs (results only) are kept in
-# bench/archive/fcl/<main or variant> (tff_nlp.bin.run_archive), saved after
+# bench/archive/fcl/<main or variant> (apps.common.bin.run_archive), saved after
 # the setting even when it fails, and restored before it, so a new machine
 # trains only the runs that never finished.
 # train_fcl starts a fresh TFF worker for every dataset and seed: one worker
@@ -430,24 +430,24 @@ FCL_VARIANTS = \
   random:--construction=random \
   clients10:--num_clients=10,--datasets=trec6
 bench-fcl: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.run_archive --action=restore \
+	"$(PY)" -m apps.common.bin.run_archive --action=restore \
 	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs
-	status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
-	  --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
+	status=0; "$(PY)" -m apps.fcl.bin.train_fcl \
+	  --flagfile=apps/fcl/flags/train_fcl.cpu.flags \
 	  --output_dir=$(FCL_BENCH_DIR) $(FCL_FLAGS) || status=$$?; \
-	"$(PY)" -m tff_nlp.bin.run_archive --action=save \
+	"$(PY)" -m apps.common.bin.run_archive --action=save \
 	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs; \
 	test $$status = 0
 	set -e; for variant in $(FCL_VARIANTS); do \
 	  name=$${variant%%:*}; extra=$$(echo $${variant#*:} | tr ',' ' '); \
-	  "$(PY)" -m tff_nlp.bin.run_archive --action=restore \
+	  "$(PY)" -m apps.common.bin.run_archive --action=restore \
 	    --archive_dir=bench/archive/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
-	  status=0; "$(PY)" -m tff_nlp.bin.train_fcl \
-	    --flagfile=tff_nlp/bin/flags/train_fcl.cpu.flags \
+	  status=0; "$(PY)" -m apps.fcl.bin.train_fcl \
+	    --flagfile=apps/fcl/flags/train_fcl.cpu.flags \
 	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra \
 	    $(FCL_FLAGS) || status=$$?; \
-	  "$(PY)" -m tff_nlp.bin.run_archive --action=save \
+	  "$(PY)" -m apps.common.bin.run_archive --action=save \
 	    --archive_dir=bench/archive/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
 	  test $$status = 0; \
@@ -458,7 +458,7 @@ bench-fcl: $(STAMP)
 	    docs/results/fcl/$$dir/; \
 	  cp $(FCL_BENCH_DIR)/$$dir/heatmaps/*.png docs/results/fcl/$$dir/heatmaps/; \
 	done
-	"$(PY)" -m tff_nlp.bin.fcl_variants --bench_dir=$(FCL_BENCH_DIR) \
+	"$(PY)" -m apps.fcl.bin.fcl_variants --bench_dir=$(FCL_BENCH_DIR) \
 	  --variants=$(subst $(space),$(comma),$(foreach v,$(FCL_VARIANTS),$(firstword $(subst :, ,$(v))))) \
 	  --report_dir=docs/results/fcl
 
@@ -467,7 +467,7 @@ bench-fcl: $(STAMP)
 # (docs/results/reliability.md, "Determinism").
 DETERMINISM_DIR ?= runs/determinism
 bench-determinism: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.determinism --output_dir=$(DETERMINISM_DIR)
+	"$(PY)" -m apps.text2sql.bin.determinism --output_dir=$(DETERMINISM_DIR)
 	cp $(DETERMINISM_DIR)/determinism.md $(DETERMINISM_DIR)/determinism.json \
 	  docs/results/
 
@@ -478,8 +478,8 @@ bench-determinism: $(STAMP)
 # (discussed in docs/results/robustness.md).
 ROBUSTNESS_DIR ?= runs/robustness
 bench-robustness: $(STAMP)
-	"$(PY)" -m tff_nlp.bin.robustness \
-	  --flagfile=tff_nlp/bin/flags/robustness.all.flags \
+	"$(PY)" -m apps.robustness.bin.robustness \
+	  --flagfile=apps/robustness/flags/robustness.all.flags \
 	  --output_dir=$(ROBUSTNESS_DIR) --report_dir=docs/results/robustness
 
 # Every py_test of //tests/... under Bazel, then stop the Bazel server (a JVM)

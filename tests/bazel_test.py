@@ -1,6 +1,8 @@
 """Checks the Bazel build (see DEVELOPERS.md, "Bazel") so BUILD files cannot rot.
 
-- every module under tff_nlp/ is a source of //tff_nlp or //tff_nlp/bin:bin;
+- every module under tff_nlp/ is a source of //tff_nlp, every module under
+  apps/ one of //apps, and every binary apps/<application>/bin/<name>.py
+  the py_binary //apps:<name>;
 - every tests/**/*_test.py has its py_test //tests:<path>_test, and every
   other module of tests/ is in //tests:test_support;
 - every target builds (`bazel build //...`), and a few small test targets,
@@ -116,13 +118,22 @@ class BazelBuildExecutionTest(absltest.TestCase):
       _bazel('shutdown', timeout=120)
     super().tearDownClass()
 
-  def test_every_library_module_is_in_a_target(self):
-    modules = _files('tff_nlp/**/*.py')
-    declared = _query_files('labels(srcs, //tff_nlp + //tff_nlp/bin:bin)')
+  def test_every_module_is_in_a_target(self):
+    modules = _files('tff_nlp/**/*.py') | _files('apps/**/*.py')
+    declared = _query_files('labels(srcs, //tff_nlp + //apps)')
     self.assertEmpty(
         sorted(modules - declared),
-        'modules in no Bazel target. A folder under tff_nlp/ with its own '
-        'BUILD file leaves the //tff_nlp glob; see tff_nlp/BUILD.')
+        'modules in no Bazel target. A folder under tff_nlp/ or apps/ with '
+        'its own BUILD file leaves the glob; see tff_nlp/BUILD, apps/BUILD.')
+
+  def test_every_binary_is_a_py_binary(self):
+    binaries = {
+        '//apps:' + os.path.basename(path)[:-len('.py')]
+        for path in _files('apps/*/bin/*.py')
+        if not os.path.basename(path).startswith('_')}
+    targets = set(_bazel('query', *_QUIET, 'kind(py_binary, //apps:all)')
+                  .split())
+    self.assertEmpty(sorted(binaries - targets), 'see apps/BUILD')
 
   def test_every_test_file_has_a_target(self):
     test_files = _files('tests/**/*_test.py') - set(_NOT_BAZEL_TESTS)

@@ -86,15 +86,16 @@ class FilterExecutionTest(absltest.TestCase):
 class StartedAsBinaryTest(parameterized.TestCase):
 
   @parameterized.parameters(
-      (['python', '-m', 'tff_nlp.bin.train_fcl', '--flagfile=x'], '-m', True),
-      (['python', '-u', '-X', 'dev', '-m', 'tff_nlp.bin.train_nmt'], '-m',
+      (['python', '-m', 'apps.fcl.bin.train_fcl', '--flagfile=x'], '-m', True),
+      (['python', '-u', '-X', 'dev', '-m', 'apps.nmt.bin.train_nmt'], '-m',
        True),
-      (['python', '-mtff_nlp.bin.weighting_demo'], '-m', True),
+      (['python', '-mapps.weighting_demo.bin.weighting_demo'], '-m', True),
       # `bazel run` starts the binary's file.
-      (['python3', '/r/tff_nlp/tff_nlp/bin/train_fcl.py'],
-       '/r/tff_nlp/tff_nlp/bin/train_fcl.py', True),
+      (['python3', '/r/tff_nlp/apps/fcl/bin/train_fcl.py'],
+       '/r/tff_nlp/apps/fcl/bin/train_fcl.py', True),
+      (['python', '-m', 'apps.common.binary'], '-m', False),
       (['python', '-m', 'pytest', 'tests'], '-m', False),
-      (['python', '-m', 'tff_nlp.binx'], '-m', False),
+      (['python', '-m', 'apps.fcl.binx.train_fcl'], '-m', False),
       (['python', '-c', 'import tff_nlp'], '-c', False),
       (['python', 'my_script.py'], 'my_script.py', False),
       (['python', '-m', 'ipykernel_launcher', '-f', 'k.json'], '-m', False),

@@ -10,28 +10,35 @@ import tensorflow as tf
 _PROBE = '''
 import json, sys
 import tff_nlp
-loaded = sorted(m for m in ('tff_nlp.experiments', 'tff_nlp.plots',
-                            'matplotlib', 'keras_nlp') if m in sys.modules)
+loaded = sorted(m for m in sys.modules
+                if m == 'apps' or m.startswith('apps.')
+                or m in ('matplotlib', 'keras_nlp'))
 print(json.dumps(loaded))
 '''
 
 
 class PackageExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
-  def test_import_loads_neither_experiments_nor_matplotlib(self):
+  def test_import_loads_no_application_nor_matplotlib(self):
     # A fresh interpreter: this test session has imported everything.
     result = subprocess.run([sys.executable, '-c', _PROBE], capture_output=True,
                             text=True, check=True, timeout=300)
     self.assertEqual(json.loads(result.stdout.strip().splitlines()[-1]), [])
 
   @parameterized.parameters([
-      'experiments.run_weighting_demo',
-      'plots.plot_metric_by_round',
       'algorithms.build_fl_process',
+      'algorithms.build_lora_process',
       'algorithms.build_fcl_process',
-      'algorithms.build_sparse_tag_process',
-      'algorithms.build_vocab_sliced_process',
       'algorithms.build_dynamic_pulling_process',
+      'algorithms.partial_models.compose_partial_model_process',
+      'algorithms.partial_models.build_row_selection',
+      'aggregators.WeightShareCapFactory',
+      'aggregators.TrimmedMeanFactory',
+      'aggregators.IndexedSlicesMeanFactory',
+      'aggregators.build_model_aggregator',
+      'templates.build_weighted_client_work',
+      'templates.for_each_batch',
+      'templates.compose_partial_model_process',
   ])
   def test_public_names_resolve(self, path):
     import tff_nlp  # pylint: disable=g-import-not-at-top
@@ -44,10 +51,10 @@ class PackageExecutionTest(tf.test.TestCase, parameterized.TestCase):
     import tff_nlp  # pylint: disable=g-import-not-at-top
     with self.assertRaisesRegex(AttributeError, "'tff_nlp' has no attribute"):
       getattr(tff_nlp, 'nowhere')
-    self.assertContainsSubset({'experiments', 'plots', 'algorithms'},
+    self.assertContainsSubset({'aggregators', 'templates', 'algorithms'},
                               set(dir(tff_nlp)))
     self.assertContainsSubset({'build_fl_process', 'build_fcl_process',
-                               'build_vocab_sliced_process'},
+                               'partial_models'},
                               set(dir(tff_nlp.algorithms)))
 
 

@@ -1,11 +1,11 @@
-"""Tests of the figures of training runs (`tff_nlp.plots`)."""
+"""Tests of the figures of training runs (`apps.common.plots`)."""
 
 from absl.testing import parameterized
 import matplotlib.image
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp import plots
+from apps.common import plots
 
 # Three rounds of two sampled clients out of three (client 2 skipped in
 # round 2, client 0 empty in round 3), as `run_training` records them.

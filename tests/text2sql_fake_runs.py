@@ -12,7 +12,7 @@ import os
 
 from tff_nlp import data as data_lib
 from tff_nlp.data import text2sql as text2sql_data
-from tff_nlp.experiments import text2sql
+from apps.text2sql import experiment as text2sql
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,34 +1,31 @@
 """tff_nlp: TensorFlow Federated computations for federated NLP.
 
-Subpackages:
-  algorithms   FedAvg / FedOPT / FedProx with Lorar-family client weighting,
-               as `tff.learning.templates.LearningProcess`es.
-  analysis     Inspection of federated computations (what leaves a client).
-  runtime      TFF execution contexts with an owned, always-stopped worker.
+Subpackages, in import order (each imports only those after it):
+  training     The resumable round loop: client sampling, checkpoint/resume
+               (`tff.program`), metrics to TensorBoard, CSV and JSON lines.
+  algorithms   Model-agnostic builders: FedAvg / FedOPT / FedProx with
+               Lorar-family weighting, LoRA, partial models
+               (`tff.federated_select`), dynamic pulling, FCL with SIT.
+  templates    The parts they are composed from: client work, the batch
+               loop, optimizers, the stateful-clients protocol, composers.
+  aggregators  Weightings, weight cap, trimmed mean, delta aggregation,
+               IndexedSlices sum/mean/clipping, the run's aggregator.
+  models       Keras models wrapped as `tff.learning` models, tokenizers,
+               LoRA.
+  analysis     What leaves a client and bytes per round, read from types.
   data         Readers of the datasets in ../shared/data and federated splits.
-  models       Keras models wrapped as `tff.learning` models.
-  metrics      Task metrics: text-to-SQL exact match and execution accuracy,
-               and the paper-layout results tables.
-  training     The round loop of every experiment: client sampling,
-               checkpoint/resume (`tff.program`), metrics to TensorBoard,
-               CSV and JSON lines, progress bar.
-  tasks        Each task's data, model_fn, learning process and client data
-               (text classification, text-to-SQL, NMT).
-  experiments  Federated training runs on real data, with their reports.
-  benchmarks   Measurements: round overhead, scaling, methods x seeds.
-  sparse       Partial models: `tff.federated_select` of the rows a client
-               uses and IndexedSlices aggregation of what it changed.
+  metrics      Exact match, SQL execution, BLEU, continual-learning metrics,
+               intervals and the one verdict rule.
+  runtime      TFF execution contexts with an owned, always-stopped worker.
 
-Modules:
+Module:
   errors       `InputError` / `CheckpointError`: bad input, reported with
                the file, line or argument at fault.
-  plots        Matplotlib figures of training runs (PNG).
 
-Binaries (`python -m tff_nlp.bin.<name>`) live in `tff_nlp.bin`; they are
-entry points, not API, and are not imported here. `tasks`, `experiments`,
-`benchmarks` and `plots` are imported on first use (`tff_nlp.experiments`,
-or `from tff_nlp import plots`): the computations do not need the tasks'
-keras-nlp, the experiments' runs or matplotlib.
+The applications (text-to-SQL, NMT, FCL, partial models, PEFT, robustness,
+scaling, the weighting demo) are not part of the library: each is a folder of
+`apps/` beside it, with its binaries (`python -m apps.<application>.bin.<name>`).
+`import tff_nlp` loads none of them.
 """
 
 # First, before anything imports TensorFlow: a binary's terminal shows
@@ -38,8 +35,7 @@ keras-nlp, the experiments' runs or matplotlib.
 from tff_nlp import _binary_stderr
 _binary_stderr.start_if_binary()
 
-from tff_nlp import _lazy
-
+from tff_nlp import aggregators
 from tff_nlp import algorithms
 from tff_nlp import analysis
 from tff_nlp import data
@@ -47,16 +43,7 @@ from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import models
 from tff_nlp import runtime
-from tff_nlp import sparse
+from tff_nlp import templates
 from tff_nlp import training
-
-_LAZY_EXPORTS = {
-    'benchmarks': ('tff_nlp.benchmarks', None),
-    'experiments': ('tff_nlp.experiments', None),
-    'plots': ('tff_nlp.plots', None),
-    'tasks': ('tff_nlp.tasks', None),
-}
-
-__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY_EXPORTS)
 
 __version__ = '0.1.0'

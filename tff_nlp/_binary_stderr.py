@@ -1,8 +1,9 @@
 """What a binary's terminal shows of TensorFlow's C++ logging.
 
 `tff_nlp/__init__.py` calls `start_if_binary()` before anything imports
-TensorFlow. In a process started as a binary (`python -m tff_nlp.bin.<name>`,
-or `tff_nlp/bin/<name>.py` run as a script, as `bazel run` does), and nowhere
+TensorFlow. In a process started as an application's binary (`python -m
+apps.<application>.bin.<name>`, or `apps/<application>/bin/<name>.py` run as
+a script, as `bazel run` does), and nowhere
 else (tests, notebooks and programs that import tff_nlp keep TensorFlow's
 defaults):
 
@@ -71,21 +72,25 @@ _PARTIAL_LINE_SECONDS = 0.2
 _EXIT_WAIT_SECONDS = 2.0
 
 
+# `python -m` of a binary: apps.<application>.bin.<name>.
+_BINARY_MODULE = re.compile(r'apps\.\w+\.bin\.\w+$')
+
+
 def dropped(line: bytes) -> bool:
   """Whether the filter drops `line` (without its newline)."""
   return bool(_DROPPED.search(line.decode('utf-8', errors='replace')))
 
 
 def started_as_binary(orig_argv=None, argv0=None) -> bool:
-  """Whether this process is a `tff_nlp.bin` binary (see the module doc)."""
+  """Whether this process is an application's binary (see the module doc)."""
   orig_argv = list(getattr(sys, 'orig_argv', []) if orig_argv is None
                    else orig_argv)
   args = iter(orig_argv[1:])
   for arg in args:
     if arg == '-m':
-      return next(args, '').startswith('tff_nlp.bin.')
+      return bool(_BINARY_MODULE.match(next(args, '')))
     if arg.startswith('-m'):
-      return arg[2:].startswith('tff_nlp.bin.')
+      return bool(_BINARY_MODULE.match(arg[2:]))
     if arg in ('-X', '-W'):
       next(args, None)  # The option's value.
     elif arg == '-c' or not arg.startswith('-'):
@@ -93,7 +98,8 @@ def started_as_binary(orig_argv=None, argv0=None) -> bool:
   script = os.path.abspath(sys.argv[0] if argv0 is None else argv0)
   folder, name = os.path.split(script)
   return (name.endswith('.py') and os.path.basename(folder) == 'bin'
-          and os.path.basename(os.path.dirname(folder)) == 'tff_nlp')
+          and os.path.basename(os.path.dirname(os.path.dirname(folder)))
+          == 'apps')
 
 
 def start_if_binary() -> None:

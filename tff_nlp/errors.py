@@ -1,7 +1,7 @@
 """Errors that report bad input from users, not bugs in tff_nlp.
 
 Binaries turn an `InputError` into one line on stderr and exit status 2 (see
-`tff_nlp.bin.common.run`); anything else is a bug and keeps its traceback.
+`apps.common.binary.run`); anything else is a bug and keeps its traceback.
 """
 
 

@@ -7,9 +7,9 @@ import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
 from tests.algorithms import process_fixtures
-from tff_nlp.algorithms import aggregation
-from tff_nlp.algorithms import trimmed_mean
-from tff_nlp.algorithms import weight_cap
+from tff_nlp.aggregators import factory as aggregation
+from tff_nlp.aggregators import trimmed_mean
+from tff_nlp.aggregators import weight_cap
 from tff_nlp.analysis import privacy
 
 _VALUE = tff.TensorType(np.float32, [2])

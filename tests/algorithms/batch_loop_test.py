@@ -11,7 +11,8 @@ from tensorflow_federated.proto.v0 import computation_pb2
 
 from tests.algorithms import linear_model
 from tff_nlp import algorithms
-from tff_nlp.algorithms import batch_loop
+from tff_nlp import templates
+from tff_nlp.templates import batch_loop
 
 
 def _running_stats(state, batch):
@@ -119,7 +120,7 @@ class ForEachBatchExecutionTest(tf.test.TestCase,
     self.assertAllClose(largest, 6.0)
 
   def test_exported_from_algorithms(self):
-    self.assertIs(algorithms.for_each_batch, batch_loop.for_each_batch)
+    self.assertIs(templates.for_each_batch, batch_loop.for_each_batch)
 
 
 class ForEachBatchComputationTest(tf.test.TestCase):

@@ -1,5 +1,5 @@
 """A reference for processes that aggregate weights as deltas through a TFF
-aggregator (`tff_nlp.algorithms.delta_aggregation`), for the tests of
+aggregator (`tff_nlp.aggregators.delta_aggregation`), for the tests of
 dynamic pulling and FCL: the aggregator's own process run alone on deltas
 computed here in numpy, and the server's rescaling (2) in numpy.
 """

@@ -19,9 +19,10 @@ from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
 from tests.algorithms import process_fixtures
 from tff_nlp import algorithms
+from tff_nlp import templates
 from tff_nlp import training
 from tff_nlp.algorithms import dynamic_pulling
-from tff_nlp.algorithms import stateful_clients
+from tff_nlp.templates import stateful_clients
 from tff_nlp.algorithms import tensor_selection
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_layout
@@ -169,7 +170,7 @@ def _datasets(clients, round_num, config=False, data_sizes=None):
   for k, client in enumerate(clients):
     batches = linear_model.to_dataset(client)
     if config:
-      batches = algorithms.with_client_config(
+      batches = templates.with_client_config(
           batches, learning_rate=client.learning_rate,
           num_epochs=client.num_epochs)
     data.append(dynamic_pulling.client_data(

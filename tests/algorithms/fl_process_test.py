@@ -11,7 +11,7 @@ import tensorflow_federated as tff
 from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
 from tests.algorithms import process_fixtures
-from tff_nlp import algorithms
+from tff_nlp import templates
 from tff_nlp import analysis
 
 ALGORITHMS = process_fixtures.FL_ALGORITHMS
@@ -155,7 +155,7 @@ class BuildFlProcessComputationTest(tf.test.TestCase, parameterized.TestCase):
     )
     expected_client_outputs = tff.FederatedType(
         collections.OrderedDict(
-            [(key, _F32) for key in algorithms.CLIENT_STAT_KEYS]
+            [(key, _F32) for key in templates.CLIENT_STAT_KEYS]
             + [('weight', _F32),
                # One loss per batch: as many as the client's batches.
                ('batch_losses', tff.TensorType(np.float32, [None]))]
@@ -283,7 +283,7 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                  num_epochs=3),
     ]
     datasets = [
-        algorithms.with_client_config(
+        templates.with_client_config(
             linear_model.to_dataset(c),
             learning_rate=c.learning_rate,
             num_epochs=c.num_epochs,

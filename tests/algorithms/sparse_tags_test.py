@@ -8,11 +8,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.algorithms import tag_fixtures as fx
-from tff_nlp import sparse
+from tff_nlp.algorithms import partial_models as sparse
 from tff_nlp import training
-from tff_nlp.algorithms import sparse_tags
+from apps.partial_models import tag_process as sparse_tags
 from tff_nlp.data import tags as tags_data
-from tff_nlp.models import tag_regression
+from apps.partial_models import tag_model as tag_regression
 
 
 def _adaptive_clipping_factory():

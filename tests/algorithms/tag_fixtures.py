@@ -1,6 +1,6 @@
 """The tiny tag task of the partial-model tests, and its numpy reference.
 
-Shared by the tests of `algorithms.sparse_tags` and of the multi-worker
+Shared by the tests of `tag_process` and of the multi-worker
 runtime (a test file imports this helper module, never another test file).
 """
 

@@ -10,7 +10,7 @@ import tensorflow_federated as tff
 from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
 from tests.algorithms import process_fixtures
-from tff_nlp.algorithms import trimmed_mean
+from tff_nlp.aggregators import trimmed_mean
 
 
 def numpy_trimmed_mean(values, weights, trim_fraction):

@@ -9,10 +9,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.algorithms import process_fixtures
-from tff_nlp import algorithms
+from tff_nlp import templates
 from tff_nlp import analysis
-from tff_nlp.algorithms import client_data as client_data_lib
-from tff_nlp.algorithms import vocab_sliced
+from tff_nlp.templates import client_data as client_data_lib
+from apps.text2sql import vocab_sliced
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_inputs
 from tff_nlp.models import seq2seq_loss
@@ -68,7 +68,7 @@ def _train_locally(start, vocabulary, batches):
 
 def _config_data(vocabulary, batches, learning_rate=_LR):
   return vocab_sliced.client_data(
-      vocabulary, algorithms.with_client_config(batches,
+      vocabulary, templates.with_client_config(batches,
                                                 learning_rate=learning_rate))
 
 

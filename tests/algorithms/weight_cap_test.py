@@ -11,7 +11,7 @@ from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
 from tests.algorithms import process_fixtures
 from tff_nlp import algorithms
-from tff_nlp.algorithms import weight_cap
+from tff_nlp.aggregators import weight_cap
 
 
 def iterative_reference(weights, max_share):

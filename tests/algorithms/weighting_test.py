@@ -1,4 +1,4 @@
-"""Direct tests of `algorithms.weighting`, against hand-derived numbers."""
+"""Direct tests of `aggregators.weighting`, against hand-derived numbers."""
 
 import enum
 
@@ -6,7 +6,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp.algorithms import weighting
+from tff_nlp.aggregators import weighting
 
 # Three clients: |D_i| = 100, 20, 5; batch losses (max, min) of the round
 # (2.0, 1.5), (3.0, 1.0), (4.0, 0.5), so ΔL_i = 0.5, 2.0, 3.5.

@@ -37,7 +37,7 @@ from tests.algorithms import linear_model
 from tests.algorithms import process_fixtures
 from tff_nlp import analysis
 from tff_nlp.algorithms import fcl
-from tff_nlp.algorithms import sparse_tags
+from apps.partial_models import tag_process as sparse_tags
 from tff_nlp.models import fcl_cnn
 
 # ---------------------------------------------------------------------------
@@ -249,7 +249,7 @@ def _fcl_computations(process):
 
 @functools.lru_cache(maxsize=None)
 def _vocab_sliced_process():
-  from tff_nlp.algorithms import vocab_sliced  # pylint: disable=g-import-not-at-top
+  from apps.text2sql import vocab_sliced  # pylint: disable=g-import-not-at-top
   config = process_fixtures.vs_config()
   process = vocab_sliced.build_vocab_sliced_process(
       config, max_keys=process_fixtures.VS_MAX_KEYS,

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp import analysis
-from tff_nlp.algorithms import sparse_tags
+from apps.partial_models import tag_process as sparse_tags
 
 # Metric sums each client uploads in a sparse round: loss_sum (float32) and
 # seven int32 counts.

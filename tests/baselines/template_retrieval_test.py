@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tff_nlp import data
 from tff_nlp import errors
-from tff_nlp.baselines import template_retrieval
+from apps.text2sql import template_retrieval
 from tff_nlp.data import text2sql
 
 # Smoothed idf with n = 3 training questions: a word in 2 of them has

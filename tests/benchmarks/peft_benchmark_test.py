@@ -19,15 +19,15 @@ from tests import text2sql_fake_runs
 from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.benchmarks import peft_benchmark
-from tff_nlp.benchmarks import peft_report
-from tff_nlp.benchmarks import peft_setting
-from tff_nlp.benchmarks import text2sql_benchmark
-from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import text2sql_summary
+from apps.peft import benchmark as peft_benchmark
+from apps.peft import report as peft_report
+from apps.peft import setting as peft_setting
+from apps.text2sql import benchmark as text2sql_benchmark
+from apps.text2sql import experiment as text2sql
+from apps.text2sql import summary as text2sql_summary
 from tff_nlp.metrics import intervals
 from tff_nlp.models import lora as lora_lib
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.text2sql import task as text2sql_task
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')
 _FEDAVG_LORAR = ('federated', 'fedavg', 'lorar')

@@ -11,7 +11,7 @@ import os
 
 from absl.testing import absltest
 
-from tff_nlp.benchmarks import peft_setting
+from apps.peft import setting as peft_setting
 from tff_nlp.metrics import intervals
 
 # The data, before any cap: imdb 50 training and 10 test questions, yelp 30

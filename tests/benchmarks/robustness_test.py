@@ -16,19 +16,21 @@ import tensorflow_federated as tff
 
 from tests.algorithms import linear_model
 from tff_nlp import algorithms
-from tff_nlp.benchmarks import attacks
-from tff_nlp.benchmarks import robustness
-from tff_nlp.benchmarks import robustness_report
-from tff_nlp.benchmarks import robustness_tasks
+from tff_nlp import templates
+from tff_nlp import aggregators
+from apps.robustness import attacks
+from apps.robustness import benchmark as robustness
+from apps.robustness import report as robustness_report
+from apps.robustness import tasks as robustness_tasks
 
 _LEARNING_RATE = 0.05
 
 
 def _client_work(weighting):
-  return algorithms.build_weighted_client_work(
+  return templates.build_weighted_client_work(
       linear_model.model_fn,
       optimizer=tff.learning.optimizers.build_sgdm(_LEARNING_RATE),
-      weighting=algorithms.Weighting(weighting))
+      weighting=aggregators.Weighting(weighting))
 
 
 def _initial_weights():
@@ -154,10 +156,10 @@ class DefenceAndShareExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('none', 'none', tff.aggregators.MeanFactory),
-      ('cap', 'cap', algorithms.WeightShareCapFactory),
-      ('both', 'both', algorithms.WeightShareCapFactory),
-      ('trimmed', 'trimmed', algorithms.TrimmedMeanFactory),
-      ('cap_trimmed', 'cap_trimmed', algorithms.WeightShareCapFactory),
+      ('cap', 'cap', aggregators.WeightShareCapFactory),
+      ('both', 'both', aggregators.WeightShareCapFactory),
+      ('trimmed', 'trimmed', aggregators.TrimmedMeanFactory),
+      ('cap_trimmed', 'cap_trimmed', aggregators.WeightShareCapFactory),
   )
   def test_defence_factories(self, defence, factory_type):
     self.assertIsInstance(attacks.build_defence(defence, max_share=0.25),

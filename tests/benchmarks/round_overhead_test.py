@@ -15,11 +15,11 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import runtime
-from tff_nlp.benchmarks import round_overhead
-from tff_nlp.benchmarks import round_overhead_pure_tf
-from tff_nlp.benchmarks import round_overhead_workloads as workloads
-from tff_nlp.tasks import text2sql
-from tff_nlp.tasks import text_classification
+from apps.scaling import round_overhead
+from apps.scaling import round_overhead_pure_tf
+from apps.scaling import round_overhead_workloads as workloads
+from apps.text2sql import task as text2sql
+from apps.common import text_classification_task as text_classification
 from tff_nlp.models import seq2seq
 
 _SETUPS = {

@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 from tff_nlp import runtime
-from tff_nlp.benchmarks import client_scaling
-from tff_nlp.benchmarks import scaling
+from apps.scaling import client_scaling
+from apps.scaling import scaling
 from tff_nlp.data import population as population_lib
-from tff_nlp.experiments import sparse_tags
+from apps.partial_models import tag_experiment as sparse_tags
 from tff_nlp.runtime import memory
 
 # TREC-6 questions as one-example clients, a small model: fast rounds.

@@ -7,7 +7,7 @@ independent reference: the bytes, hand-computed from M, T and V.
 import tensorflow as tf
 
 from tff_nlp import runtime
-from tff_nlp.bin import select_scaling
+from apps.partial_models.bin import select_scaling
 
 
 class SelectScalingExecutionTest(tf.test.TestCase):

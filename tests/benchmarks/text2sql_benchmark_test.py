@@ -17,11 +17,11 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.algorithms import aggregation
-from tff_nlp.benchmarks import text2sql_benchmark
-from tff_nlp.experiments import text2sql
-from tff_nlp.tasks import text2sql as text2sql_task
-from tff_nlp.metrics import text2sql_report
+from tff_nlp.aggregators import factory as aggregation
+from apps.text2sql import benchmark as text2sql_benchmark
+from apps.text2sql import experiment as text2sql
+from apps.text2sql import task as text2sql_task
+from apps.text2sql import report as text2sql_report
 from tff_nlp.models import lora as lora_lib
 from tff_nlp.models import seq2seq
 from tests import text2sql_fake_runs

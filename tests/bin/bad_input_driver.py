@@ -26,6 +26,8 @@ import traceback
 
 from absl import flags
 
+from apps.common import presets
+
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
@@ -36,7 +38,7 @@ Outcome = collections.namedtuple('Outcome', 'returncode stderr written')
 def run_in_one_process(binary: str, flagfile: str,
                        cases: Sequence[Sequence[str]],
                        timeout: float = 1200) -> list[Outcome]:
-  """`python -m tff_nlp.bin.<binary> --flagfile=<flagfile> --output_dir=<a
+  """`python -m apps.<application>.bin.<binary> --flagfile=<flagfile> --output_dir=<a
   new folder> <case>` for every case, all run in one driver process.
 
   Returns:
@@ -63,7 +65,7 @@ def run_in_one_process(binary: str, flagfile: str,
 
 def run_command_lines(binary: str, cases: Sequence[Sequence[str]],
                       timeout: float = 1200) -> list[tuple[int, str]]:
-  """`python -m tff_nlp.bin.<binary> <case>` for every case, in order, all
+  """`python -m apps.<application>.bin.<binary> <case>` for every case, in order, all
   in one driver process (`run_in_one_process` without a flagfile or output
   folder of its own: the cases name theirs, e.g. one folder for several).
 
@@ -88,8 +90,8 @@ def _exit_status(error: SystemExit) -> int:
 
 
 def run_cases(binary: str, cases: list[list[str]]) -> list[dict]:
-  module = importlib.import_module(f'tff_nlp.bin.{binary}')
-  from tff_nlp.bin import common  # pylint: disable=g-import-not-at-top
+  module = importlib.import_module(presets.binary_module(binary))
+  from apps.common import binary as common  # pylint: disable=g-import-not-at-top
   program = os.path.join(os.path.dirname(module.__file__), f'{binary}.py')
   saved_stderr = os.dup(2)
   outcomes = []

@@ -9,7 +9,7 @@ from absl import flags
 from absl.testing import parameterized
 import tensorflow as tf
 
-from tff_nlp.bin import config_flags
+from apps.common import config_flags
 
 
 class _Color(enum.Enum):

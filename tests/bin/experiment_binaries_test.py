@@ -1,7 +1,7 @@
 """The experiment binaries as a user runs them: bad input exits 2.
 
-`python -m tff_nlp.bin.train_text2sql`, `tff_nlp.bin.text2sql_benchmark`,
-`tff_nlp.bin.train_nmt` and `tff_nlp.bin.train_fcl` in a subprocess with
+`python -m apps.text2sql.bin.train_text2sql`, `apps.text2sql.bin.text2sql_benchmark`,
+`apps.nmt.bin.train_nmt` and `apps.fcl.bin.train_fcl` in a subprocess with
 their smoke presets: every bad flag value or data location gives exit status
 2 and one line naming the flag or path, before any training (every
 command line of one binary runs in one process, `bad_input_driver`); and a
@@ -19,6 +19,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from tests.bin import bad_input_driver
+from apps.common import presets
 from tff_nlp.data import data_root
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -34,8 +35,7 @@ _DATA_ROOT = data_root.find_data_dir()
 
 
 def _smoke_flags(binary: str) -> str:
-  return os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
-                      f'{_PRESETS[binary]}.smoke.flags')
+  return os.path.join(_REPO, presets.preset_path(_PRESETS[binary], 'smoke'))
 
 
 # (binary, arguments after its smoke preset, what its one error line says).
@@ -188,7 +188,7 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     # The driver's outcome of a bad command line is the shell's.
     case = next(i for i, c in enumerate(_BAD_INPUT) if c[0] == 'train_fcl')
     result = subprocess.run(
-        [sys.executable, '-m', 'tff_nlp.bin.train_fcl',
+        [sys.executable, '-m', 'apps.fcl.bin.train_fcl',
          f'--flagfile={_smoke_flags("train_fcl")}',
          f'--output_dir={self.create_tempdir().full_path}/run',
          *_BAD_INPUT[case][1]], cwd=_REPO,
@@ -234,7 +234,7 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
         f.write(word + ''.join(f' {0.1 * (i + j)}' for j in range(4)) + '\n')
     run_dir = os.path.join(self.create_tempdir().full_path, 'run')
     result = subprocess.run(
-        [sys.executable, '-m', 'tff_nlp.bin.train_fcl',
+        [sys.executable, '-m', 'apps.fcl.bin.train_fcl',
          f'--flagfile={_smoke_flags("train_fcl")}', f'--output_dir={run_dir}',
          f'--data_dir={root}', '--datasets=mine', '--methods=fedavg',
          '--word_vectors=tiny.txt', '--embedding_dim=4',
@@ -268,7 +268,7 @@ class ExperimentBinariesExecutionTest(parameterized.TestCase,
     script = (
         'import sys\n'
         'from absl import flags\n'
-        f'from tff_nlp.bin import {binary} as binary\n'
+        f'from apps.{presets.application_of(binary)}.bin import {binary} as binary\n'
         'for argv in (sys.argv, sys.argv[:-1]):\n'
         '  flags.FLAGS.unparse_flags()\n'
         '  flags.FLAGS(argv)\n'

@@ -2,7 +2,7 @@
 
 * Without `--flagfile`, the experiment binaries whose defaults are the
   papers' settings (days on a CPU) warn first, naming what will run and the
-  presets (`tff_nlp/bin/_presets.py`); with a preset they do not.
+  presets (`apps/common/presets.py`); with a preset they do not.
 * `train_text2sql.demo.flags` trains FedAvg in both binaries that take it:
   `text2sql_benchmark` (make demo) runs its `--methods`, FedAvg with
   num_examples and Lorar weighting, and `train_text2sql` its `--algorithm`,
@@ -19,11 +19,11 @@ import sys
 import tensorflow as tf
 
 from tests.bin import bad_input_driver
-from tff_nlp.bin import _presets as presets
+from apps.common import presets
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_DEMO = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
+_DEMO = os.path.join(_REPO, 'apps', 'text2sql', 'flags',
                      'train_text2sql.demo.flags')
 _NO_DATA = '--data_dir=/no/such/dir'
 
@@ -67,7 +67,7 @@ class PresetsExecutionTest(tf.test.TestCase):
         '(advising=6, atis=6) local epochs on every training example of 8 '
         'clients, the seq2seq parser, model small (2+2 layers, d=128). A '
         'preset sets a scale for the machine: '
-        '--flagfile=tff_nlp/bin/flags/train_text2sql.<preset>.flags with '
+        '--flagfile=apps/text2sql/flags/train_text2sql.<preset>.flags with '
         '<preset> one of ', _one_line(bare[1]))
     self.assertRegex(_one_line(bare[1]), r'one of [a-z, ]*\bsmoke\b.* \(smoke '
                      r'checks the set-up in minutes\)')
@@ -92,7 +92,7 @@ class PresetsExecutionTest(tf.test.TestCase):
         _one_line(bare[1]),
         r"No --flagfile: text2sql_benchmark runs its defaults and flags: \d+ "
         r"runs \(\d+ methods, seeds 0\), each the Lorar paper's schedule.*60 "
-        r'rounds.*--flagfile=tff_nlp/bin/flags/train_text2sql\.<preset>\.flags')
+        r'rounds.*--flagfile=apps/text2sql/flags/train_text2sql\.<preset>\.flags')
     # The demo preset's --algorithm=fedavg is the algorithm of its methods.
     self.assertNotIn('No --flagfile', demo[1])
     self.assertNotIn('--algorithm', demo[1])
@@ -112,7 +112,7 @@ class PresetsExecutionTest(tf.test.TestCase):
       (status, stderr), = self._run(binary, [[_NO_DATA]])
       self.assertEqual(status, 2, stderr[-2000:])
       self.assertRegex(_one_line(stderr), expected)
-      self.assertIn(f'tff_nlp/bin/flags/{binary}.<preset>.flags',
+      self.assertIn(presets.preset_path(binary, '<preset>'),
                     _one_line(stderr))
 
 
@@ -123,7 +123,7 @@ class DemoPresetParsingTest(tf.test.TestCase):
     script = (
         'import sys\n'
         'from absl import flags\n'
-        f'from tff_nlp.bin import {binary} as binary\n'
+        f'from apps.{presets.application_of(binary)}.bin import {binary} as binary\n'
         'flags.FLAGS(sys.argv)\n'
         f'print({expression})\n')
     result = subprocess.run(

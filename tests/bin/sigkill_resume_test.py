@@ -1,7 +1,7 @@
 """SIGKILL at a random round, rerun: the same final model as without the kill.
 
 For every experiment binary but the weighting demo (covered, with the same
-mechanics, by weighting_demo_binary_test.py): `python -m tff_nlp.bin.<binary>`
+mechanics, by weighting_demo_binary_test.py): `python -m apps.<application>.bin.<binary>`
 in a subprocess with its smoke preset shrunk further, killed with SIGKILL
 (its whole session, so the TFF worker goes too, as with a killed terminal or
 a preempted job) once a round chosen by a seeded `random.Random` is
@@ -38,9 +38,10 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from apps.common import presets
+
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_FLAGS_DIR = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags')
 _TIMEOUT = 600
 _ATOL = 1e-6
 # Keys of wall-clock measurements, which differ between any two runs.
@@ -49,7 +50,7 @@ _MARK_VAR = 'TFF_NLP_SIGKILL_TEST_MARK'
 
 
 def _flagfile(preset: str) -> str:
-  return f'--flagfile={os.path.join(_FLAGS_DIR, preset + ".smoke.flags")}'
+  return f'--flagfile={os.path.join(_REPO, presets.preset_path(preset, "smoke"))}'
 
 
 def _jsonl_rounds(pattern: str) -> Callable[[str], int]:
@@ -126,7 +127,7 @@ _KILL_AT = {case.binary: _RNG.randint(2, case.rounds - 2) for case in _CASES}
 
 
 def _command(case: _Case, output_dir: str) -> list[str]:
-  return [sys.executable, '-m', f'tff_nlp.bin.{case.binary}', *case.args,
+  return [sys.executable, '-m', presets.binary_module(case.binary), *case.args,
           f'--output_dir={output_dir}']
 
 

@@ -60,7 +60,7 @@ class CompareRunsBinaryExecutionTest(tf.test.TestCase):
 
   def _compare(self, a, b, *flags):
     return subprocess.run(
-        [sys.executable, '-m', 'tff_nlp.bin.text2sql_compare_runs', a, b,
+        [sys.executable, '-m', 'apps.text2sql.bin.text2sql_compare_runs', a, b,
          *flags],
         cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
         capture_output=True, text=True, timeout=600, check=False)

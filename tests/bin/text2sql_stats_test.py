@@ -1,6 +1,6 @@
 """The text-to-SQL statistics binary as a user runs it: `python -m`.
 
-Two runs (each pays TensorFlow's import, through tff_nlp.bin.common): the JSON
+Two runs (each pays TensorFlow's import, through apps.common.binary): the JSON
 of every client, and the exit status for a missing --data_dir. The markdown
 layout is `text2sql_stats.to_markdown`, tested in tests/data.
 """
@@ -27,7 +27,7 @@ _FIELDS = [
 
 def _run(*args):
   return subprocess.run(
-      [sys.executable, '-m', 'tff_nlp.bin.text2sql_stats', *args],
+      [sys.executable, '-m', 'apps.text2sql.bin.text2sql_stats', *args],
       cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
       capture_output=True, text=True, timeout=300, check=False)
 

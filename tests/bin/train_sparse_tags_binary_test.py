@@ -1,4 +1,4 @@
-"""`python -m tff_nlp.bin.train_sparse_tags` as a user runs it."""
+"""`python -m apps.partial_models.bin.train_sparse_tags` as a user runs it."""
 
 import json
 import os
@@ -10,13 +10,13 @@ import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_SMOKE_FLAGS = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
+_SMOKE_FLAGS = os.path.join(_REPO, 'apps', 'partial_models', 'flags',
                             'train_sparse_tags.smoke.flags')
 
 
 def _run(output_dir, *args):
   return subprocess.run(
-      [sys.executable, '-m', 'tff_nlp.bin.train_sparse_tags',
+      [sys.executable, '-m', 'apps.partial_models.bin.train_sparse_tags',
        f'--flagfile={_SMOKE_FLAGS}', f'--output_dir={output_dir}', *args],
       cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
       capture_output=True, text=True, timeout=900, check=False)

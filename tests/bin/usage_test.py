@@ -1,15 +1,16 @@
-"""What `python -m tff_nlp.bin.<binary> --help` prints first: its docstring.
+"""What `python -m apps.<application>.bin.<binary> --help` prints first: its docstring.
 
 absl prints the main module's docstring as the usage text (after replacing
 `%s` by the program). A shell command in it continued with ` \\` at the end
 of a line must be in a raw docstring: in a plain one, backslash-newline is a
 line continuation, and `--help` printed the command as one line with runs
 of spaces where the line breaks were. Checked here on every public binary
-of tff_nlp/bin from its source (no import, no TensorFlow), and once for
+of apps/*/bin from its source (no import, no TensorFlow), and once for
 real through `--help`.
 """
 
 import ast
+import glob
 import os
 import re
 import subprocess
@@ -18,20 +19,23 @@ import sys
 from absl.testing import parameterized
 import tensorflow as tf
 
+from apps.common import presets
+
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_BIN = os.path.join(_REPO, 'tff_nlp', 'bin')
-# Modules of tff_nlp/bin that are not binaries (tff_nlp/bin/BUILD).
-_NOT_BINARIES = ('__init__.py', 'common.py', 'config_flags.py')
-_BINARIES = sorted(
-    name[:-len('.py')] for name in os.listdir(_BIN)
-    if name.endswith('.py') and not name.startswith('_')
-    and name not in _NOT_BINARIES)
+# Binary name -> application: every public module of apps/<application>/bin.
+_APPLICATIONS = presets.binaries()
+_BINARIES = sorted(_APPLICATIONS)
+
+
+def _source(binary: str) -> str:
+  return os.path.join(_REPO, 'apps', _APPLICATIONS[binary], 'bin',
+                      f'{binary}.py')
 
 
 def _usage(binary: str) -> str:
   """The usage text absl prints for the binary: its docstring, `%s` filled."""
-  with open(os.path.join(_BIN, f'{binary}.py'), encoding='utf-8') as f:
+  with open(_source(binary), encoding='utf-8') as f:
     doc = ast.get_docstring(ast.parse(f.read()), clean=False)
   if not doc:
     return ''
@@ -61,14 +65,14 @@ class UsageTest(parameterized.TestCase):
       self.assertNotRegex(line, r'\S {4,}[^\s#]',
                           f'{binary}: runs of spaces in {line!r}')
     # A continued shell command keeps its backslash and its line break.
-    for match in re.finditer(r'python -m tff_nlp\.bin\.\w+[^\n]*', usage):
+    for match in re.finditer(r'python -m apps\.\w+\.bin\.\w+[^\n]*', usage):
       self.assertNotRegex(match.group(), r'\S {4,}--',
                           f'{binary}: {match.group()!r}')
 
   @parameterized.parameters(*_BINARIES)
   def test_usage_is_the_docstring(self, binary):
     # No accidental %-formatting: absl prints the docstring as written.
-    with open(os.path.join(_BIN, f'{binary}.py'), encoding='utf-8') as f:
+    with open(_source(binary), encoding='utf-8') as f:
       doc = ast.get_docstring(ast.parse(f.read()), clean=False)
     self.assertEqual(_usage(binary), doc)
 
@@ -125,29 +129,31 @@ class MakeTargetsTest(parameterized.TestCase):
         continue
       runs = _runs(target, targets)
       self.assertTrue(  # pylint: disable=g-generic-assert
-          f'tff_nlp.bin.{binary} ' in runs
-          or f'tff_nlp/bin/flags/{binary}.' in runs,
+          f'{presets.binary_module(binary)} ' in runs
+          or os.path.join(os.path.relpath(presets.flags_dir(binary), _REPO),
+                          f'{binary}.') in runs,
           f'{where} names `make {target}`, which runs neither '
-          f'tff_nlp.bin.{binary} nor a preset of it')
+          f'{presets.binary_module(binary)} nor a preset of it')
 
   @parameterized.parameters(*_BINARIES)
   def test_usage_names_make_targets_that_run_the_binary(self, binary):
     self._check(binary, _usage(binary), f'{binary} --help')
 
   @parameterized.parameters(*sorted(
-      name for name in os.listdir(os.path.join(_BIN, 'flags'))
-      if name.endswith('.flags')))
+      os.path.relpath(path, _REPO)
+      for path in glob.glob(os.path.join(_REPO, 'apps', '*', 'flags',
+                                         '*.flags'))))
   def test_preset_names_make_targets_that_run_it(self, preset):
-    with open(os.path.join(_BIN, 'flags', preset), encoding='utf-8') as f:
+    with open(os.path.join(_REPO, preset), encoding='utf-8') as f:
       first_line = f.readline()
-    self._check(preset.split('.')[0], first_line, preset)
+    self._check(os.path.basename(preset).split('.')[0], first_line, preset)
 
 
 class HelpExecutionTest(tf.test.TestCase):
 
   def _help(self, binary: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, '-m', f'tff_nlp.bin.{binary}', '--help'],
+        [sys.executable, '-m', presets.binary_module(binary), '--help'],
         cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'),
         capture_output=True, text=True, timeout=300, check=False)
 
@@ -157,8 +163,8 @@ class HelpExecutionTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 1, result.stderr[-2000:])
     self.assertIn(_usage('train_text2sql'), result.stdout)
     self.assertIn(
-        'python -m tff_nlp.bin.train_text2sql \\\n'
-        '      --flagfile=tff_nlp/bin/flags/train_text2sql.smoke.flags \\\n',
+        'python -m apps.text2sql.bin.train_text2sql \\\n'
+        '      --flagfile=apps/text2sql/flags/train_text2sql.smoke.flags \\\n',
         result.stdout)
 
   def test_train_fcl_help_lists_only_the_flags_it_accepts(self):

@@ -26,7 +26,7 @@ from tests.bin import bad_input_driver
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_SMOKE_FLAGS = os.path.join(_REPO, 'tff_nlp', 'bin', 'flags',
+_SMOKE_FLAGS = os.path.join(_REPO, 'apps', 'weighting_demo', 'flags',
                             'weighting_demo.smoke.flags')
 _WEIGHTINGS = ('uniform', 'lorar')
 _ROUNDS = 8
@@ -45,7 +45,7 @@ _TINY_RUN = [
 
 
 def _command(*args):
-  return [sys.executable, '-m', 'tff_nlp.bin.weighting_demo', *args]
+  return [sys.executable, '-m', 'apps.weighting_demo.bin.weighting_demo', *args]
 
 
 def _env():

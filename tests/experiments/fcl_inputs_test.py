@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import errors
-from tff_nlp.experiments import fcl
-from tff_nlp.experiments import fcl_inputs
+from apps.fcl import experiment as fcl
+from apps.fcl import inputs as fcl_inputs
 from tff_nlp.metrics import intervals
 
 # Two labels, hence one task of both (labels_per_task 2). Training: 4

@@ -18,8 +18,8 @@ from tff_nlp import data as data_lib
 from tff_nlp import errors
 from tff_nlp import training as training_lib
 from tff_nlp.algorithms import fcl as fcl_lib
-from tff_nlp.experiments import fcl
-from tff_nlp.experiments import fcl_report
+from apps.fcl import experiment as fcl
+from apps.fcl import report as fcl_report
 from tff_nlp.models import skipgram
 from tff_nlp.runtime import contexts as runtime_contexts
 from tff_nlp.training import loop

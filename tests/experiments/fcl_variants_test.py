@@ -8,8 +8,8 @@ import sys
 import tensorflow as tf
 
 from tff_nlp import errors
-from tff_nlp.experiments import fcl_report
-from tff_nlp.experiments import fcl_variants
+from apps.fcl import report as fcl_report
+from apps.fcl import variants as fcl_variants
 from tff_nlp.metrics import intervals
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -148,7 +148,7 @@ class FclVariantsExecutionTest(tf.test.TestCase):
   def test_binary_writes_both_files(self):
     output_dir = self.create_tempdir().full_path
     subprocess.run(
-        [sys.executable, '-m', 'tff_nlp.bin.fcl_variants',
+        [sys.executable, '-m', 'apps.fcl.bin.fcl_variants',
          f'--bench_dir={self.bench}', '--variants=clients10',
          f'--report_dir={output_dir}'], cwd=_REPO, check=True,
         capture_output=True, timeout=600)

@@ -24,10 +24,10 @@ from tests import shared_runs
 from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.training import run_cache
-from tff_nlp.experiments import nmt
-from tff_nlp.tasks import nmt as nmt_task
+from apps.nmt import experiment as nmt
+from apps.nmt import task as nmt_task
 from tff_nlp.metrics import intervals
-from tff_nlp.metrics import nmt_report
+from apps.nmt import report as nmt_report
 from tff_nlp.models import seq2seq
 
 _DATA = nmt_task.DataConfig(domains=('wmt_news', 'ubuntu_l10n'),

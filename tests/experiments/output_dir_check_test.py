@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.experiments import fcl
-from tff_nlp.experiments import sparse_tags
+from apps.fcl import experiment as fcl
+from apps.partial_models import tag_experiment as sparse_tags
 
 
 def _run_sparse_tags(output_dir, data_dir):

@@ -23,13 +23,13 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp.data import data_root
-from tff_nlp.experiments import pretrain
-from tff_nlp.experiments import pretrain_corpus
-from tff_nlp.experiments import text2sql_start
+from apps.text2sql import pretrain
+from apps.text2sql import pretrain_corpus
+from apps.text2sql import start as text2sql_start
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import span_corruption
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.text2sql import task as text2sql_task
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -270,9 +270,9 @@ class PretrainExecutionTest(tf.test.TestCase):
 
   def test_binary_bad_input_exits_2_naming_the_file(self):
     done = subprocess.run(
-        [sys.executable, '-m', 'tff_nlp.bin.pretrain_seq2seq',
+        [sys.executable, '-m', 'apps.text2sql.bin.pretrain_seq2seq',
          '--flagfile=' + os.path.join(
-             _REPO, 'tff_nlp', 'bin', 'flags',
+             _REPO, 'apps', 'text2sql', 'flags',
              'pretrain_seq2seq.smoke.flags'),
          '--output_dir=' + self.create_tempdir().full_path,
          '--corpora=/no/such/corpus.en'],

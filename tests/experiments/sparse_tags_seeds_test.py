@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.experiments import sparse_tags
-from tff_nlp.experiments import sparse_tags_seeds as seeds_lib
+from apps.partial_models import tag_experiment as sparse_tags
+from apps.partial_models import tag_seeds as seeds_lib
 from tff_nlp.metrics import intervals
 
 

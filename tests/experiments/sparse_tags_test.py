@@ -14,8 +14,8 @@ from tff_nlp import errors
 from tff_nlp import training
 from tff_nlp.data import population as population_lib
 from tff_nlp.data import tags
-from tff_nlp.experiments import sparse_tags as experiment
-from tff_nlp.models import tag_regression
+from apps.partial_models import tag_experiment as experiment
+from apps.partial_models import tag_model as tag_regression
 
 
 class TagTaskExecutionTest(tf.test.TestCase, parameterized.TestCase):

@@ -22,12 +22,12 @@ from tests.models import tiny_bart_preset
 from tests.experiments import tiny_text2sql
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.experiments import text2sql as experiment
+from apps.text2sql import experiment
 from tff_nlp.models import keras_nlp_preset
 from tff_nlp.models import lora
 from tff_nlp.models import seq2seq
-from tff_nlp.tasks import text2sql as text2sql_task
-from tff_nlp.tasks import text2sql_templates
+from apps.text2sql import task as text2sql_task
+from apps.text2sql import template_parser as text2sql_templates
 
 _DATA = tiny_text2sql.DATA
 _MODEL = tiny_text2sql.MODEL

@@ -8,7 +8,7 @@ import re
 from absl.testing import parameterized
 import tensorflow as tf
 
-from tff_nlp.experiments import text2sql_reference
+from apps.text2sql import reference as text2sql_reference
 
 
 def _method(label, per_seed, run_dirs, ci95=None, both=None):
@@ -152,7 +152,7 @@ class CompareTest(tf.test.TestCase, parameterized.TestCase):
 class WhatTheModelSawTest(tf.test.TestCase):
 
   def test_stated_protocol_and_unstated_values(self):
-    from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
+    from apps.text2sql import summary_markdown as text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
     run_dir = self.create_tempdir().full_path
     with open(os.path.join(run_dir, 'results.json'), 'w') as f:
       json.dump({
@@ -174,7 +174,7 @@ class WhatTheModelSawTest(tf.test.TestCase):
     self.assertNotIn('hint', section)
 
   def test_retrieve_and_edit_hint_filling(self):
-    from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
+    from apps.text2sql import summary_markdown as text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
     for values, expected in (
         (None, 'oracle entities in the hint'),  # Recorded before the field.
         ('stated', '`--retrieved_sql_values=stated`')):
@@ -193,7 +193,7 @@ class WhatTheModelSawTest(tf.test.TestCase):
                     text2sql_summary_markdown.what_the_model_saw(run_dir))
 
   def test_section_from_a_runs_record(self):
-    from tff_nlp.experiments import text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
+    from apps.text2sql import summary_markdown as text2sql_summary_markdown  # pylint: disable=g-import-not-at-top
     run_dir = self.create_tempdir().full_path
     with open(os.path.join(run_dir, 'results.json'), 'w') as f:
       json.dump({

@@ -12,7 +12,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from tff_nlp import errors
-from tff_nlp.experiments import text2sql_start
+from apps.text2sql import start as text2sql_start
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import subword_tokenizer
 from tests.experiments import tiny_text2sql

@@ -18,13 +18,13 @@ import tensorflow as tf
 
 from tff_nlp import data as data_lib
 from tff_nlp import errors
-from tff_nlp.baselines import template_retrieval
-from tff_nlp.experiments import text2sql
-from tff_nlp.experiments import text2sql_seed_runs
-from tff_nlp.experiments import text2sql_summary
+from apps.text2sql import template_retrieval
+from apps.text2sql import experiment as text2sql
+from apps.text2sql import seed_runs as text2sql_seed_runs
+from apps.text2sql import summary as text2sql_summary
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.text2sql import task as text2sql_task
 from tests import text2sql_fake_runs
 
 _FEDAVG = ('federated', 'fedavg', 'num_examples')

@@ -26,24 +26,24 @@ from tff_nlp import errors
 from tff_nlp import metrics
 from tff_nlp import runtime
 from tff_nlp import training
-from tff_nlp.algorithms import aggregation
+from tff_nlp.aggregators import factory as aggregation
 from tff_nlp.analysis import privacy
-from tff_nlp.baselines import template_retrieval
-from tff_nlp.benchmarks import text2sql_benchmark
+from apps.text2sql import template_retrieval
+from apps.text2sql import benchmark as text2sql_benchmark
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.data import text2sql_source
-from tff_nlp.experiments import text2sql as experiment
+from apps.text2sql import experiment
 from tff_nlp.metrics import intervals
-from tff_nlp.metrics import text2sql_report
+from apps.text2sql import report as text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_inputs
 from tff_nlp.models import seq2seq_loss
 from tff_nlp.models import seq2seq_model_fn
-from tff_nlp.tasks import seq2seq_examples
-from tff_nlp.tasks import text2sql as text2sql_task
-from tff_nlp.tasks import text2sql_process
-from tff_nlp.tasks import text2sql_templates
+from apps.common import seq2seq_examples
+from apps.text2sql import task as text2sql_task
+from apps.text2sql import process as text2sql_process
+from apps.text2sql import template_parser as text2sql_templates
 
 _CLIENTS = tiny_text2sql.CLIENTS
 _DATA = tiny_text2sql.DATA

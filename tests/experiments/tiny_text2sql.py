@@ -5,7 +5,7 @@ seq2seq model: the pipeline runs in seconds; exact match stays near 0.
 """
 
 from tff_nlp.models import seq2seq
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.text2sql import task as text2sql_task
 
 CLIENTS = ('geography', 'imdb')
 DATA = text2sql_task.DataConfig(

@@ -16,9 +16,9 @@ import tensorflow as tf
 
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.benchmarks import vocab_slice_benchmark
-from tff_nlp.experiments import text2sql
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.partial_models import vocab_slice_benchmark
+from apps.text2sql import experiment as text2sql
+from apps.text2sql import task as text2sql_task
 from tff_nlp.models import seq2seq
 
 _DATA = text2sql_task.DataConfig(clients=('geography', 'imdb'))

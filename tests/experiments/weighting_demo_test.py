@@ -12,8 +12,8 @@ from tff_nlp import data
 from tff_nlp import errors
 from tff_nlp import runtime
 from tff_nlp import training
-from tff_nlp.experiments import weighting_demo
-from tff_nlp.tasks import text_classification
+from apps.weighting_demo import experiment as weighting_demo
+from apps.common import text_classification_task as text_classification
 
 _TINY_DATA = text_classification.ClientDataConfig(
     dataset='r8', num_clients=2, dirichlet_alpha=0.5, min_train_examples=50,

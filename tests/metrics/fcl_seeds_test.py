@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp.metrics import continual
-from tff_nlp.metrics import fcl_seeds
+from apps.fcl import seeds as fcl_seeds
 from tff_nlp.metrics import intervals
 
 _NAN = None  # A task not learned yet, as results.json writes it.

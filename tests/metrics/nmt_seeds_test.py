@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from tff_nlp.metrics import bleu
 from tff_nlp.metrics import intervals
-from tff_nlp.metrics import nmt_report
-from tff_nlp.metrics import nmt_seeds
+from apps.nmt import report as nmt_report
+from apps.nmt import seeds as nmt_seeds
 
 _REFS = {'news': ['the cat sat on the mat today', 'a dog barked at night',
                   'it rained all day long here', 'we went home early then'],

@@ -8,11 +8,12 @@ import re
 from absl.testing import parameterized
 import tensorflow as tf
 
-from tff_nlp import algorithms
+
+from tff_nlp import aggregators
 from tff_nlp import data
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql
-from tff_nlp.metrics import text2sql_report as report
+from apps.text2sql import report
 
 _FINETUNE = ('finetune',)
 _BASELINE = report.TEMPLATE_RETRIEVAL
@@ -58,7 +59,7 @@ class MethodKeyExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_weightings_are_the_library_ones(self):
     self.assertCountEqual(report.WEIGHTINGS,
-                          [w.value for w in algorithms.Weighting])
+                          [w.value for w in aggregators.Weighting])
 
   @parameterized.named_parameters(
       ('unknown_paradigm', ('local',)),

@@ -6,7 +6,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp.models import tag_regression
+from apps.partial_models import tag_model as tag_regression
 
 
 # Scores of 3 examples over 3 real tags plus 1 OOV column (ignored).

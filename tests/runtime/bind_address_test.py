@@ -121,7 +121,7 @@ class TffWorkerBindAddressTest(tf.test.TestCase, parameterized.TestCase):
   def _start(self, *flags):
     port = portpicker.pick_unused_port()
     process = subprocess.Popen(
-        [sys.executable, '-m', 'tff_nlp.bin.tff_worker', f'--port={port}',
+        [sys.executable, '-m', 'apps.common.bin.tff_worker', f'--port={port}',
          *flags], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True)
     def stop():

@@ -18,6 +18,7 @@ import tensorflow_federated as tff
 from tests.algorithms import linear_model
 from tests.algorithms import tag_fixtures
 from tff_nlp import algorithms
+from apps.partial_models import tag_process
 from tff_nlp import runtime
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.runtime import multi_worker
@@ -124,7 +125,7 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_federated_select_round_is_split_and_matches_numpy(self, divisor):
     # Partial models: each client selects its rows with federated_select;
     # the split round must equal the numpy re-implementation of one round.
-    process = algorithms.build_sparse_tag_process(
+    process = tag_process.build_sparse_tag_process(
         num_words=tag_fixtures.V, num_tags=tag_fixtures.T,
         max_keys=3, client_learning_rate=tag_fixtures.LR,
         divisor=divisor)
@@ -280,7 +281,7 @@ class RemoteWorkerExecutionTest(tf.test.TestCase):
 
   def _start_tff_worker_binary(self, port):
     worker = subprocess.Popen(
-        [sys.executable, '-m', 'tff_nlp.bin.tff_worker', f'--port={port}',
+        [sys.executable, '-m', 'apps.common.bin.tff_worker', f'--port={port}',
          '--max_concurrent_computation_calls=2', '--malloc_arena_max=2'],
         cwd=_REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     self.addCleanup(lambda: (worker.kill(), worker.wait()))
@@ -364,7 +365,7 @@ class WorkerSettingsExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_inconsistent_flags_fail_at_parse_time(self):
     result = subprocess.run(
-        [sys.executable, '-m', 'tff_nlp.bin.train_sparse_tags',
+        [sys.executable, '-m', 'apps.partial_models.bin.train_sparse_tags',
          '--num_workers=2', '--worker_addresses=a:1', '--output_dir=/nowhere'],
         cwd=_REPO_ROOT, capture_output=True, text=True, check=False)
     self.assertEqual(result.returncode, 2, result.stderr)

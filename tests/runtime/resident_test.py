@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from tests.algorithms import tag_fixtures as fx
 from tff_nlp import runtime
-from tff_nlp.algorithms import sparse_tags
+from apps.partial_models import tag_process as sparse_tags
 
 
 def _process():

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp import sparse
+from tff_nlp.algorithms import partial_models as sparse
 
 _VALUE_TYPE = sparse.indexed_slices_type([2])
 

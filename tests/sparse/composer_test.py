@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp import sparse
+from tff_nlp.algorithms import partial_models as sparse
 
 _SLICES_TYPE = sparse.indexed_slices_type([2])
 _DENSE_TYPE = tff.TensorType(np.float32, [3])

@@ -6,7 +6,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp import sparse
+from tff_nlp.algorithms import partial_models as sparse
 
 
 def _bag(rows, vocab_size):

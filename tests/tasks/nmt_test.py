@@ -21,8 +21,8 @@ from tff_nlp.algorithms import tensor_selection
 from tff_nlp.data import nmt
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_layout
-from tff_nlp.tasks import nmt as nmt_task
-from tff_nlp.tasks import seq2seq_examples
+from apps.nmt import task as nmt_task
+from apps.common import seq2seq_examples
 
 _MODEL = seq2seq.Seq2SeqConfig.from_preset(
     'small', vocabulary_size=20, num_encoder_layers=1, num_decoder_layers=1,

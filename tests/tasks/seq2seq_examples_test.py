@@ -4,7 +4,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tff_nlp.tasks import seq2seq_examples
+from apps.common import seq2seq_examples
 from tff_nlp.models import seq2seq
 
 

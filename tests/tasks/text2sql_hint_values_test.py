@@ -8,7 +8,7 @@ import tensorflow as tf
 from tff_nlp import training
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.models import copy_tokenizer
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.text2sql import task as text2sql_task
 
 # ATIS states dates as weekdays ("on monday") and annotates them as
 # day_number0 = 21, month_number0 = 2: the values the stated filling keeps

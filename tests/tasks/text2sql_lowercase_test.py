@@ -11,7 +11,7 @@ from tff_nlp import training
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.models import seq2seq
-from tff_nlp.tasks import text2sql as text2sql_task
+from apps.text2sql import task as text2sql_task
 
 _DATA = dataclasses.replace(tiny_text2sql.DATA, max_target_length=160)
 

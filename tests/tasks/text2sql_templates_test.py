@@ -12,12 +12,12 @@ import tensorflow as tf
 
 from tff_nlp import metrics
 from tff_nlp import training
-from tff_nlp.baselines import template_retrieval
+from apps.text2sql import template_retrieval
 from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
-from tff_nlp.experiments import text2sql as experiment
-from tff_nlp.tasks import text2sql as text2sql_task
-from tff_nlp.tasks import text2sql_templates
+from apps.text2sql import experiment
+from apps.text2sql import task as text2sql_task
+from apps.text2sql import template_parser as text2sql_templates
 from tff_nlp.models import text_classifier
 
 _J = '\u2581'

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_nlp import models
-from tff_nlp.tasks import text_classification
+from apps.common import text_classification_task as text_classification
 
 # Labels a, b; 'rare' occurs only in test, so it must encode as OOV.
 _TRAIN = ''.join(

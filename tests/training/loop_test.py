@@ -22,7 +22,7 @@ from tests.algorithms import linear_model
 from tff_nlp import algorithms
 from tff_nlp import errors
 from tff_nlp import training
-from tff_nlp.algorithms import stateful_clients
+from tff_nlp.templates import stateful_clients
 
 _CLIENTS = linear_model.three_clients()
 _ROUNDS = 5

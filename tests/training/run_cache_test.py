@@ -102,7 +102,7 @@ class RunCacheArchiveExecutionTest(tf.test.TestCase):
     machine = self.create_tempdir().full_path
     for action, flags in (('save', []), ('restore', [])):
       result = subprocess.run(
-          [sys.executable, '-m', 'tff_nlp.bin.run_archive',
+          [sys.executable, '-m', 'apps.common.bin.run_archive',
            f'--action={action}', f'--archive_dir={archive}',
            f'--runs_dir={self.runs if action == "save" else machine}',
            *flags], cwd=_REPO, check=True, capture_output=True, text=True,

@@ -108,13 +108,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp.algorithms import client_work as client_work_lib
-from tff_nlp.algorithms import delta_aggregation
+from tff_nlp.templates import client_work as client_work_lib
+from tff_nlp.aggregators import delta_aggregation
 from tff_nlp.algorithms import dynamic_pulling_state
-from tff_nlp.algorithms import stateful_clients
+from tff_nlp.templates import stateful_clients
 from tff_nlp.algorithms import tensor_selection
-from tff_nlp.algorithms import weight_cap
-from tff_nlp.algorithms import weighting as weighting_lib
+from tff_nlp.aggregators import weight_cap
+from tff_nlp.aggregators import weighting as weighting_lib
 
 # The states, the client data and the process class live in
 # `dynamic_pulling_state` (re-exported here, the public place).
@@ -229,7 +229,7 @@ def build_dynamic_pulling_process(
       needs `keep_private`); None: 'shared' for 'dp_l_33' and 'controllers',
       'all' otherwise.
     with_client_config: Whether client data carries a per-client learning
-      rate and number of epochs (`algorithms.with_client_config`).
+      rate and number of epochs (`templates.with_client_config`).
     metrics_aggregator: Aggregator of the model's metrics;
       `tff.learning.metrics.sum_then_finalize` if None.
     change_norm: 'l2' (the paper: the norm of a tensor's change) or 'rms'

@@ -127,7 +127,7 @@ def client_data(training_data: Any, seed=(0, 0),
 
   Args:
     training_data: Its batches (a `tf.data.Dataset`), or with
-      `with_client_config` the output of `algorithms.with_client_config`.
+      `with_client_config` the output of `templates.with_client_config`.
     seed: Two integers, the stateless seed of `random` mode (vary it by
       round and client for independent choices).
     data_size: Its aggregation weight n_k, e.g. the size of its corpus when

@@ -26,10 +26,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp.algorithms import client_work as client_work_lib
-from tff_nlp.algorithms import delta_aggregation
-from tff_nlp.algorithms import weight_cap
-from tff_nlp.algorithms import weighting as weighting_lib
+from tff_nlp.templates import client_work as client_work_lib
+from tff_nlp.aggregators import delta_aggregation
+from tff_nlp.aggregators import weight_cap
+from tff_nlp.aggregators import weighting as weighting_lib
 
 
 class Algorithm(enum.Enum):

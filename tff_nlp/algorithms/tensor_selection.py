@@ -56,7 +56,7 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
-from tff_nlp.algorithms import weighting as weighting_lib
+from tff_nlp.aggregators import weighting as weighting_lib
 
 
 class Mode(enum.Enum):

@@ -1,4 +1,4 @@
-"""Evaluation metrics and result tables.
+"""Evaluation metrics and their intervals.
 
 `text2sql`: exact match (the Lorar paper's metric) and SQLite execution
 accuracy of predicted SQL, per client with MacroAvg and MicroAvg
@@ -6,7 +6,6 @@ accuracy of predicted SQL, per client with MacroAvg and MicroAvg
 as a general or `tff.learning` evaluation).
 `sql_execution`: SQL run read-only, with time and row limits, on the
 clients' SQLite databases (for execution accuracy).
-`text2sql_report`: the paper's Table 2 layout and its headline numbers.
 `bleu`: SacreBLEU corpus BLEU of translations (with its signature) and a
 per-domain BLEU table beside a paper's numbers.
 `continual`: continual-learning evaluation (macro-F1, average accuracy,
@@ -36,10 +35,3 @@ from tff_nlp.metrics.text2sql import has_top_level_order_by
 from tff_nlp.metrics.text2sql import normalize_sql
 from tff_nlp.metrics.text2sql import results_equal
 from tff_nlp.metrics.text2sql import Text2SqlEvaluation
-from tff_nlp.metrics.text2sql_report import method_label
-from tff_nlp.metrics.text2sql_report import MethodKey
-from tff_nlp.metrics.text2sql_report import PAPER_RESULTS
-from tff_nlp.metrics.text2sql_report import PaperResult
-from tff_nlp.metrics.text2sql_report import table2_json
-from tff_nlp.metrics.text2sql_report import table2_markdown
-from tff_nlp.metrics.text2sql_report import TABLE2_METHODS

@@ -241,7 +241,7 @@ def heatmap_png(matrix,
 
   Each finite cell shows its value (`fmt`); NaN cells (e.g. tasks not yet
   learned) are left blank, without colour or text. Drawn on an Agg canvas of
-  its own, as in `tff_nlp.plots` (no pyplot, no global backend).
+  its own, as in `apps.common.plots` (no pyplot, no global backend).
 
   Args:
     matrix: float[rows, columns], e.g. an accuracy matrix or a task x round

@@ -28,7 +28,6 @@ from tff_nlp import _lazy
 
 from tff_nlp.models import dropout_seeds
 from tff_nlp.models import lora
-from tff_nlp.models import tag_regression
 from tff_nlp.models.lora import add_lora
 from tff_nlp.models.lora import lora_parameter_count
 from tff_nlp.models.lora import LoraConfig

@@ -17,7 +17,7 @@ This module replaces those draws with stateless ones:
     call then draws its mask with `tf.nn.experimental.stateless_dropout` from
     (key, seed, layer position, call number within the step).
 *   `fingerprint(structure)` is how the training loops make `key`
-    (`algorithms.client_work`, `algorithms.fcl`): a FarmHash64 of the global
+    (`templates.client_work`, `algorithms.fcl`): a FarmHash64 of the global
     model the client starts its round from, of the batch, and of the step
     number. That key is the same in every run with the same seed and data,
     and in a resumed run (which restores the same global model), but it

@@ -3,7 +3,7 @@
 Word2vec's skip-gram with negative sampling (Mikolov et al., "Distributed
 Representations of Words and Phrases and their Compositionality", NeurIPS
 2013), so that a model that wants frozen pre-trained word vectors (FedSeIT's
-text CNN, `tff_nlp.experiments.fcl`) can have them without a download:
+text CNN, `apps.fcl.experiment`) can have them without a download:
 
 *   Corpus (`public_english_text`): the English side of every training split
     of `nmt_de_en_large/` (the five domains and `generic/`) and the texts of
@@ -22,7 +22,7 @@ text CNN, `tff_nlp.experiments.fcl`) can have them without a download:
 
 `write_vectors` writes them in GloVe's text format, so that
 `tff_nlp.data.word_vectors.read_word_vectors` reads them like any other
-(`tff_nlp.experiments.fcl` caches them per configuration). Everything is
+(`apps.fcl.experiment` caches them per configuration). Everything is
 seeded: the same configuration gives the same vectors.
 """
 

@@ -5,7 +5,7 @@ token ids → Embedding → mean over the non-padding tokens → Dense softmax.
 With `class_groups` the classes are split into groups and each example names
 its group: the softmax runs over that group's classes only (a restricted
 softmax). The text-to-SQL template parser
-(`tff_nlp.tasks.text2sql_templates`) uses it so that a question of one
+(`apps.text2sql.template_parser`) uses it so that a question of one
 database is classified among that database's SQL templates only: a client
 never pushes down the templates of the other clients' databases, which it
 has never seen, and a prediction never names another database's query.

@@ -82,7 +82,7 @@ class ContextSettings:
       computation's clients are split across them (see
       `tff_nlp.runtime.multi_worker`).
     worker_addresses: `host:port` of workers started elsewhere (`python -m
-      tff_nlp.bin.tff_worker`); if given, no worker is started here and
+      apps.common.bin.tff_worker`); if given, no worker is started here and
       `num_workers`, `max_concurrent_computation_calls` and the device
       settings are the remote workers' business.
     clients_per_subround: If positive, each round's clients are cut into

@@ -7,7 +7,7 @@ values into a started `CppContext`:
 *   `--num_workers=N`: N local workers, each round's clients split across
     them (`tff_nlp.runtime.multi_worker`);
 *   `--worker_addresses=host:port,...`: workers started elsewhere with
-    `python -m tff_nlp.bin.tff_worker --port=...`.
+    `python -m apps.common.bin.tff_worker --port=...`.
 """
 
 from absl import flags
@@ -81,7 +81,7 @@ _WORKER_ADDRESSES = flags.DEFINE_list(
     'worker_addresses',
     [],
     'host:port of TFF workers started elsewhere (python -m '
-    'tff_nlp.bin.tff_worker --port=...); when set, no worker is started here.',
+    'apps.common.bin.tff_worker --port=...); when set, no worker is started here.',
 )
 
 

@@ -322,7 +322,7 @@ class WorkerProcess:
 class RemoteWorker:
   """A TFF `worker_binary` someone else started, reached at `host:port`.
 
-  Use it for workers on other machines (`python -m tff_nlp.bin.tff_worker
+  Use it for workers on other machines (`python -m apps.common.bin.tff_worker
   --port=P` on each). tff_nlp neither starts nor stops such a worker; `stop()`
   only closes the connection.
 
@@ -362,7 +362,7 @@ class RemoteWorker:
       raise WorkerError(
           f'TFF worker at {self.address} did not answer within '
           f'{self.connect_timeout_seconds:.0f}s; is it running (python -m '
-          'tff_nlp.bin.tff_worker --port=...) and reachable from here?'
+          'apps.common.bin.tff_worker --port=...) and reachable from here?'
       ) from None
 
   def stop(self) -> None:

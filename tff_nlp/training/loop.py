@@ -18,7 +18,7 @@ round and, in `output_dir`:
     is a terminal.
 
 A process with stateful clients runs in a
-`tff_nlp.algorithms.stateful_clients.SimulationProcess`, whose state holds
+`tff_nlp.templates.stateful_clients.SimulationProcess`, whose state holds
 the clients' states; a continual-learning run (`TaskSchedule`) also starts
 and ends its tasks in the loop: every `rounds_per_task` rounds, with their
 records in the round's.
@@ -330,7 +330,7 @@ def run_training(
   Args:
     process: The learning process. With an `algorithms.FLProcess`, the
       simulation-only per-client outputs are recorded in `metrics.jsonl`.
-      Or an `algorithms.stateful_clients.SimulationProcess`, which keeps
+      Or an `templates.stateful_clients.SimulationProcess`, which keeps
       clients' states in the loop's state (its `next` is Python around the
       federated round `round_computation_for(state)`).
     client_data_fn: `(round_num, client_ids) -> [client data]`. For exact

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import sit as sit_lib
-from tff_nlp.algorithms import weight_cap
+from tff_nlp.aggregators import weight_cap
 from tff_nlp.models import fcl_cnn
 
 METHODS = ('local', 'fedavg', 'fedprox', 'fedweit', 'fedseit', 'fedseit_sit')

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp.algorithms import delta_aggregation
+from tff_nlp.aggregators import delta_aggregation
 from tff_nlp.algorithms.fcl import common
 from tff_nlp.algorithms.fcl import core
 from tff_nlp.algorithms.fcl import rounds

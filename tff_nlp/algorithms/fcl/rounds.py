@@ -10,11 +10,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp.algorithms import batch_loop
-from tff_nlp.algorithms import delta_aggregation
-from tff_nlp.algorithms import optimizers as optimizers_lib
-from tff_nlp.algorithms import stateful_clients
-from tff_nlp.algorithms import weight_cap
+from tff_nlp.templates import batch_loop
+from tff_nlp.aggregators import delta_aggregation
+from tff_nlp.templates import optimizers as optimizers_lib
+from tff_nlp.templates import stateful_clients
+from tff_nlp.aggregators import weight_cap
 from tff_nlp.algorithms.fcl import common
 from tff_nlp.algorithms.fcl import core
 from tff_nlp.models import dropout_seeds

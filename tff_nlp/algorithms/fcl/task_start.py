@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_nlp.algorithms import sit as sit_lib
-from tff_nlp.algorithms import stateful_clients
+from tff_nlp.templates import stateful_clients
 from tff_nlp.algorithms.fcl import common
 from tff_nlp.algorithms.fcl import core
 from tff_nlp.models import fcl_cnn

@@ -1,0 +1,1 @@
+"""weighting_demo"""
