@@ -184,6 +184,14 @@ bench-scaling: $(STAMP)
 	  mkdir -p docs/results/scaling/$$d && cp $(SCALING_DIR)/$$d/*.json $(SCALING_DIR)/$$d/*.md \
 	    $(SCALING_DIR)/$$d/*.png docs/results/scaling/$$d/; done
 
+# Every recorded run of the benchmarks below (records/README.md): committed,
+# outside the source tree and the pages (docs/results/ holds reports only).
+# Each benchmark writes its finished runs' records (no weights) to
+# $(RECORDS_DIR)/<page>/... and reads them back, so a fresh checkout trains
+# only the missing runs and every report rebuilds from them without training.
+# From a worktree (DEVELOPERS.md), pass the main tree's: RECORDS_DIR=/abs/records.
+RECORDS_DIR ?= records
+
 # Every method of the Lorar paper's Table 2 with the cpu preset. Each run is
 # cached under its configuration in $(TEXT2SQL_BENCH_DIR), so an interrupted
 # benchmark continues where it stopped, and each finished run's records (no
@@ -193,7 +201,7 @@ bench-scaling: $(STAMP)
 # (docs/results/text2sql.md discusses them). TEXT2SQL_BENCH_FLAGS narrows it,
 # e.g. TEXT2SQL_BENCH_FLAGS=--methods=fedavg/num_examples,fedavg/lorar.
 TEXT2SQL_BENCH_DIR ?= runs/text2sql_benchmark_cpu
-TEXT2SQL_ARCHIVE_DIR ?= docs/results/text2sql/runs
+TEXT2SQL_ARCHIVE_DIR ?= $(RECORDS_DIR)/text2sql/runs
 TEXT2SQL_BENCH_FLAGS ?=
 bench-text2sql: $(STAMP)
 	"$(PY)" -m apps.text2sql.bin.text2sql_benchmark \
@@ -208,10 +216,10 @@ bench-text2sql: $(STAMP)
 # (make pretrain first, if it has not run), and full fine-tuning from
 # scratch, FedAvg with num_examples and Lorar weighting, 3 seeds, full test
 # splits (train_text2sql.peft.flags); resumable, runs archived in
-# docs/results/peft/runs; the generated report is docs/results/peft/results.md
+# $(RECORDS_DIR)/peft/runs; the generated report is docs/results/peft/results.md
 # (and .json), which docs/results/peft.md discusses.
 PEFT_BENCH_DIR ?= runs/peft
-PEFT_ARCHIVE_DIR ?= docs/results/peft/runs
+PEFT_ARCHIVE_DIR ?= $(RECORDS_DIR)/peft/runs
 PEFT_VARIANTS ?= scratch_full,pretrained_full,lora_r4,lora_r8,lora_r16
 bench-peft: $(STAMP)
 	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
@@ -243,10 +251,10 @@ bench-peft-embedding: $(STAMP)
 # FedAvg (num_examples), seed 0, alpha = 4 (= r: scale 1, as the LoraConfig
 # default alpha = None), 16, 64 and 256, compared by dev token accuracy
 # after the last round (docs/results/peft.md). Runs are archived in
-# docs/results/peft/lora_scale; they share runs/peft with make bench-peft
+# $(RECORDS_DIR)/peft/lora_scale; they share runs/peft with make bench-peft
 # (the chosen alpha's run is one of its runs), whose report they overwrite
 # until make bench-peft runs again.
-PEFT_LORA_SCALE_DIR ?= docs/results/peft/lora_scale
+PEFT_LORA_SCALE_DIR ?= $(RECORDS_DIR)/peft/lora_scale
 bench-peft-lora-scale: $(STAMP)
 	test -f $(PRETRAIN_DIR)/results.json || $(MAKE) pretrain
 	for alpha in 4 16 64 256; do \
@@ -261,7 +269,7 @@ bench-peft-lora-scale: $(STAMP)
 # The paper's Table 2 with the template parser (train_text2sql.templates.flags):
 # finetuning, centralized and {FedAvg, FedOPT, FedProx} x {num_examples,
 # lorar}, every method with 3 seeds, about 5 minutes a run; resumable, runs
-# archived in docs/results/text2sql_templates/runs (discussed in
+# archived in $(RECORDS_DIR)/text2sql_templates/runs (discussed in
 # docs/results/text2sql.md).
 TEXT2SQL_TEMPLATES_BENCH_DIR ?= runs/text2sql_templates_benchmark
 TEXT2SQL_TEMPLATES_METHODS ?= centralized,finetune,fedavg/num_examples,fedavg/lorar,fedopt/num_examples,fedopt/lorar,fedprox/num_examples,fedprox/lorar
@@ -270,7 +278,7 @@ bench-text2sql-templates: $(STAMP)
 	  --flagfile=apps/text2sql/flags/train_text2sql.templates.flags \
 	  --output_dir=$(TEXT2SQL_TEMPLATES_BENCH_DIR) --progress=off \
 	  --methods=$(TEXT2SQL_TEMPLATES_METHODS) --single_seed_methods= \
-	  --archive_dir=docs/results/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
+	  --archive_dir=$(RECORDS_DIR)/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
 	mkdir -p docs/results/text2sql_templates
 	cp $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.md \
 	  $(TEXT2SQL_TEMPLATES_BENCH_DIR)/results.json \
@@ -288,7 +296,7 @@ bench-text2sql-templates-oracle: $(STAMP)
 	  --template_values=annotated \
 	  --output_dir=$(TEXT2SQL_TEMPLATES_ORACLE_DIR) --progress=off \
 	  --methods=$(TEXT2SQL_TEMPLATES_METHODS) --single_seed_methods= \
-	  --archive_dir=docs/results/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
+	  --archive_dir=$(RECORDS_DIR)/text2sql_templates/runs $(TEXT2SQL_BENCH_FLAGS)
 	mkdir -p docs/results/text2sql_templates_oracle
 	cp $(TEXT2SQL_TEMPLATES_ORACLE_DIR)/results.md \
 	  $(TEXT2SQL_TEMPLATES_ORACLE_DIR)/results.json \
@@ -296,7 +304,7 @@ bench-text2sql-templates-oracle: $(STAMP)
 
 # How the demo preset measures over 3 seeds (make demo runs seed 0 only):
 # FedAvg vs FedAvg + Lorar, train_text2sql.demo.flags, seeds 0, 1, 2, about
-# 1-2 minutes a run; resumable, runs archived in docs/results/text2sql_demo/runs
+# 1-2 minutes a run; resumable, runs archived in $(RECORDS_DIR)/text2sql_demo/runs
 # (discussed in docs/results/text2sql.md, "make demo").
 DEMO_SEEDS_DIR ?= runs/text2sql_demo_seeds
 bench-demo-seeds: $(STAMP)
@@ -304,8 +312,9 @@ bench-demo-seeds: $(STAMP)
 	  --flagfile=apps/text2sql/flags/train_text2sql.demo.flags \
 	  --methods=fedavg/num_examples,fedavg/lorar --seeds=0,1,2 \
 	  --output_dir=$(DEMO_SEEDS_DIR) --progress=off \
-	  --archive_dir=docs/results/text2sql_demo/runs \
-	  --reference_results=docs/results/text2sql_templates/results.json
+	  --archive_dir=$(RECORDS_DIR)/text2sql_demo/runs \
+	  --reference_results=docs/results/text2sql_templates/results.json \
+	  $(TEXT2SQL_BENCH_FLAGS)
 	mkdir -p docs/results/text2sql_demo
 	cp $(DEMO_SEEDS_DIR)/results.md $(DEMO_SEEDS_DIR)/results.json \
 	  $(DEMO_SEEDS_DIR)/*.png docs/results/text2sql_demo/
@@ -361,7 +370,7 @@ bench-vocab-slice: $(STAMP)
 # interrupted benchmark continues where it stopped; the report is copied to
 # docs/results/nmt_dynamic_pulling/ (discussed in
 # docs/results/nmt_dynamic_pulling.md). Finished engines (results and
-# translations, not weights) are kept in bench/archive/nmt_dynamic_pulling
+# translations, not weights) are kept in $(RECORDS_DIR)/nmt_dynamic_pulling
 # (apps.common.bin.run_archive) and restored first, so a new machine trains only
 # the others; the generic engine, restored without its weights, is trained
 # again only if an engine still to train starts from it (about an hour; on
@@ -372,13 +381,13 @@ NMT_FLAGS ?= apps/nmt/flags/train_nmt.cpu.flags
 NMT_ARCHIVED = '--files=results.json,config.json,predictions/*.jsonl'
 bench-nmt: $(STAMP)
 	"$(PY)" -m apps.common.bin.run_archive --action=restore \
-	  --archive_dir=bench/archive/nmt_dynamic_pulling \
+	  --archive_dir=$(RECORDS_DIR)/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines
 	status=0; "$(PY)" -m apps.nmt.bin.train_nmt \
 	  --flagfile=$(NMT_FLAGS) \
 	  --output_dir=$(NMT_BENCH_DIR) --progress=off || status=$$?; \
 	"$(PY)" -m apps.common.bin.run_archive --action=save \
-	  --archive_dir=bench/archive/nmt_dynamic_pulling \
+	  --archive_dir=$(RECORDS_DIR)/nmt_dynamic_pulling \
 	  --runs_dir=$(NMT_BENCH_DIR)/engines $(NMT_ARCHIVED); \
 	test $$status = 0
 	mkdir -p docs/results/nmt_dynamic_pulling
@@ -411,7 +420,7 @@ bench-nmt-controllers:
 # Each report goes to docs/results/fcl/ (the main run) or a sub-folder, and
 # docs/results/fcl/variants.md puts the settings side by side (fcl_variants).
 # Every setting's finished runs (results only) are kept in
-# bench/archive/fcl/<main or variant> (apps.common.bin.run_archive), saved after
+# $(RECORDS_DIR)/fcl/<main or variant> (apps.common.bin.run_archive), saved after
 # the setting even when it fails, and restored before it, so a new machine
 # trains only the runs that never finished.
 # train_fcl starts a fresh TFF worker for every dataset and seed: one worker
@@ -431,24 +440,24 @@ FCL_VARIANTS = \
   clients10:--num_clients=10,--datasets=trec6
 bench-fcl: $(STAMP)
 	"$(PY)" -m apps.common.bin.run_archive --action=restore \
-	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs
+	  --archive_dir=$(RECORDS_DIR)/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs
 	status=0; "$(PY)" -m apps.fcl.bin.train_fcl \
 	  --flagfile=apps/fcl/flags/train_fcl.cpu.flags \
 	  --output_dir=$(FCL_BENCH_DIR) $(FCL_FLAGS) || status=$$?; \
 	"$(PY)" -m apps.common.bin.run_archive --action=save \
-	  --archive_dir=bench/archive/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs; \
+	  --archive_dir=$(RECORDS_DIR)/fcl/main --runs_dir=$(FCL_BENCH_DIR)/runs; \
 	test $$status = 0
 	set -e; for variant in $(FCL_VARIANTS); do \
 	  name=$${variant%%:*}; extra=$$(echo $${variant#*:} | tr ',' ' '); \
 	  "$(PY)" -m apps.common.bin.run_archive --action=restore \
-	    --archive_dir=bench/archive/fcl/$$name \
+	    --archive_dir=$(RECORDS_DIR)/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
 	  status=0; "$(PY)" -m apps.fcl.bin.train_fcl \
 	    --flagfile=apps/fcl/flags/train_fcl.cpu.flags \
 	    --output_dir=$(FCL_BENCH_DIR)/$$name $(FCL_TRANSFER_METHODS) $$extra \
 	    $(FCL_FLAGS) || status=$$?; \
 	  "$(PY)" -m apps.common.bin.run_archive --action=save \
-	    --archive_dir=bench/archive/fcl/$$name \
+	    --archive_dir=$(RECORDS_DIR)/fcl/$$name \
 	    --runs_dir=$(FCL_BENCH_DIR)/$$name/runs; \
 	  test $$status = 0; \
 	done

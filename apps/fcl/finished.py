@@ -8,7 +8,7 @@ finished is named rather than started. `FinishedRuns` reads each run from
 
 1.  its folder `<output_dir>/runs/<dataset>-<method>-<digest>`, where
     `apps.common.bin.run_archive --action=restore` puts the runs archived in
-    `bench/archive/fcl/`; else
+    `records/fcl/`; else
 2.  the per-seed results of the report already in `<output_dir>/results.json`
     whose settings give the run the same folder name (the same cache key,
     `experiments.fcl.run_key`): runs whose folders were lost survive there

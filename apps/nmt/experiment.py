@@ -455,7 +455,7 @@ def run_nmt(
       restart=restart, data_root=os.path.dirname(folder)) as run:
     # Engines restored from an archive (`run_cache.restore`: results and
     # translations, no config) are a run to report, so a report can be
-    # regenerated from `bench/archive` alone without training.
+    # regenerated from `records/` alone without training.
     if report_only and not run.resumed and not _restored_engines(output_dir):
       raise errors.InputError(
           f'--report_only: {output_dir} holds no run of this experiment.')

@@ -15,7 +15,7 @@ centralized training, the costly baselines the issue asks one seed of) run
 with the first seed only.
 
 Runs outlive the machine through `archive_dir` (`make bench-text2sql`:
-`docs/results/text2sql/runs/`, committed): each finished run's light files
+`records/text2sql/runs/`, committed): each finished run's light files
 (configuration, results, metrics, figures and gzipped test predictions; no
 weights) are copied there under the run's name (`archive_run`), and a run
 found there is read back instead of trained again. A benchmark longer than

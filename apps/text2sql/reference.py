@@ -79,17 +79,39 @@ def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
                    'loop': config.get('loop', {})})
 
 
+# Where a committed report's runs are kept, relative to the checkout:
+# `records/<page>/runs/<run name>/` for the report `docs/results/<page>/`
+# (records/README.md).
+RECORDS_DIR = 'records'
+
+
+def records_dir(page_dir: str) -> str:
+  """The folder of a committed report's recorded runs.
+
+  Args:
+    page_dir: The report's folder, `<checkout>/docs/results/<page>`.
+
+  Returns:
+    `<checkout>/records/<page>/runs`.
+  """
+  page_dir = os.path.abspath(page_dir)
+  checkout = os.path.dirname(os.path.dirname(os.path.dirname(page_dir)))
+  return os.path.join(checkout, RECORDS_DIR, os.path.basename(page_dir),
+                      'runs')
+
+
 def _run_config(report: Mapping[str, Any], method: str, base_dir: str
                 ) -> Optional[dict[str, Any]]:
   """The `config.json` of a report's first run of `method`, if found.
 
   A report records its runs relative to the directory it was written in;
-  a committed report's runs are archived beside it in `runs/`, under the
-  same names.
+  a committed report's runs are kept under the same names in the
+  checkout's records (`records_dir`), or beside it in `runs/`.
   """
   seeds = report['methods'][method]['seeds']
   name = os.path.basename(os.path.normpath(seeds[0]['run_dir']))
   for path in (os.path.join(base_dir, seeds[0]['run_dir'], 'config.json'),
+               os.path.join(records_dir(base_dir), name, 'config.json'),
                os.path.join(base_dir, 'runs', name, 'config.json')):
     if os.path.isfile(path):
       with open(path, encoding='utf-8') as f:

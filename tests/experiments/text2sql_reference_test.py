@@ -111,6 +111,31 @@ class CompareTest(tf.test.TestCase, parameterized.TestCase):
                   comparison.markdown)
     self.assertNotIn('other settings', comparison.record['sentence'])
 
+  def test_reference_runs_found_in_the_checkouts_records(self):
+    # A committed report, docs/results/<page>/results.json, whose runs are
+    # kept in records/<page>/runs/ of the same checkout (records/README.md),
+    # recorded relative to the folder it was written in (runs/<bench>).
+    root = self.create_tempdir().full_path
+    page_dir = os.path.join(root, 'docs', 'results', 'page')
+    self.assertEqual(text2sql_reference.records_dir(page_dir),
+                     os.path.join(root, 'records', 'page', 'runs'))
+    _write_config(os.path.join(root, 'records', 'page', 'runs', 'r0'),
+                  rounds=20)
+    os.makedirs(page_dir)
+    reference_path = os.path.join(page_dir, 'results.json')
+    with open(reference_path, 'w') as f:
+      json.dump(_report([0.42, 0.43, 0.44], [0.48, 0.47, 0.46],
+                        run_dirs=['../../records/page/runs/r0', 'x/r1',
+                                  'x/r2'],
+                        difference_ci=[-0.01, 0.09]), f)
+    run_dir = os.path.join(root, 'demo')
+    _write_config(os.path.join(run_dir, 'runs', 'r'), rounds=8, seed=0)
+    comparison = text2sql_reference.compare(
+        _report([0.30], [0.29], run_dirs=['runs/r']), output_dir=run_dir,
+        reference_path=reference_path)
+    self.assertEqual(comparison.record['differing_settings'],
+                     ['rounds 8 here, 20 there'])
+
   @parameterized.named_parameters(
       # Inside [-5.94, +13.94]: the benchmark's own seed spread.
       ('inside', -0.0161, 'neither confirms nor contradicts', '-1.61'),

@@ -88,7 +88,7 @@ def archive(runs_dir: str, archive_dir: str, *,
 
   A benchmark's run folder holds checkpoints of gigabytes and is lost with
   the machine; its finished runs' results are small. `archive` keeps them in
-  a folder that can be committed (e.g. `bench/archive/<bench>`), and
+  a folder that can be committed (e.g. `records/<bench>`), and
   `restore` puts them back on another machine, where the benchmark then
   reads those runs as finished (`finished_results`) and trains only the
   others.

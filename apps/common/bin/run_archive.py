@@ -8,11 +8,12 @@ puts them back, so that the benchmark on a new machine reads those runs as
 finished and trains only the others (`tff_nlp.training.run_cache`):
 
   .venv/bin/python -m apps.common.bin.run_archive --action=restore \
-      --archive_dir=bench/archive/fcl/clients10 \
+      --archive_dir=records/fcl/clients10 \
       --runs_dir=runs/fcl_cpu5/clients10/runs
 
 `make bench-fcl` and `make bench-nmt` restore before they run and save
-after every setting.
+after every setting; their folders are `records/fcl/<setting>/` and
+`records/nmt_dynamic_pulling/` (records/README.md).
 """
 
 from absl import flags

@@ -19,12 +19,12 @@ again continues an interrupted benchmark. Presets in `apps/fcl/flags/`:
 authors' settings; for GPUs).
 
 `--report_only` trains nothing: it writes the report again from finished
-runs, read from `<output_dir>/runs` (e.g. restored from `bench/archive/fcl/`
+runs, read from `<output_dir>/runs` (e.g. restored from `records/fcl/`
 by `apps.common.bin.run_archive`) or from the report already in `<output_dir>`
 (`apps.fcl.finished`), and names any run found in neither:
 
   python -m apps.common.bin.run_archive --action=restore \
-      --archive_dir=bench/archive/fcl/main --runs_dir=runs/fcl_cpu5/runs
+      --archive_dir=records/fcl/main --runs_dir=runs/fcl_cpu5/runs
   python -m apps.fcl.bin.train_fcl \
       --flagfile=apps/fcl/flags/train_fcl.cpu.flags --report_only
 """

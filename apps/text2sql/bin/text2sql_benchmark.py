@@ -87,7 +87,7 @@ _ARCHIVE_DIR = flags.DEFINE_string(
     'If set, each finished run\'s records (results, metrics, figures, '
     'gzipped test predictions; no weights) are copied to '
     '<archive_dir>/<run name>/, and runs found there are read back instead '
-    'of trained again (`make bench-text2sql`: docs/results/text2sql/runs, '
+    'of trained again (`make bench-text2sql`: records/text2sql/runs, '
     'committed, so the benchmark accumulates across machines).')
 
 

@@ -9,9 +9,9 @@ the same test examples: `text2sql_seed_runs.baseline_runs`), with
 `tff_nlp.metrics.intervals`. `--output` also writes them as JSON.
 
   .venv/bin/python -m apps.text2sql.bin.text2sql_compare_runs \
-      docs/results/text2sql/centralized_retrieved_sql_seed0 \
-      docs/results/text2sql/centralized_seed0 \
-      --output=docs/results/text2sql/centralized_retrieved_sql_seed0/intervals.json
+      records/text2sql/centralized_retrieved_sql_seed0 \
+      records/text2sql/centralized_seed0 \
+      --output=records/text2sql/centralized_retrieved_sql_seed0/intervals.json
 
 Several seeds: A and B as comma-separated run directories, paired by
 position, and `--seeds` their seeds in that order (the same for A and B).
