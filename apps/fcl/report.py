@@ -20,6 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tff_nlp import training as training_lib
+from apps.common import report_engine
 from apps.fcl import inputs as fcl_inputs
 from tff_nlp.metrics import continual as continual_metrics
 from apps.fcl import seeds as fcl_seeds
@@ -149,25 +150,30 @@ def seed_results(per_seed: Mapping[str, Mapping[str, Mapping[int, Any]]],
   Args:
     per_seed: per_seed[dataset][method][seed], a run's results.
     comparisons: (A, B) pairs for ACC(A) - ACC(B), each made where both
-      methods ran.
+      methods ran (`fcl_seeds.comparison`, named by `METHOD_LABELS`).
 
   Returns:
     (results, differences): results[dataset][method],
     `fcl_seeds.summarize_method` of its seeds; differences[dataset]['A - B'],
-    `fcl_seeds.compare` (with the verdict of `intervals.VERDICT_RULE`).
+    `fcl_seeds.compare`'s fields (`report_engine.compare_all` of the
+    dataset's records, with the verdict of `intervals.VERDICT_RULE`).
   """
+  declared = [fcl_seeds.comparison(a, b, (METHOD_LABELS[a], METHOD_LABELS[b]))
+              for a, b in comparisons]
   results = collections.OrderedDict(
       (name, collections.OrderedDict(
           (m, fcl_seeds.summarize_method(runs))
           for m, runs in by_method.items()))
       for name, by_method in per_seed.items())
-  differences = collections.OrderedDict(
-      (name, collections.OrderedDict(
-          (f'{a} - {b}', fcl_seeds.compare(
-              by_method[a], by_method[b],
-              names=(METHOD_LABELS[a], METHOD_LABELS[b])))
-          for a, b in comparisons if a in by_method and b in by_method))
-      for name, by_method in per_seed.items())
+  differences = collections.OrderedDict()
+  for name, by_method in per_seed.items():
+    table = report_engine.Table(r for m, runs in by_method.items()
+                                for r in fcl_seeds.records(m, runs))
+    differences[name] = collections.OrderedDict(
+        (key, difference.to_json(fcl_seeds.JSON_FIELDS,
+                                 fcl_seeds.JSON_RENAME))
+        for key, difference in report_engine.compare_all(
+            table, declared).items())
   return results, differences
 
 
@@ -183,17 +189,13 @@ def difference_cells(comparison: Mapping[str, Any], *,
 
   Returns:
     [difference, 95% over seeds ('n=1' with one seed), 95% over (client,
-    task) pairs, the verdict]: one verdict from both intervals, none per
-    interval.
+    task) pairs, the verdict] (`report_engine.difference_cells`): one
+    verdict from both intervals, none per interval.
   """
-  def interval(values):
-    return f'[{scale * values[0]:.2f}, {scale * values[1]:.2f}]'
-
-  seed_ci = comparison.get('seed_ci95')
-  return [f'{scale * comparison["difference"]:+.2f}',
-          interval(seed_ci) if seed_ci else 'n=1',
-          interval(comparison['pair_bootstrap_ci95']),
-          comparison['verdict']]
+  return report_engine.difference_cells(
+      comparison['difference'], comparison.get('seed_ci95'),
+      comparison['pair_bootstrap_ci95'], comparison['verdict'], scale=scale,
+      signed=False)
 
 
 def _coverage(results) -> dict[str, float]:
@@ -298,14 +300,9 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
     cells = []
     for d in datasets:
       r = results[d].get(m)
-      if not r:
-        cells.append(continual_metrics.MISSING)
-      elif r.get('acc_ci95'):
-        low, high = r['acc_ci95']
-        cells.append(f'{100 * r["acc"]:.2f} [{100 * low:.2f}, '
-                     f'{100 * high:.2f}]')
-      else:
-        cells.append(f'{100 * r["acc"]:.2f} (n=1)')
+      cells.append(continual_metrics.MISSING if not r else
+                   f'{100 * r["acc"]:.2f} ' + report_engine.interval_cell(
+                       r.get('acc_ci95'), missing='(n=1)'))
     lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
   lines.append('')
   if differences and any(differences.values()):

@@ -2,18 +2,14 @@
 
 `run_seeds` runs `sparse_tags.run_sparse_tags` once per seed, each in its own
 `<output_dir>/seed_<s>` (so each resumes on its own); seed s both splits the
-clients and orders their data. Then, in `seeds.json` and `seeds.md`:
-
-*   per method (`summarize_method`): the mean over seeds of every final test
-    metric with its Student-t 95% interval (`intervals.seed_interval`), and
-    the seed-mean bytes per client and round time;
-*   per comparison A - B of precision@1 (`compare`): the Student-t interval of
-    the per-seed differences (seeds are paired: the same split and client
-    data per seed) and the paired bootstrap over test examples of each
-    example's 0/1 top-1 outcome, all seeds together
-    (`intervals.client_difference`), and one verdict from both
-    (`intervals.comparison_verdict`: the project's one rule,
-    `intervals.VERDICT_RULE`, which the reports quote).
+clients and orders their data. Then, in `seeds.json` and `seeds.md`, from
+the seeds' tidy records (`records`) through `apps.common.report_engine`:
+each method's mean over seeds of every final test metric with its Student-t
+95% interval (`summarize_method`), and each of `COMPARISONS`, precision@1 of
+A - B (`compare`): the t interval of the per-seed differences (seeds are
+paired: the same split and client data per seed), the paired bootstrap over
+the test examples' 0/1 top-1 outcomes, all seeds together (one test set),
+and one verdict from both (`intervals.VERDICT_RULE`, quoted in the reports).
 
 `compare_runs` makes the same comparison of one method between two such
 runs that differ in their keys (e.g. 200 one-row keys against 50 keys of 4
@@ -35,6 +31,7 @@ import numpy as np
 
 from tff_nlp import errors
 from tff_nlp import training as training_lib
+from apps.common import report_engine as engine
 from apps.partial_models import tag_experiment as sparse_tags
 from tff_nlp.metrics import intervals
 
@@ -43,11 +40,15 @@ SUMMARY_TABLE_FILE = 'seeds.md'
 SUMMARY_PLOT_FILE = 'seeds_precision_at_1.png'
 COMPARISON_FILE = 'comparison.json'
 COMPARISON_TABLE_FILE = 'comparison.md'
+# Each test example's 0/1 top-1 outcome, whose mean is precision@1.
+HITS = 'hits_at_1'
 # The paper-style questions: does selecting rows cost accuracy against the
-# whole model, and does dividing by the clients per row help?
-COMPARISONS = ((sparse_tags.SPARSE, sparse_tags.DENSE),
-               (sparse_tags.SPARSE_PER_ROW, sparse_tags.DENSE),
-               (sparse_tags.SPARSE_PER_ROW, sparse_tags.SPARSE))
+# whole model, and does dividing by the clients per row help? Precision@1
+# from the outcomes, one test set for every seed.
+COMPARISONS = tuple(engine.Comparison(a, b, HITS) for a, b in (
+    (sparse_tags.SPARSE, sparse_tags.DENSE),
+    (sparse_tags.SPARSE_PER_ROW, sparse_tags.DENSE),
+    (sparse_tags.SPARSE_PER_ROW, sparse_tags.SPARSE)))
 # Seed-averaged numbers of a method's results besides its final metrics.
 MEAN_KEYS = ('bytes_down_per_client', 'bytes_up_per_client',
              'round_seconds_median', 'rounds_seconds',
@@ -58,6 +59,33 @@ PerSeed = Mapping[int, Mapping[str, Any]]
 
 def seed_dir(output_dir: str, seed: int) -> str:
   return os.path.join(output_dir, f'seed_{seed}')
+
+
+def _hits(result: Mapping[str, Any], where: str) -> np.ndarray:
+  """The 0/1 top-1 outcomes, checked against the recorded precision@1."""
+  hits = np.asarray(result['test_hits_at_1'], np.float64)
+  recorded = result['final'].get('precision_at_1')
+  if recorded is not None and abs(hits.mean() - recorded) > 1e-9:
+    raise errors.InputError(
+        f'{where}: the test outcomes give precision@1 {hits.mean():.6f}, '
+        f'the run recorded {recorded:.6f}; they are not of one model.')
+  return hits
+
+
+def records(method: str, per_seed: PerSeed) -> list[engine.Record]:
+  """The tidy records of one method's seeds (`sparse_tags.run_method`'s
+  results): its final metrics and `MEAN_KEYS` numbers, and each test
+  example's top-1 outcome (`HITS`, when recorded)."""
+  rows = []
+  for seed, result in per_seed.items():
+    rows += [engine.Record(method, seed, metric, value)
+             for metric, value in result['final'].items()]
+    rows += [engine.Record(method, seed, key, result[key])
+             for key in MEAN_KEYS if key in result]
+    if 'test_hits_at_1' in result:
+      rows += [engine.Record(method, seed, HITS, hit, example=i)
+               for i, hit in enumerate(_hits(result, f'{method}, seed {seed}'))]
+  return rows
 
 
 def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
@@ -76,18 +104,17 @@ def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
   if not per_seed:
     raise ValueError('No seed to summarize.')
   runs = list(per_seed.values())
+  means = engine.method_intervals(engine.Table(records('m', per_seed)), 'm')
   summary = collections.OrderedDict(
       label=runs[0]['label'],
       seeds=collections.OrderedDict(
           (str(s), r['final']) for s, r in per_seed.items()),
-      final=collections.OrderedDict(), final_ci95=collections.OrderedDict())
-  for metric in runs[0]['final']:
-    interval = intervals.seed_interval([r['final'][metric] for r in runs])
-    summary['final'][metric] = interval.estimate
-    summary['final_ci95'][metric] = interval.bounds()
-  for key in MEAN_KEYS:
-    if all(key in r for r in runs):
-      summary[key] = float(np.mean([r[key] for r in runs]))
+      final=collections.OrderedDict(
+          (metric, means[metric].estimate) for metric in runs[0]['final']),
+      final_ci95=collections.OrderedDict(
+          (metric, means[metric].bounds()) for metric in runs[0]['final']))
+  summary.update((key, means[key].estimate) for key in MEAN_KEYS
+                 if key in means)
   # Precision@1 by round over the seeds (mean, lowest, highest), for the
   # plot; the rounds every seed evaluated.
   curves = [{p['round']: p['precision_at_1'] for p in r['eval_curve']
@@ -101,21 +128,10 @@ def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
   return summary
 
 
-def _hits(result: Mapping[str, Any], where: str) -> np.ndarray:
-  """The 0/1 top-1 outcomes, checked against the recorded precision@1."""
-  hits = np.asarray(result['test_hits_at_1'], np.float64)
-  recorded = result['final'].get('precision_at_1')
-  if recorded is not None and abs(hits.mean() - recorded) > 1e-9:
-    raise errors.InputError(
-        f'{where}: the test outcomes give precision@1 {hits.mean():.6f}, '
-        f'the run recorded {recorded:.6f}; they are not of one model.')
-  return hits
-
-
 def compare(a: PerSeed, b: PerSeed, *, names: tuple[str, str],
             num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
             seed: int = 0) -> collections.OrderedDict:
-  """Precision@1 of A - B over the seeds both ran, with two intervals.
+  """Precision@1 of A - B over the seeds both ran (`engine.compare`).
 
   Args:
     a: seed -> method A's results (`sparse_tags.run_method`).
@@ -125,37 +141,19 @@ def compare(a: PerSeed, b: PerSeed, *, names: tuple[str, str],
     seed: Its seed.
 
   Returns:
-    `seeds` (the common ones), `difference` (mean over seeds of P@1(A) -
-    P@1(B)), `per_seed`, `seed_ci95` (Student-t over the per-seed
+    `a`, `b`, `seeds` (the common ones), `difference` (mean over seeds of
+    P@1(A) - P@1(B)), `per_seed`, `seed_ci95` (Student-t over the per-seed
     differences; None with one seed), `bootstrap_ci95` (the paired
-    bootstrap over test examples, seeds held fixed) and `verdict`
-    (`intervals.comparison_verdict` of the two).
+    bootstrap over test examples, seeds held fixed) and `verdict`.
 
   Raises:
     ValueError: If A and B share no seed.
     InputError: If their test outcomes differ in length or do not give
       their recorded precision@1.
   """
-  common = [s for s in a if s in b]
-  if not common:
-    raise ValueError(f'{names[0]} and {names[1]} share no seed.')
-  hits_a = [_hits(a[s], f'{names[0]}, seed {s}') for s in common]
-  hits_b = [_hits(b[s], f'{names[1]}, seed {s}') for s in common]
-  if {len(h) for h in hits_a + hits_b} != {len(hits_a[0])}:
-    raise errors.InputError(
-        f'{names[0]} and {names[1]}: test outcomes of different lengths; '
-        f'the runs were not scored on one test set.')
-  per_seed = [float(x.mean() - y.mean()) for x, y in zip(hits_a, hits_b)]
-  by_seed = intervals.seed_interval(per_seed)
-  by_example = intervals.client_difference(
-      np.stack(hits_a), np.stack(hits_b), num_replicates=num_replicates,
-      seed=seed)
-  return collections.OrderedDict(
-      a=names[0], b=names[1], seeds=list(common),
-      difference=by_seed.estimate, per_seed=per_seed,
-      seed_ci95=by_seed.bounds(),
-      bootstrap_ci95=[by_example.low, by_example.high],
-      verdict=intervals.comparison_verdict(by_seed, by_example, *names))
+  table = engine.Table(records(names[0], a) + records(names[1], b))
+  return engine.compare(table, engine.Comparison(*names, HITS),
+                        num_replicates=num_replicates, seed=seed).to_json()
 
 
 def reverdict(comparison: Mapping[str, Any]) -> collections.OrderedDict:
@@ -193,30 +191,20 @@ def summarize(per_seed_runs: PerSeed) -> collections.OrderedDict:
     `summarize_method`) and `comparisons` ('A - B' -> `compare`).
   """
   by_method = _by_method(per_seed_runs)
+  table = engine.Table(r for m, runs in by_method.items()
+                       for r in records(m, runs))
   return collections.OrderedDict(
       seeds=list(per_seed_runs),
       task=next(iter(per_seed_runs.values()))['task'],
       methods=collections.OrderedDict(
           (m, summarize_method(runs)) for m, runs in by_method.items()),
       comparisons=collections.OrderedDict(
-          (f'{a} - {b}', compare(by_method[a], by_method[b], names=(a, b)))
-          for a, b in COMPARISONS if a in by_method and b in by_method))
+          (key, difference.to_json()) for key, difference
+          in engine.compare_all(table, COMPARISONS).items()))
 
 
 def _pct(value: Optional[float]) -> str:
   return '–' if value is None else f'{100 * value:.2f}'
-
-
-def _pct_interval(bounds: Optional[Sequence[float]]) -> str:
-  if bounds is None:
-    return 'n=1'
-  return f'[{100 * bounds[0]:.2f}, {100 * bounds[1]:.2f}]'
-
-
-def _signed_interval(bounds: Optional[Sequence[float]]) -> str:
-  if bounds is None:
-    return 'n=1'
-  return f'[{100 * bounds[0]:+.2f}, {100 * bounds[1]:+.2f}]'
 
 
 def comparisons_table(comparisons: Mapping[str, Any]) -> str:
@@ -225,17 +213,10 @@ def comparisons_table(comparisons: Mapping[str, Any]) -> str:
            'seeds | 95% paired bootstrap over test examples | verdict |',
            '|---|---:|---:|---|---|---|']
   for name, c in comparisons.items():
-    lines.append(
-        f'| {name} | {len(c["seeds"])} | {100 * c["difference"]:+.2f} | '
-        f'{_signed_interval(c["seed_ci95"])} | '
-        f'{_signed_interval(c["bootstrap_ci95"])} | {c["verdict"]} |')
+    lines.append(engine.markdown_row([name, str(len(c['seeds']))] + (
+        engine.difference_cells(c['difference'], c['seed_ci95'],
+                                c['bootstrap_ci95'], c['verdict']))))
   return '\n'.join(lines)
-
-
-def verdict_note() -> str:
-  """The rule every verdict of these reports follows, quoted once."""
-  return (f'{intervals.VERDICT_RULE} (`tff_nlp.metrics.intervals`; '
-          f'docs/results/README.md.)')
 
 
 def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
@@ -251,12 +232,12 @@ def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
     for k in k_values:
       for metric in ('precision', 'recall'):
         cells.append(_pct(method['final'].get(f'{metric}_at_{k}')))
-    cells += [_pct_interval(method['final_ci95'].get('precision_at_1')),
+    cells += [engine.interval_cell(method['final_ci95'].get('precision_at_1')),
               f'{method["bytes_down_per_client"] / 1024:.1f}',
               f'{method["bytes_up_per_client"] / 1024:.1f}',
               f'{method["round_seconds_median"]:.2f}',
               f'{method.get("rounds_seconds", float("nan")) / 60:.1f}']
-    lines.append('| ' + ' | '.join(cells) + ' |')
+    lines.append(engine.markdown_row(cells))
   return ('\n'.join(lines) + '\n\n'
           + comparisons_table(summary['comparisons']))
 
@@ -475,7 +456,7 @@ def write_summary_report(summary: Mapping[str, Any], output_dir: str) -> None:
             f'own report is in `seed_<s>/`. Sizes are binary (1 KiB = 1,024 '
             f'bytes).\n\n' + what_the_model_saw(summary) + '\n\n'
             + summary_table(summary, k_values) + '\n\n'
-            + verdict_note() + '\n')
+            + engine.verdict_note() + '\n')
 
 
 def write_plot(summary: Mapping[str, Any], path: str) -> None:
@@ -651,7 +632,7 @@ def write_comparison_report(
                 dict(result, inputs=inputs or result.get('inputs')))
             + f'\n\nEach method A − B, seeds {", ".join(map(str, seeds))}:'
             '\n\n' + comparisons_table(result['comparisons']) + '\n\n'
-            + verdict_note() + '\n')
+            + engine.verdict_note() + '\n')
 
 
 def _stored_side(directory: Optional[str], name: str,

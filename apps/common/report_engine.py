@@ -1,0 +1,421 @@
+"""One report engine: finished runs -> tidy records -> intervals -> verdicts.
+
+Every results page compares methods over seeds the same way (issue 66): a
+method's mean over seeds with its Student-t interval, and per declared
+comparison A - B the paired difference with two intervals and one verdict.
+This module does it once; an application says what its records are and
+which comparisons it wants:
+
+1.  Its finished runs become `Record`s, the tidy table: one number a row,
+    of a method, a seed and a metric. A record without an `example` is the
+    seed's own number (e.g. the ACC a run recorded); records with one are
+    the seed's examples, each in a `unit` (client, domain, task...).
+2.  It declares `Comparison(a, b, metric, average=..., examples=...)`s.
+3.  `method_intervals` gives each method's means over seeds with t
+    intervals; `compare` (`compare_all`) a comparison's `Difference`: the t
+    interval of the per-seed differences, the paired bootstrap over examples
+    and the one verdict from both (`intervals.comparison_verdict`, the rule
+    `intervals.VERDICT_RULE` states).
+4.  `Difference.to_json` and `difference_cells` render them; the tables
+    around them, in a paper's layout, stay the application's.
+
+No statistic is computed here: the intervals are `tff_nlp.metrics.intervals`'
+(and `tff_nlp.metrics.continual`'s per-seed pair bootstrap), called with the
+arguments and draw order the applications used, so a report moved onto the
+engine keeps its numbers bit for bit.
+
+A seed's number of a metric is its seed record if it has one (what the run
+recorded, so a report prints what the run said), else its examples' average
+as declared: `MICRO`, the mean over all its examples; `MACRO`, the mean over
+units of each unit's mean. With both, they must agree (to `TOLERANCE`), or
+the examples are not of that run.
+
+How the bootstrap resamples the examples, declared per comparison:
+
+*   `SHARED`: every seed scores the same examples (one test set); each
+    unit's examples are resampled once for all seeds and both methods
+    (`intervals.bootstrap_difference`, stratified by unit; MacroAvg or
+    MicroAvg as `average` says). The values must be 0/1 outcomes.
+*   `PER_SEED`: each seed has its own examples (e.g. tasks drawn per seed);
+    a seed's examples, pooled over units, are resampled within the seed, the
+    same for both methods (`continual.pair_bootstrap_difference`). It
+    estimates the mean over examples, so `MACRO` needs every unit of a seed
+    to have as many examples (then the averages agree).
+
+Without examples there is no bootstrap interval (None), and the verdict is
+the rule's reading of a missing interval.
+"""
+
+import collections
+from collections.abc import Iterable, Mapping, Sequence
+import math
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from tff_nlp import errors
+from tff_nlp.metrics import continual
+from tff_nlp.metrics import intervals
+
+# How a seed's examples make its number (`Comparison.average`).
+MICRO = 'micro'
+MACRO = 'macro'
+# Which examples the bootstrap resamples (`Comparison.examples`).
+SHARED = 'shared'
+PER_SEED = 'per_seed'
+# A seed record and its examples' average may differ by this much (another
+# summation order); more, and they are not of one run.
+TOLERANCE = 1e-9
+# `Difference.to_json`'s fields, in order.
+JSON_FIELDS = ('a', 'b', 'seeds', 'difference', 'per_seed', 'seed_ci95',
+               'bootstrap_ci95', 'verdict')
+
+
+class Record(NamedTuple):
+  """One number of a finished run: a row of the tidy table.
+
+  Attributes:
+    method: The method (or run) it is of.
+    seed: The training seed.
+    metric: What it measures, e.g. 'accuracy'.
+    value: The number.
+    unit: For an example, the group it belongs to (client, domain, task);
+      the bootstrap resamples within units.
+    example: The example's id, None for the seed's own number. Ids pair
+      the examples of two methods, so they must match, in order.
+  """
+
+  method: str
+  seed: int
+  metric: str
+  value: float
+  unit: Any = ''
+  example: Any = None
+
+
+class Comparison(NamedTuple):
+  """A declared comparison A - B of one metric.
+
+  Attributes:
+    a: Method A.
+    b: Method B.
+    metric: The metric compared.
+    average: `MICRO` or `MACRO`: how a seed's examples make its number
+      (module docstring).
+    examples: `SHARED` or `PER_SEED`: how the bootstrap resamples them.
+    names: (A, B) as the verdict names them; None: (a, b).
+  """
+
+  a: str
+  b: str
+  metric: str
+  average: str = MICRO
+  examples: str = SHARED
+  names: Optional[tuple[str, str]] = None
+
+  @property
+  def key(self) -> str:
+    """'a - b', the comparison's key in the reports."""
+    return f'{self.a} - {self.b}'
+
+
+class Difference(NamedTuple):
+  """The result of a `Comparison` (`compare`).
+
+  Attributes:
+    comparison: What was compared.
+    seeds: The seeds both methods have, in A's order.
+    per_seed: A's number minus B's in each of them.
+    seed: `intervals.seed_interval` of `per_seed` (NaN bounds, one seed).
+    bootstrap: The paired bootstrap over examples, or None without examples.
+    verdict: `intervals.comparison_verdict` of the two.
+  """
+
+  comparison: Comparison
+  seeds: list[int]
+  per_seed: list[float]
+  seed: intervals.Interval
+  bootstrap: Optional[intervals.Interval]
+  verdict: str
+
+  def to_json(self, fields: Sequence[str] = JSON_FIELDS,
+              rename: Optional[Mapping[str, str]] = None
+              ) -> collections.OrderedDict:
+    """The `fields` (of `JSON_FIELDS`, and 'metric'), in that order.
+
+    `rename` maps a field to the key a report stores it under (e.g. FCL's
+    'pair_bootstrap_ci95'), so reports keep the layout their readers know.
+    """
+    values = dict(
+        a=self.comparison.a, b=self.comparison.b,
+        metric=self.comparison.metric, seeds=list(self.seeds),
+        difference=self.seed.estimate, per_seed=list(self.per_seed),
+        seed_ci95=self.seed.bounds(),
+        bootstrap_ci95=(None if self.bootstrap is None
+                        else [self.bootstrap.low, self.bootstrap.high]),
+        verdict=self.verdict)
+    rename = rename or {}
+    return collections.OrderedDict(
+        (rename.get(field, field), values[field]) for field in fields)
+
+
+class _Seed:
+  """One method's records of one metric in one seed."""
+
+  __slots__ = ('value', 'units')
+
+  def __init__(self):
+    self.value = None  # The seed record's number.
+    self.units = collections.OrderedDict()  # unit -> ([ids], [values])
+
+
+class Table:
+  """The tidy table of `Record`s, indexed by method, metric and seed.
+
+  Record order is kept: seeds, units and examples are in the order of their
+  first record (the order the statistics see them in).
+  """
+
+  def __init__(self, records: Iterable[Record]):
+    self._cells = collections.OrderedDict()
+    for r in records:
+      cell = self._cells.setdefault(
+          (r.method, r.metric), collections.OrderedDict()).setdefault(
+              r.seed, _Seed())
+      if r.example is None:
+        if cell.value is not None:
+          raise errors.InputError(
+              f'{r.method}, seed {r.seed}: two records of {r.metric}.')
+        cell.value = float(r.value)
+      else:
+        ids, values = cell.units.setdefault(r.unit, ([], []))
+        ids.append(r.example)
+        values.append(r.value)
+    for (method, metric), seeds in self._cells.items():
+      for seed, cell in seeds.items():
+        for unit, (ids, _) in cell.units.items():
+          if len(set(ids)) != len(ids):
+            raise errors.InputError(
+                f'{method}, seed {seed}, {metric}: unit {unit!r} repeats '
+                'an example.')
+
+  def metrics(self, method: str) -> list[str]:
+    return [metric for m, metric in self._cells if m == method]
+
+  def seeds(self, method: str, metric: str) -> list[int]:
+    return list(self._cells.get((method, metric), {}))
+
+  def examples(self, method: str, metric: str, seed: int
+               ) -> collections.OrderedDict:
+    """unit -> (example ids, values) of one seed; empty without examples."""
+    return self._cells[method, metric][seed].units
+
+  def seed_value(self, method: str, metric: str, seed: int,
+                 average: str = MICRO) -> float:
+    """The seed's number: its record, else its examples' `average`.
+
+    Raises:
+      InputError: If the record and the examples' average differ by more
+        than `TOLERANCE`.
+    """
+    cell = self._cells[method, metric][seed]
+    if not cell.units:
+      return cell.value
+    arrays = [np.asarray(values, np.float64)
+              for _, values in cell.units.values()]
+    if average == MICRO:
+      mean = float(np.mean(np.concatenate(arrays)))
+    elif average == MACRO:
+      mean = float(np.mean([np.mean(a) for a in arrays]))
+    else:
+      raise ValueError(f'average must be {MICRO!r} or {MACRO!r}, got '
+                       f'{average!r}.')
+    if cell.value is None:
+      return mean
+    if not abs(mean - cell.value) <= TOLERANCE:
+      raise errors.InputError(
+          f'{method}, seed {seed}: its {metric} examples give {mean:.6f}, '
+          f'the run recorded {cell.value:.6f}; they are not of one run.')
+    return cell.value
+
+
+def _seed_interval(values: Sequence[float],
+                   confidence: float) -> intervals.Interval:
+  """`intervals.seed_interval`; a number some seed has not finite (a run
+  that could not measure it) keeps its mean, NaN, and no interval."""
+  if all(math.isfinite(v) for v in values):
+    return intervals.seed_interval(values, confidence)
+  return intervals.Interval(float(np.mean(values)), math.nan, math.nan)
+
+
+def method_intervals(table: Table, method: str, *, average: str = MICRO,
+                     confidence: float = intervals.DEFAULT_CONFIDENCE
+                     ) -> collections.OrderedDict:
+  """metric -> Interval(mean over seeds, t interval) of one method.
+
+  Every metric the method has in each of its seeds, in record order; the
+  mean is `intervals.seed_interval`'s, float(np.mean) of the seeds' numbers
+  in seed order, so a plain seed mean (bytes, seconds) is its estimate.
+  """
+  seeds = list(collections.OrderedDict.fromkeys(
+      s for metric in table.metrics(method)
+      for s in table.seeds(method, metric)))
+  return collections.OrderedDict(
+      (metric, _seed_interval(
+          [table.seed_value(method, metric, s, average) for s in seeds],
+          confidence))
+      for metric in table.metrics(method)
+      if set(table.seeds(method, metric)) == set(seeds))
+
+
+def _check_paired(a: Mapping[Any, Any], b: Mapping[Any, Any],
+                  where: str) -> None:
+  """A's and B's examples of one seed are the same, unit by unit."""
+  if list(a) != list(b):
+    raise errors.InputError(
+        f'{where}: different units, {list(a)} and {list(b)}.')
+  for unit in a:
+    ids_a, ids_b = a[unit][0], b[unit][0]
+    if len(ids_a) != len(ids_b):
+      raise errors.InputError(
+          f'{where}, unit {unit!r}: examples of different lengths '
+          f'({len(ids_a)} and {len(ids_b)}); the runs were not scored on one '
+          'test set.')
+    if ids_a != ids_b:
+      raise errors.InputError(
+          f'{where}, unit {unit!r}: different examples; the runs were not '
+          'scored on one test set.')
+
+
+def _bootstrap(a: Sequence[Mapping[Any, Any]], b: Sequence[Mapping[Any, Any]],
+               comparison: Comparison, seeds: Sequence[int], where: str, *,
+               num_replicates: int, seed: int,
+               confidence: float) -> intervals.Interval:
+  """The paired bootstrap of A - B over the examples of `seeds` (`a[i]`,
+  `b[i]`: unit -> (ids, values) of seeds[i])."""
+  if comparison.examples == SHARED:
+    for s, other in zip(seeds[1:], a[1:]):
+      _check_paired(a[0], other, f'{where}: seeds {seeds[0]} and {s} of '
+                    f'{comparison.a} ({SHARED} examples)')
+    arrays = [collections.OrderedDict(
+        (unit, np.stack([np.asarray(s[unit][1], np.float64) for s in side]))
+        for unit in side[0]) for side in (a, b)]
+    result = intervals.bootstrap_difference(
+        *arrays, num_replicates=num_replicates, confidence=confidence,
+        seed=seed)
+    return result.macro if comparison.average == MACRO else result.micro
+  if comparison.examples != PER_SEED:
+    raise ValueError(f'examples must be {SHARED!r} or {PER_SEED!r}, got '
+                     f'{comparison.examples!r}.')
+  if comparison.average == MACRO and any(
+      len({len(ids) for ids, _ in s.values()}) > 1 for s in a):
+    raise errors.InputError(
+        f'{where}: {MACRO} over units of different sizes; the {PER_SEED} '
+        'bootstrap estimates the mean over examples.')
+  flat = [np.stack([np.concatenate([np.asarray(values, np.float64)
+                                    for _, values in s.values()])
+                    for s in side]) for side in (a, b)]
+  return continual.pair_bootstrap_difference(
+      *flat, num_replicates=num_replicates, confidence=confidence, seed=seed)
+
+
+def compare(table: Table, comparison: Comparison, *,
+            num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+            seed: int = 0, confidence: float = intervals.DEFAULT_CONFIDENCE
+            ) -> Difference:
+  """A - B of `comparison.metric` over the seeds both have.
+
+  Args:
+    table: The records.
+    comparison: What to compare.
+    num_replicates: Replicates of the bootstrap.
+    seed: Its seed.
+    confidence: Coverage of both intervals.
+
+  Returns:
+    The `Difference`: the seed interval of the per-seed differences (seeds
+    paired: the same seed's split, tasks or test set), the paired bootstrap
+    over the examples of those seeds (None when neither method has any) and
+    the one verdict.
+
+  Raises:
+    ValueError: If the methods share no seed.
+    InputError: If their examples are not paired (module docstring).
+  """
+  c = comparison
+  names = c.names or (c.a, c.b)
+  seeds_b = table.seeds(c.b, c.metric)
+  common = [s for s in table.seeds(c.a, c.metric) if s in seeds_b]
+  if not common:
+    raise ValueError(f'{names[0]} and {names[1]} share no seed.')
+  per_seed = [table.seed_value(c.a, c.metric, s, c.average)
+              - table.seed_value(c.b, c.metric, s, c.average) for s in common]
+  by_seed = intervals.seed_interval(per_seed, confidence)
+  a = [table.examples(c.a, c.metric, s) for s in common]
+  b = [table.examples(c.b, c.metric, s) for s in common]
+  by_example = None
+  if any(a) or any(b):
+    for s, units_a, units_b in zip(common, a, b):
+      _check_paired(units_a, units_b, f'{names[0]} and {names[1]}, seed {s}')
+    by_example = _bootstrap(a, b, c, common, f'{names[0]} and {names[1]}',
+                            num_replicates=num_replicates, seed=seed,
+                            confidence=confidence)
+  return Difference(c, common, per_seed, by_seed, by_example,
+                    intervals.comparison_verdict(by_seed, by_example, *names))
+
+
+def compare_all(table: Table, comparisons: Iterable[Comparison],
+                **kwargs) -> collections.OrderedDict:
+  """key -> `compare` of each comparison whose two methods both have records
+  of its metric (a benchmark may run a subset of the methods)."""
+  return collections.OrderedDict(
+      (c.key, compare(table, c, **kwargs)) for c in comparisons
+      if table.seeds(c.a, c.metric) and table.seeds(c.b, c.metric))
+
+
+def interval_cell(bounds: Optional[Sequence[float]], *, scale: float = 100.0,
+                  signed: bool = False, missing: str = 'n=1') -> str:
+  """'[low, high]' times `scale` to two decimals (with their signs if
+  `signed`), or `missing` for None (one seed: no interval)."""
+  if not bounds:
+    return missing
+  style = '+.2f' if signed else '.2f'
+  return f'[{scale * bounds[0]:{style}}, {scale * bounds[1]:{style}}]'
+
+
+def difference_cells(difference: float, seed_ci95: Optional[Sequence[float]],
+                     bootstrap_ci95: Optional[Sequence[float]], verdict: str,
+                     *, scale: float = 100.0, signed: bool = True
+                     ) -> list[str]:
+  """The Markdown cells of one difference, from its JSON fields.
+
+  From the stored fields (not a `Difference`), so a report is rewritten from
+  its JSON alone.
+
+  Args:
+    difference: A - B, the mean over seeds.
+    seed_ci95: [low, high] over seeds; None with one seed ('n=1').
+    bootstrap_ci95: [low, high] of the bootstrap; None without one ('–').
+    verdict: The one verdict.
+    scale: What the numbers are multiplied by (100: fractions to points).
+    signed: Whether interval bounds carry their sign (+0.46).
+
+  Returns:
+    [difference, 95% over seeds, 95% bootstrap, verdict], to two decimals.
+  """
+  return [f'{scale * difference:+.2f}',
+          interval_cell(seed_ci95, scale=scale, signed=signed),
+          interval_cell(bootstrap_ci95, scale=scale, signed=signed,
+                        missing='–'), verdict]
+
+
+def markdown_row(cells: Iterable[str]) -> str:
+  """'| a | b |'."""
+  return '| ' + ' | '.join(cells) + ' |'
+
+
+def verdict_note() -> str:
+  """The one rule every verdict follows, quoted once under a report's
+  comparisons."""
+  return (f'{intervals.VERDICT_RULE} (`tff_nlp.metrics.intervals`; '
+          f'docs/results/README.md.)')
