@@ -44,6 +44,16 @@ How the bootstrap resamples the examples, declared per comparison:
 
 Without examples there is no bootstrap interval (None), and the verdict is
 the rule's reading of a missing interval.
+
+An example may score several units (`Record.size`, e.g. its target tokens;
+its value then counts the correct ones): a seed's number is then a ratio of
+sums (MICRO, all its examples; MACRO, the mean over units of each unit's),
+and the `SHARED` bootstrap resamples whole examples, each weighing its size
+(`intervals.bootstrap_difference`'s `units`). `Comparison.resample_seeds`
+resamples the seeds too (`SHARED`; both sources of variation, for
+information), `Difference.drawn` keeps the whole bootstrap (each unit's
+interval, what could not be drawn), and `bootstrap_method` is the same
+bootstrap of one method's accuracy.
 """
 
 import collections
@@ -83,6 +93,9 @@ class Record(NamedTuple):
       the bootstrap resamples within units.
     example: The example's id, None for the seed's own number. Ids pair
       the examples of two methods, so they must match, in order.
+    size: For an example, its number of scored units (e.g. target tokens),
+      `value` then the number of them right; None: one unit, `value` its
+      0/1 outcome (or score). Every example of a metric has one, or none.
   """
 
   method: str
@@ -91,6 +104,7 @@ class Record(NamedTuple):
   value: float
   unit: Any = ''
   example: Any = None
+  size: Optional[float] = None
 
 
 class Comparison(NamedTuple):
@@ -104,6 +118,9 @@ class Comparison(NamedTuple):
       (module docstring).
     examples: `SHARED` or `PER_SEED`: how the bootstrap resamples them.
     names: (A, B) as the verdict names them; None: (a, b).
+    resample_seeds: `SHARED` only: each replicate resamples each method's
+      seeds too (`intervals.bootstrap_difference`), covering training
+      randomness as well as the test examples.
   """
 
   a: str
@@ -112,6 +129,7 @@ class Comparison(NamedTuple):
   average: str = MICRO
   examples: str = SHARED
   names: Optional[tuple[str, str]] = None
+  resample_seeds: bool = False
 
   @property
   def key(self) -> str:
@@ -129,6 +147,9 @@ class Difference(NamedTuple):
     seed: `intervals.seed_interval` of `per_seed` (NaN bounds, one seed).
     bootstrap: The paired bootstrap over examples, or None without examples.
     verdict: `intervals.comparison_verdict` of the two.
+    drawn: The whole `SHARED` bootstrap (`intervals.AccuracyIntervals`:
+      each unit's interval, MacroAvg, MicroAvg, what could not be drawn);
+      None for `PER_SEED` or without examples.
   """
 
   comparison: Comparison
@@ -137,6 +158,7 @@ class Difference(NamedTuple):
   seed: intervals.Interval
   bootstrap: Optional[intervals.Interval]
   verdict: str
+  drawn: Optional[intervals.AccuracyIntervals] = None
 
   def to_json(self, fields: Sequence[str] = JSON_FIELDS,
               rename: Optional[Mapping[str, str]] = None
@@ -166,7 +188,8 @@ class _Seed:
 
   def __init__(self):
     self.value = None  # The seed record's number.
-    self.units = collections.OrderedDict()  # unit -> ([ids], [values])
+    # unit -> ([ids], [values], [sizes]); sizes None for one-unit examples.
+    self.units = collections.OrderedDict()
 
 
 class Table:
@@ -188,16 +211,22 @@ class Table:
               f'{r.method}, seed {r.seed}: two records of {r.metric}.')
         cell.value = float(r.value)
       else:
-        ids, values = cell.units.setdefault(r.unit, ([], []))
+        ids, values, sizes = cell.units.setdefault(r.unit, ([], [], []))
         ids.append(r.example)
         values.append(r.value)
+        sizes.append(r.size)
     for (method, metric), seeds in self._cells.items():
+      sized = set()
       for seed, cell in seeds.items():
-        for unit, (ids, _) in cell.units.items():
+        for unit, (ids, _, sizes) in cell.units.items():
           if len(set(ids)) != len(ids):
             raise errors.InputError(
                 f'{method}, seed {seed}, {metric}: unit {unit!r} repeats '
                 'an example.')
+          sized.update(size is not None for size in sizes)
+      if len(sized) > 1:
+        raise errors.InputError(
+            f'{method}, {metric}: some examples have a size and others not.')
 
   def metrics(self, method: str) -> list[str]:
     return [metric for m, metric in self._cells if m == method]
@@ -207,26 +236,33 @@ class Table:
 
   def examples(self, method: str, metric: str, seed: int
                ) -> collections.OrderedDict:
-    """unit -> (example ids, values) of one seed; empty without examples."""
+    """unit -> (example ids, values, sizes) of one seed; empty without
+    examples. Sizes are None for examples without (`Record.size`)."""
     return self._cells[method, metric][seed].units
 
   def seed_value(self, method: str, metric: str, seed: int,
-                 average: str = MICRO) -> float:
+                 average: str = MICRO, *, unit: Any = None) -> float:
     """The seed's number: its record, else its examples' `average`.
+
+    With `unit`, the number of that unit's examples alone (their mean, or
+    with sizes their values' sum over their sizes').
 
     Raises:
       InputError: If the record and the examples' average differ by more
         than `TOLERANCE`.
     """
     cell = self._cells[method, metric][seed]
+    if unit is not None:
+      return _mean(*cell.units[unit][1:])
     if not cell.units:
       return cell.value
-    arrays = [np.asarray(values, np.float64)
-              for _, values in cell.units.values()]
+    parts = list(cell.units.values())
     if average == MICRO:
-      mean = float(np.mean(np.concatenate(arrays)))
+      mean = _mean([v for _, values, _ in parts for v in values],
+                   [n for _, _, sizes in parts for n in sizes])
     elif average == MACRO:
-      mean = float(np.mean([np.mean(a) for a in arrays]))
+      mean = float(np.mean([_mean(values, sizes)
+                            for _, values, sizes in parts]))
     else:
       raise ValueError(f'average must be {MICRO!r} or {MACRO!r}, got '
                        f'{average!r}.')
@@ -237,6 +273,14 @@ class Table:
           f'{method}, seed {seed}: its {metric} examples give {mean:.6f}, '
           f'the run recorded {cell.value:.6f}; they are not of one run.')
     return cell.value
+
+
+def _mean(values: Sequence[float], sizes: Sequence[Optional[float]]) -> float:
+  """The examples' mean, or with sizes the values' sum over the sizes'."""
+  if sizes and sizes[0] is not None:
+    return float(np.sum(np.asarray(values, np.float64))
+                 / np.sum(np.asarray(sizes, np.float64)))
+  return float(np.mean(np.asarray(values, np.float64)))
 
 
 def _seed_interval(values: Sequence[float],
@@ -287,36 +331,69 @@ def _check_paired(a: Mapping[Any, Any], b: Mapping[Any, Any],
           'scored on one test set.')
 
 
+def _shared_arrays(sides: Sequence[Sequence[Mapping[Any, Any]]],
+                   seeds: Sequence[Sequence[int]], names: Sequence[str],
+                   where: str):
+  """Each side's unit -> [num_seeds, num_examples] values of `SHARED`
+  examples, and unit -> each example's size (None without sizes), checked:
+  every seed of a side has the first one's examples and sizes, and so does
+  every other side (`sides[i][j]`: unit -> (ids, values, sizes) of
+  `seeds[i][j]`)."""
+  first = sides[0][0]
+  for side, side_seeds, name in zip(sides, seeds, names):
+    for s, other in zip(side_seeds, side):
+      if other is not first:
+        _check_paired(first, other, f'{where}: seeds {seeds[0][0]} of '
+                      f'{names[0]} and {s} of {name} ({SHARED} examples)')
+      if any(other[unit][2] != first[unit][2] for unit in first):
+        raise errors.InputError(
+            f'{where}: seed {s} of {name} has other example sizes than '
+            f'seed {seeds[0][0]} of {names[0]}; a {SHARED} bootstrap needs '
+            'the same.')
+  arrays = [collections.OrderedDict(
+      (unit, np.stack([np.asarray(s[unit][1], np.float64) for s in side]))
+      for unit in side[0]) for side in sides]
+  sized = any(sizes and sizes[0] is not None
+              for _, _, sizes in first.values())
+  units = (collections.OrderedDict(
+      (unit, np.asarray(sizes, np.float64))
+      for unit, (_, _, sizes) in first.items()) if sized else None)
+  return arrays, units
+
+
 def _bootstrap(a: Sequence[Mapping[Any, Any]], b: Sequence[Mapping[Any, Any]],
                comparison: Comparison, seeds: Sequence[int], where: str, *,
-               num_replicates: int, seed: int,
-               confidence: float) -> intervals.Interval:
+               num_replicates: int, seed: int, confidence: float
+               ) -> tuple[intervals.Interval,
+                          Optional[intervals.AccuracyIntervals]]:
   """The paired bootstrap of A - B over the examples of `seeds` (`a[i]`,
-  `b[i]`: unit -> (ids, values) of seeds[i])."""
+  `b[i]`: unit -> (ids, values, sizes) of seeds[i]): its interval and the
+  whole `SHARED` result (None for `PER_SEED`)."""
   if comparison.examples == SHARED:
-    for s, other in zip(seeds[1:], a[1:]):
-      _check_paired(a[0], other, f'{where}: seeds {seeds[0]} and {s} of '
-                    f'{comparison.a} ({SHARED} examples)')
-    arrays = [collections.OrderedDict(
-        (unit, np.stack([np.asarray(s[unit][1], np.float64) for s in side]))
-        for unit in side[0]) for side in (a, b)]
+    arrays, units = _shared_arrays((a, b), (seeds, seeds),
+                                   (comparison.a, comparison.b), where)
     result = intervals.bootstrap_difference(
         *arrays, num_replicates=num_replicates, confidence=confidence,
-        seed=seed)
-    return result.macro if comparison.average == MACRO else result.micro
+        seed=seed, resample_seeds=comparison.resample_seeds, units=units)
+    return (result.macro if comparison.average == MACRO
+            else result.micro), result
   if comparison.examples != PER_SEED:
     raise ValueError(f'examples must be {SHARED!r} or {PER_SEED!r}, got '
                      f'{comparison.examples!r}.')
+  if comparison.resample_seeds or any(
+      sizes[0] is not None for s in a for _, _, sizes in s.values()):
+    raise ValueError(f'resample_seeds and example sizes are {SHARED} only.')
   if comparison.average == MACRO and any(
-      len({len(ids) for ids, _ in s.values()}) > 1 for s in a):
+      len({len(ids) for ids, _, _ in s.values()}) > 1 for s in a):
     raise errors.InputError(
         f'{where}: {MACRO} over units of different sizes; the {PER_SEED} '
         'bootstrap estimates the mean over examples.')
   flat = [np.stack([np.concatenate([np.asarray(values, np.float64)
-                                    for _, values in s.values()])
+                                    for _, values, _ in s.values()])
                     for s in side]) for side in (a, b)]
   return continual.pair_bootstrap_difference(
-      *flat, num_replicates=num_replicates, confidence=confidence, seed=seed)
+      *flat, num_replicates=num_replicates, confidence=confidence,
+      seed=seed), None
 
 
 def compare(table: Table, comparison: Comparison, *,
@@ -353,15 +430,43 @@ def compare(table: Table, comparison: Comparison, *,
   by_seed = intervals.seed_interval(per_seed, confidence)
   a = [table.examples(c.a, c.metric, s) for s in common]
   b = [table.examples(c.b, c.metric, s) for s in common]
-  by_example = None
+  by_example = drawn = None
   if any(a) or any(b):
     for s, units_a, units_b in zip(common, a, b):
       _check_paired(units_a, units_b, f'{names[0]} and {names[1]}, seed {s}')
-    by_example = _bootstrap(a, b, c, common, f'{names[0]} and {names[1]}',
-                            num_replicates=num_replicates, seed=seed,
-                            confidence=confidence)
+    by_example, drawn = _bootstrap(
+        a, b, c, common, f'{names[0]} and {names[1]}',
+        num_replicates=num_replicates, seed=seed, confidence=confidence)
   return Difference(c, common, per_seed, by_seed, by_example,
-                    intervals.comparison_verdict(by_seed, by_example, *names))
+                    intervals.comparison_verdict(by_seed, by_example, *names),
+                    drawn)
+
+
+def bootstrap_method(table: Table, method: str, metric: str, *,
+                     resample_seeds: bool = False,
+                     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+                     seed: int = 0,
+                     confidence: float = intervals.DEFAULT_CONFIDENCE
+                     ) -> Optional[intervals.AccuracyIntervals]:
+  """The `SHARED` bootstrap of one method's `metric` over its seeds.
+
+  `intervals.bootstrap_accuracy` of its examples (every seed the same, as
+  for `compare`), stratified by unit: each unit's interval, MacroAvg and
+  MicroAvg; with `resample_seeds` the seeds resampled too. None without
+  examples.
+
+  Raises:
+    InputError: If its seeds have different examples.
+  """
+  seeds = table.seeds(method, metric)
+  side = [table.examples(method, metric, s) for s in seeds]
+  if not any(side):
+    return None
+  (arrays,), units = _shared_arrays((side,), (seeds,), (method,),
+                                    f'{method}, {metric}')
+  return intervals.bootstrap_accuracy(
+      arrays, num_replicates=num_replicates, confidence=confidence,
+      seed=seed, resample_seeds=resample_seeds, units=units)
 
 
 def compare_all(table: Table, comparisons: Iterable[Comparison],

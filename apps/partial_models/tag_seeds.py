@@ -14,7 +14,7 @@ and one verdict from both (`intervals.VERDICT_RULE`, quoted in the reports).
 `compare_runs` makes the same comparison of one method between two such
 runs that differ in their keys (e.g. 200 one-row keys against 50 keys of 4
 rows), seed by seed; its report opens with what both runs saw
-(`comparison_what_the_model_saw`). `rewrite_reports` writes both reports
+(`tag_inputs`, as `seeds.md` does). `rewrite_reports` writes both reports
 again from their JSON (verdicts re-derived from the stored intervals),
 without the seeds' run folders.
 """
@@ -33,6 +33,7 @@ from tff_nlp import errors
 from tff_nlp import training as training_lib
 from apps.common import report_engine as engine
 from apps.partial_models import tag_experiment as sparse_tags
+from apps.partial_models import tag_inputs
 from tff_nlp.metrics import intervals
 
 SUMMARY_FILE = 'seeds.json'
@@ -242,206 +243,6 @@ def summary_table(summary: Mapping[str, Any], k_values: Sequence[int]) -> str:
           + comparisons_table(summary['comparisons']))
 
 
-def setup_record(data: sparse_tags.TagDataConfig,
-                 training: sparse_tags.TagTrainingConfig,
-                 loop: training_lib.LoopConfig) -> collections.OrderedDict:
-  """What the report's "What the model saw" needs of the run's settings."""
-  return collections.OrderedDict(
-      dataset=data.dataset, partition=data.partition,
-      dirichlet_alpha=data.dirichlet_alpha, max_keys=training.max_keys,
-      block_size=training.block_size, client_epochs=training.client_epochs,
-      batch_size=training.batch_size, rounds=loop.rounds,
-      clients_per_round=loop.clients_per_round,
-      k_values=list(training.k_values))
-
-
-def _clients_of_round(clients_per_round: Optional[int]) -> str:
-  if clients_per_round is None:
-    return 'the sampled clients'
-  if clients_per_round == 0:
-    return 'all clients'
-  return f'{clients_per_round} sampled clients'
-
-
-def what_the_model_saw(summary: Mapping[str, Any]) -> str:
-  """Markdown: the data, truncation, test set and protocol of the summary.
-
-  Every number is read from `summary` (`task`, `setup`, the methods'
-  `dropped_tokens_per_round`); one a run did not record is said to be so,
-  never guessed.
-  """
-  task, setup = summary['task'], summary.get('setup', {})
-  unknown = 'not recorded'
-  dataset = f'{setup["dataset"]} ' if 'dataset' in setup else ''
-  per_round = setup.get('clients_per_round')
-  keys = setup.get('max_keys', unknown)
-  if setup.get('block_size', 1) > 1:
-    keys = f'{keys} keys of {setup["block_size"]} rows'
-  dropped = {m['label']: m['dropped_tokens_per_round']
-             for m in summary['methods'].values()
-             if m.get('dropped_tokens_per_round')}
-  entries = task.get('train_word_entries')
-  if len(set(dropped.values())) == 1:
-    dropped = {'every sparse method': next(iter(dropped.values()))}
-  cut = '; '.join(
-      f'{label}: {value:,.0f}'
-      + (f' of {entries:,} ({100 * value / entries:.0f}%)' if entries else '')
-      for label, value in dropped.items())
-  no_tag = task.get('test_examples_no_known_tag')
-  never = (unknown if no_tag is None else f'{no_tag:,} of the '
-           f'{task["test_examples"]:,}')
-  k_values = ', '.join(map(str, setup.get('k_values', [])))
-  return '\n'.join([
-      '## What the model saw', '',
-      f'- **Training data.** {task["train_examples"]:,} {dataset}training '
-      f'examples, split over {task["num_clients"]} clients '
-      f'({setup.get("partition", unknown)}, '
-      f'Dirichlet α = {setup.get("dirichlet_alpha", unknown)}): '
-      f'{task["client_examples_min"]}–{task["client_examples_max"]} '
-      f'examples per client in seed {summary["seeds"][0]}; each seed draws '
-      f'its own split. Each round {_clients_of_round(per_round)} train '
-      f'{setup.get("client_epochs", unknown)} epoch(s) over all their '
-      f'examples (batch {setup.get("batch_size", unknown)}), for '
-      f'{setup.get("rounds", unknown)} rounds.',
-      f'- **Truncation.** Dense FedAvg trains every word. A sparse client '
-      f'keeps M = {keys} of the V = {task["num_words"]:,} word rows; '
-      f'{task["clients_over_max_keys"]} of the {task["num_clients"]} '
-      f'clients have more distinct words than that and drop their rarer '
-      f'ones: (example, word) entries dropped per epoch, mean over seeds, '
-      f'{cut or "none"}. Nothing is cut at test time (the global model '
-      f'scores every test example\'s whole bag of words); test examples '
-      f'with no tag in the tag vocabulary, which can never be right: '
-      f'{never}.',
-      f'- **Test set.** The {task["test_examples"]:,} {dataset}test '
-      f'examples, the same for every method and seed.',
-      f'- **Protocol.** Precision@k and recall@k (k = {k_values or unknown}) '
-      f'of the global model after the last round over the in-vocabulary '
-      f'tags; nothing is selected on the test set.',
-      f'- **Verdicts.** One rule, quoted below the comparisons '
-      f'(docs/results/README.md).'])
-
-
-def comparison_side(summary: Mapping[str, Any]) -> collections.OrderedDict:
-  """What a compared run's "What the model saw" needs, from its summary
-  (`summarize` with `setup`, as in `seeds.json`)."""
-  return collections.OrderedDict(
-      seeds=list(summary['seeds']), task=summary['task'],
-      setup=summary.get('setup', {}),
-      dropped=collections.OrderedDict(
-          (m, v['dropped_tokens_per_round'])
-          for m, v in summary['methods'].items()
-          if 'dropped_tokens_per_round' in v))
-
-
-def _side_from_runs(per_seed: PerSeed) -> collections.OrderedDict:
-  """`comparison_side` of a run, from its seeds' `results.json`."""
-  first = next(iter(per_seed.values()))
-  experiment, loop = first['config']['experiment'], first['config']['loop']
-  data, training = experiment['data'], experiment['training']
-  return comparison_side(collections.OrderedDict(
-      seeds=list(per_seed), task=first['task'],
-      setup=collections.OrderedDict(
-          dataset=data['dataset'], partition=data['partition'],
-          dirichlet_alpha=data['dirichlet_alpha'],
-          max_keys=training['max_keys'], block_size=training['block_size'],
-          client_epochs=training['client_epochs'],
-          batch_size=training['batch_size'], rounds=loop['rounds'],
-          clients_per_round=experiment['clients_per_round'],
-          k_values=list(training['k_values'])),
-      methods=collections.OrderedDict(
-          (m, {key: float(np.mean([r[key] for r in by_seed.values()]))
-               for key in MEAN_KEYS
-               if all(key in r for r in by_seed.values())})
-          for m, by_seed in _by_method(per_seed).items())))
-
-
-def comparison_what_the_model_saw(result: Mapping[str, Any]) -> str:
-  """Markdown: the data, truncation, test set and protocol of A and B.
-
-  Read from `result['inputs']` ('A' and 'B': `comparison_side` or None);
-  what neither side recorded is said to be so, never guessed.
-  """
-  unknown = 'not recorded'
-  sides = {n: (result.get('inputs') or {}).get(n) for n in ('A', 'B')}
-  recorded = [n for n in ('A', 'B') if sides[n]]
-  task = sides[recorded[0]]['task'] if recorded else {}
-  setup = sides[recorded[0]]['setup'] if recorded else {}
-
-  def both(key: str) -> str:
-    values = {n: (sides[n] or {}).get('setup', {}).get(key, unknown)
-              for n in ('A', 'B')}
-    if values['A'] == values['B']:
-      return str(values['A'])
-    return f'{values["A"]} (A) / {values["B"]} (B)'
-
-  def keys(name: str) -> str:
-    side_setup = (sides[name] or {}).get('setup', {})
-    value = side_setup.get('max_keys', unknown)
-    if side_setup.get('block_size', 1) > 1:
-      value = f'{value} keys of {side_setup["block_size"]} rows'
-    elif 'block_size' in side_setup:
-      value = f'{value} one-row keys'
-    return f'{value} ({name})'
-
-  entries = task.get('train_word_entries')
-  cut = []
-  for name in ('A', 'B'):
-    if not sides[name]:
-      cut.append(f'{name}: {unknown}')
-      continue
-    dropped = {m: v for m, v in sides[name]['dropped'].items()
-               if m in result['comparisons']}
-    share = lambda v: f'{v:,.0f}' + (
-        f' of {entries:,} ({100 * v / entries:.0f}%)' if entries else '')
-    if len(set(dropped.values())) == 1:
-      text = f'{share(next(iter(dropped.values())))}, every method compared'
-    else:
-      text = ', '.join(f'{m} {share(v)}' for m, v in dropped.items())
-    over = sides[name]['task'].get('clients_over_max_keys', unknown)
-    cut.append(f'{name} ({over} of the {task.get("num_clients", unknown)} '
-               f'clients drop words) {text or unknown}')
-  no_tag = task.get('test_examples_no_known_tag')
-  never = (unknown if no_tag is None else
-           f'{no_tag:,} of the {task["test_examples"]:,}')
-  dataset = f'{setup["dataset"]} ' if 'dataset' in setup else ''
-  if task:
-    data = (f'{task["train_examples"]:,} {dataset}training examples, split '
-            f'over {task["num_clients"]} clients '
-            f'({setup.get("partition", unknown)}, Dirichlet α = '
-            f'{setup.get("dirichlet_alpha", unknown)}): '
-            f'{task["client_examples_min"]}–{task["client_examples_max"]} '
-            f'examples per client in seed {sides[recorded[0]]["seeds"][0]}; '
-            f'each seed draws its own split, the same in A and B')
-    test = (f'The {task["test_examples"]:,} {dataset}test examples, the '
-            f'same for A and B, every method and seed.')
-  else:
-    data = f'{unknown} (the data of A and B is the same: checked)'
-    test = f'{unknown}; the same for A and B (their data is the same).'
-  rounds = both('clients_per_round')
-  rounds = ('all clients' if rounds == '0' else
-            f'clients per round {rounds}')
-  num_words = (f'{task["num_words"]:,}' if 'num_words' in task
-               else unknown)
-  return '\n'.join([
-      '## What the model saw', '',
-      f'- **Training data, the same in A and B (checked).** {data}. Each '
-      f'round {rounds} train {both("client_epochs")} epoch(s) over all '
-      f'their examples (batch {both("batch_size")}), for {both("rounds")} '
-      'rounds.',
-      f'- **Truncation.** A sparse client keeps M = {keys("A")} or '
-      f'{keys("B")} of the V = {num_words} word rows; a client with more '
-      'distinct words drops its rarer ones. (example, word) entries dropped '
-      'per epoch, mean over seeds: ' + '; '.join(cut) + '. Nothing is cut '
-      'at test time; test examples with no tag in the tag vocabulary, which '
-      f'can never be right: {never}.',
-      f'- **Test set.** {test}',
-      '- **Protocol.** Precision@1 of each run\'s global model after its '
-      'last round, A − B paired by seed and by test example; nothing is '
-      'selected on the test set.',
-      '- **Verdicts.** [The verdict rule](../../README.md#the-verdict-rule) '
-      '(docs/results/README.md), quoted below the table.'])
-
-
 def write_summary_report(summary: Mapping[str, Any], output_dir: str) -> None:
   """`seeds.json` and `seeds.md` of a `summarize` result."""
   training_lib.write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
@@ -454,7 +255,7 @@ def write_summary_report(summary: Mapping[str, Any], output_dir: str) -> None:
             f'Means over seeds of the test metrics (%) after the last round; '
             f'seed s splits the clients and orders their data. Each seed\'s '
             f'own report is in `seed_<s>/`. Sizes are binary (1 KiB = 1,024 '
-            f'bytes).\n\n' + what_the_model_saw(summary) + '\n\n'
+            f'bytes).\n\n' + tag_inputs.what_the_model_saw(summary) + '\n\n'
             + summary_table(summary, k_values) + '\n\n'
             + engine.verdict_note() + '\n')
 
@@ -544,7 +345,7 @@ def run_seeds(*, data_dir: Optional[str], output_dir: str,
     raise errors.InputError(f'{output_dir}: no seed of {list(seeds)} has '
                             f'finished.')
   summary = summarize(per_seed)
-  summary['setup'] = setup_record(data, training, loop)
+  summary['setup'] = tag_inputs.setup_record(data, training, loop)
   write_summary_report(summary, output_dir)
   write_plot(summary, os.path.join(output_dir, SUMMARY_PLOT_FILE))
   print(f'Means over seeds {", ".join(map(str, per_seed))}:\n\n'
@@ -601,7 +402,9 @@ def compare_runs(a_dir: str, b_dir: str, *, seeds: Sequence[int],
           (m, compare(a_methods[m], b_methods[m], names=('A', 'B')))
           for m in shared),
       inputs=collections.OrderedDict(
-          (name, _side_from_runs(runs[name])) for name in ('A', 'B')))
+          (name, tag_inputs.side_from_runs(
+              runs[name], _by_method(runs[name]), MEAN_KEYS))
+          for name in ('A', 'B')))
   if output_dir is not None:
     write_comparison_report(result, output_dir)
   return result
@@ -615,7 +418,7 @@ def write_comparison_report(
   Args:
     result: As `compare_runs` returns it.
     output_dir: Where both files go.
-    inputs: 'A' and 'B' -> `comparison_side` (or None), for a result that
+    inputs: 'A' and 'B' -> `tag_inputs.comparison_side` (or None), for a result that
       has no `inputs` of its own (one written before they were recorded);
       shown in "What the model saw", not written into `comparison.json`.
   """
@@ -628,7 +431,7 @@ def write_comparison_report(
     f.write(f'# A = `{result["a"]}` against B = `{result["b"]}`\n\n'
             f'They differ in: {differs or "nothing"}; their data, clients '
             f'and clients per round are the same (checked).\n\n'
-            + comparison_what_the_model_saw(
+            + tag_inputs.comparison_what_the_model_saw(
                 dict(result, inputs=inputs or result.get('inputs')))
             + f'\n\nEach method A − B, seeds {", ".join(map(str, seeds))}:'
             '\n\n' + comparisons_table(result['comparisons']) + '\n\n'
@@ -637,14 +440,14 @@ def write_comparison_report(
 
 def _stored_side(directory: Optional[str], name: str,
                  result: Mapping[str, Any]) -> Optional[dict[str, Any]]:
-  """`comparison_side` of side `name` of `result` from the `seeds.json` in
+  """`tag_inputs.comparison_side` of side `name` of `result` from the `seeds.json` in
   `directory`, if there is one and it is that side's run: its settings
   match the side's in `training_differs` and it has every compared seed."""
   path = os.path.join(directory or '', SUMMARY_FILE)
   if directory is None or not os.path.exists(path):
     return None
   with open(path, encoding='utf-8') as f:
-    side = comparison_side(json.load(f))
+    side = tag_inputs.comparison_side(json.load(f))
   index = 0 if name == 'A' else 1
   seeds = next(iter(result['comparisons'].values()))['seeds']
   if (not set(seeds) <= set(side['seeds'])

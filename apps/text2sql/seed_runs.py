@@ -13,7 +13,8 @@ what this module reads:
     client's full test split;
 *   `baseline_runs`: that baseline scored on exactly the runs' test examples
     (`align_to_baseline` finds them in the full split), once per distinct
-    test set of the seeds, as `SeedRun`s like the trained methods'.
+    test set of the seeds, as `SeedRun`s like the trained methods';
+*   `write_figures`: the report's figures, from the runs' round records.
 """
 
 import collections
@@ -27,6 +28,8 @@ from typing import Any, Optional
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp import training as training_lib
+from apps.common import plots
 from apps.text2sql import template_retrieval
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.data import text2sql_source
@@ -34,6 +37,12 @@ from apps.text2sql import experiment as text2sql
 from tff_nlp.metrics import sql_execution
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import report as text2sql_report
+
+# The report's figures (`write_figures`).
+DEV_PLOT_FILE = 'dev_exact_match.png'
+DEV_TOKEN_PLOT_FILE = 'dev_token_accuracy.png'
+WEIGHTS_PLOT_FILE = 'client_weights.png'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,6 +241,47 @@ def read_run(run_dir: str, seed: int) -> SeedRun:
       lowercase_sql=bool(experiment.get('data', {}).get('lowercase_sql')))
 
 
+def read_runs(runs: Mapping[Any, Sequence[tuple[int, str]]]
+              ) -> tuple[collections.OrderedDict, collections.OrderedDict]:
+  """`read_run` of every method's (seed, run directory) pairs, checked.
+
+  Returns:
+    Method -> its `SeedRun`s in order, and seed -> a run of it (the first),
+    in seed order.
+
+  Raises:
+    InputError: If a method repeats a seed, a `read_run` check fails, runs
+      have different clients or runs of one seed were tested on different
+      examples.
+  """
+  read = collections.OrderedDict()
+  for method, pairs in runs.items():
+    seeds = [seed for seed, _ in pairs]
+    if len(set(seeds)) != len(seeds):
+      raise errors.InputError(
+          f'{text2sql_report.method_slug(method)}: repeated seeds {seeds}.')
+    read[method] = [read_run(run_dir, seed) for seed, run_dir in pairs]
+  everything = [r for method_runs in read.values() for r in method_runs]
+  first = everything[0]
+  clients = first.exact_match.clients
+  by_seed = collections.OrderedDict()
+  for run in everything:
+    if run.exact_match.clients != clients:
+      raise errors.InputError(
+          f'{run.run_dir} has clients {list(run.exact_match.clients)}, '
+          f'{first.run_dir} {list(clients)}: a benchmark needs the same '
+          'clients in every run.')
+    reference = by_seed.setdefault(run.seed, run)
+    for client in clients:
+      if run.examples[client] != reference.examples[client]:
+        raise errors.InputError(
+            f'{run.run_dir} and {reference.run_dir} (both seed {run.seed}) '
+            f'were tested on different examples of client {client!r}; runs '
+            'of one seed must share their test examples.')
+  by_seed = collections.OrderedDict(sorted(by_seed.items()))
+  return read, by_seed
+
+
 @dataclasses.dataclass(frozen=True)
 class BaselinePredictions:
   """Template retrieval's predictions on every client's full test split.
@@ -383,3 +433,65 @@ def baseline_runs(
         examples=run.examples, execution=evaluation.execution,
         split_sizes=run.split_sizes), evaluation))
   return runs
+
+
+def write_figures(runs, output_dir: str, *, clients: Sequence[str]
+                  ) -> list[str]:
+  """The paper's Figures 3-5 and the dev-EM curves; returns the file names.
+
+  Args:
+    runs: Method -> (run directory, anything), one run per method.
+    output_dir: Where the figures go.
+    clients: The clients, in the runs' order.
+  """
+  records = {}
+  for method, (run_dir, _) in runs.items():
+    if method[0] == 'federated':
+      method_records = training_lib.read_json_lines(
+          os.path.join(run_dir, 'federated', 'metrics.jsonl'))
+      if method_records:  # Runs copied without their metrics have none.
+        records[method] = method_records
+  written = []
+  if records:
+    plots.plot_metric_by_round(
+        {text2sql_report.method_label(m): plots.metric_series(
+            r, f'eval/{text2sql.DEV_METRIC}') for m, r in records.items()},
+        os.path.join(output_dir, DEV_PLOT_FILE),
+        y_label='merged dev exact match', title='Global model on merged dev')
+    written.append(DEV_PLOT_FILE)
+    plots.plot_metric_by_round(
+        {text2sql_report.method_label(m): plots.metric_series(
+            r, 'eval/dev_token_accuracy') for m, r in records.items()},
+        os.path.join(output_dir, DEV_TOKEN_PLOT_FILE),
+        y_label='merged dev token accuracy (teacher-forced)',
+        title='Global model on merged dev')
+    written.append(DEV_TOKEN_PLOT_FILE)
+  for algorithm in text2sql_report.ALGORITHMS:
+    pair = [('federated', algorithm, w) for w in ('num_examples', 'lorar')]
+    if all(m in records for m in pair):
+      name = f'training_loss_{algorithm}.png'
+      per_batch = {m: plots.client_batch_loss_series(records[m])
+                   for m in pair}
+      if all(per_batch.values()):  # The paper's figures: every batch.
+        series, y_label, marker = per_batch, 'training loss of the batch', None
+      else:  # Runs recorded before batch losses were: round means.
+        series = {m: plots.client_loss_series(records[m]) for m in pair}
+        y_label, marker = 'mean training loss of the round', '.'
+      plots.plot_client_training_loss(
+          {text2sql_report.method_label(m): {
+              clients[i]: s for i, s in series[m].items()} for m in pair},
+          os.path.join(output_dir, name), y_label=y_label, marker=marker)
+      written.append(name)
+  weighted = {m: r for m, r in records.items()
+              if m[2] in ('lorar', 'loss_reduction')}
+  if weighted:
+    panels = {}
+    for method, method_records in weighted.items():
+      shares, sizes = plots.client_weight_shares(method_records)
+      panels[text2sql_report.method_label(method)] = (
+          {clients[i]: series for i, series in shares.items()},
+          {clients[i]: share for i, share in sizes.items()})
+    plots.plot_client_weight_shares(
+        panels, os.path.join(output_dir, WEIGHTS_PLOT_FILE))
+    written.append(WEIGHTS_PLOT_FILE)
+  return written

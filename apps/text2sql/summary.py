@@ -23,20 +23,26 @@ and can be called on any finished runs, e.g. those of
     teacher-forced token accuracy against rounds, every federated method
     (with and without Lorar), first seed.
 
-The intervals (`tff_nlp.metrics.intervals`) come from each run's
-`predictions/<client>.jsonl`, one line per test example with its
-`exact_match`: per method, the mean over seeds with its Student-t interval
-(training randomness, fixed test sets), a bootstrap over test examples
-stratified by client (test-set sampling, these runs fixed) and the same
-bootstrap resampling seeds too (both). Every client must be scored on its
-whole test split as the run recorded it, and all runs of one seed on the
-same examples (checked, `text2sql_seed_runs.read_run` and
-`summarize_runs`); the bootstrap needs the same examples for every seed
-too, which seed-dependent subsets (`max_eval_examples` > 0) break: it is
-then left out, and said so.
+The intervals come from each run's `predictions/<client>.jsonl`, one line
+per test example with its `exact_match` (and its tokens): a run's `records`
+are its numbers and its test examples, clients the units. Per method: the
+mean over seeds with its Student-t interval (training randomness, fixed
+test sets; `text2sql_report.summarize_seeds`, as in Table 2), and from the
+one report engine (`apps.common.report_engine`) a bootstrap over test
+examples stratified by client (test-set sampling, these runs fixed) and
+the same resampling seeds too (both). Per algorithm, the engine's
+`compare` of the declared `comparisons` of Lorar minus
+`num_examples` weighting (`difference_json`), every seed scoring the same
+test set (`engine.SHARED`). Every client must be scored on its whole test
+split as the run recorded it, and all runs of one seed on the same examples
+(checked, `text2sql_seed_runs.read_runs`); the bootstrap needs the same
+examples for every seed too, which seed-dependent subsets
+(`max_eval_examples` > 0) break: it is then left out, and said so.
 
-The runs and the baseline are read by `text2sql_seed_runs`; `results.md` is
-laid out by `text2sql_summary_markdown`.
+The runs, the baseline and the figures are read and drawn by
+`text2sql_seed_runs`; `results.md` is laid out by
+`text2sql_summary_markdown`; what is the paper's (Table 2) by
+`text2sql_report`.
 """
 
 import collections
@@ -48,9 +54,8 @@ from typing import Any, Optional
 import numpy as np
 
 from tff_nlp import errors
-from apps.common import plots
+from apps.common import report_engine as engine
 from tff_nlp import training as training_lib
-from apps.text2sql import experiment as text2sql
 from apps.text2sql import reference as text2sql_reference
 from apps.text2sql import seed_runs as text2sql_seed_runs
 from apps.text2sql import summary_markdown as text2sql_summary_markdown
@@ -60,29 +65,72 @@ from apps.text2sql import report as text2sql_report
 
 RESULTS_FILE = 'results.json'
 TABLE_FILE = 'results.md'
-DEV_PLOT_FILE = 'dev_exact_match.png'
-DEV_TOKEN_PLOT_FILE = 'dev_token_accuracy.png'
-WEIGHTS_PLOT_FILE = 'client_weights.png'
+
+
+# The metrics of a run's tidy records (`records`): exact match twice, so
+# each average of its test examples is checked against the run's own number,
+# and token accuracy (each example weighing its tokens).
+EM_MACRO = 'exact_match_macro'
+EM_MICRO = 'exact_match_micro'
+TOKENS = 'token_accuracy_macro'
+# The comparisons of `difference_json`, by their key in it: every seed scores
+# the same test examples, clients are the units.
+_PARTS = collections.OrderedDict(macro_avg=(EM_MACRO, engine.MACRO),
+                                 micro_avg=(EM_MICRO, engine.MICRO),
+                                 token_accuracy=(TOKENS, engine.MACRO))
+
+
+def comparisons(a: str, b: str, names: tuple[str, str]
+                ) -> collections.OrderedDict:
+  """A - B of MacroAvg and MicroAvg exact match and MacroAvg token accuracy,
+  by their key in `difference_json`."""
+  return collections.OrderedDict(
+      (key, engine.Comparison(a, b, metric, average=average,
+                              examples=engine.SHARED, names=names))
+      for key, (metric, average) in _PARTS.items())
+
+
+def records(method: str, run: text2sql_seed_runs.SeedRun, *,
+            examples: bool, token_examples: bool) -> list[engine.Record]:
+  """A run's tidy records: the MacroAvg and MicroAvg exact match and MacroAvg
+  token accuracy it recorded, with (if `examples`) each test example's 0/1
+  exact match and (if `token_examples`) its correct tokens of its tokens,
+  in its client."""
+  found = []
+  for metric, value in ((EM_MACRO, run.exact_match.macro),
+                        (EM_MICRO, run.exact_match.micro)):
+    found.append(engine.Record(method, run.seed, metric, value))
+    if examples:
+      found += [engine.Record(method, run.seed, metric, float(y), unit=c,
+                              example=i)
+                for c, outcomes in run.outcomes.items()
+                for i, y in enumerate(outcomes)]
+  if run.tokens:
+    found.append(engine.Record(method, run.seed, TOKENS, run.tokens.macro))
+  if token_examples:
+    found += [engine.Record(method, run.seed, TOKENS, float(y), unit=c,
+                            example=i, size=float(n))
+              for c, (correct, total) in run.token_outcomes.items()
+              for i, (y, n) in enumerate(zip(correct, total))]
+  return found
+
+
+def _table(runs: Mapping[str, Sequence[text2sql_seed_runs.SeedRun]], *,
+           bootstrap: Optional['Bootstrap']) -> engine.Table:
+  """The runs' records, with their examples if there is a bootstrap and
+  every run has the same ones (and their token examples if also the same
+  tokens: `_token_units`), as the `SHARED` bootstrap needs."""
+  everything = [r for method_runs in runs.values() for r in method_runs]
+  examples = bootstrap is not None and _same_examples(everything)
+  tokens = examples and _token_units(everything) is not None
+  return engine.Table(
+      record for method, method_runs in runs.items() for run in method_runs
+      for record in records(method, run, examples=examples,
+                            token_examples=tokens))
 
 
 def _same_examples(runs: Sequence[text2sql_seed_runs.SeedRun]) -> bool:
   return all(r.examples == runs[0].examples for r in runs[1:])
-
-
-def _stacked(runs: Sequence[text2sql_seed_runs.SeedRun]
-             ) -> dict[str, np.ndarray]:
-  """Client -> [num_seeds, num_examples] outcomes (same examples)."""
-  return collections.OrderedDict(
-      (c, np.stack([r.outcomes[c] for r in runs]).astype(np.float64))
-      for c in runs[0].outcomes)
-
-
-def _stacked_tokens(runs: Sequence[text2sql_seed_runs.SeedRun]
-                    ) -> dict[str, np.ndarray]:
-  """Client -> [num_seeds, num_examples] correct tokens per example."""
-  return collections.OrderedDict(
-      (c, np.stack([r.token_outcomes[c][0] for r in runs]).astype(np.float64))
-      for c in runs[0].token_outcomes)
 
 
 def _token_units(runs: Sequence[text2sql_seed_runs.SeedRun]
@@ -107,31 +155,23 @@ class Bootstrap:
   confidence: float
   seed: int
 
-  def accuracy(self, runs: Sequence[text2sql_seed_runs.SeedRun],
-               resample_seeds: bool):
-    return intervals.bootstrap_accuracy(
-        _stacked(runs), num_replicates=self.num_replicates,
-        confidence=self.confidence, seed=self.seed,
-        resample_seeds=resample_seeds)
+  def _kwargs(self) -> dict[str, Any]:
+    return dict(num_replicates=self.num_replicates,
+                confidence=self.confidence, seed=self.seed)
 
-  def difference(self, a: Sequence[text2sql_seed_runs.SeedRun],
-                 b: Sequence[text2sql_seed_runs.SeedRun],
-                 resample_seeds: bool):
-    return intervals.bootstrap_difference(
-        _stacked(a), _stacked(b), num_replicates=self.num_replicates,
-        confidence=self.confidence, seed=self.seed,
-        resample_seeds=resample_seeds)
+  def accuracy(self, table: engine.Table, method: str,
+               resample_seeds: bool) -> Optional[intervals.AccuracyIntervals]:
+    """A method's exact match (`engine.bootstrap_method`)."""
+    return engine.bootstrap_method(table, method, EM_MACRO,
+                                   resample_seeds=resample_seeds,
+                                   **self._kwargs())
 
-  def token_difference(self, a: Sequence[text2sql_seed_runs.SeedRun],
-                       b: Sequence[text2sql_seed_runs.SeedRun],
-                       units: Mapping[str, np.ndarray],
-                       resample_seeds: bool):
-    """`difference` of teacher-forced token accuracy: the same examples
-    resampled, each weighing its tokens (`units`, from `_token_units`)."""
-    return intervals.bootstrap_difference(
-        _stacked_tokens(a), _stacked_tokens(b),
-        num_replicates=self.num_replicates, confidence=self.confidence,
-        seed=self.seed, resample_seeds=resample_seeds, units=units)
+  def compare(self, table: engine.Table, comparison: engine.Comparison,
+              resample_seeds: bool) -> engine.Difference:
+    """`engine.compare`, resampling the seeds too if `resample_seeds`."""
+    return engine.compare(
+        table, comparison._replace(resample_seeds=resample_seeds),
+        **self._kwargs())
 
   def to_json(self) -> dict[str, Any]:
     return collections.OrderedDict(
@@ -144,9 +184,10 @@ def _exact_match_json(runs: Sequence[text2sql_seed_runs.SeedRun],
   """A method's test EM over seeds: means, t and bootstrap intervals."""
   summary = text2sql_report.summarize_seeds([r.exact_match for r in runs])
   plain = with_seeds = None
-  if bootstrap is not None and _same_examples(runs):
-    plain = bootstrap.accuracy(runs, resample_seeds=False)
-    with_seeds = bootstrap.accuracy(runs, resample_seeds=True)
+  table = _table({'': runs}, bootstrap=bootstrap)
+  if bootstrap is not None:
+    plain, with_seeds = (bootstrap.accuracy(table, '', resample_seeds)
+                         for resample_seeds in (False, True))
 
   def bounds(result, part, client=None):
     if result is None:
@@ -251,11 +292,12 @@ def _baseline_json(
 
 
 def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
-                     b: Sequence[text2sql_seed_runs.SeedRun],
-                     bootstrap: Optional[Bootstrap], *, a_name: str,
-                     b_name: str) -> dict[str, Any]:
+                    b: Sequence[text2sql_seed_runs.SeedRun],
+                    bootstrap: Optional[Bootstrap], *, a_name: str,
+                    b_name: str) -> dict[str, Any]:
   """A - B of test EM: MacroAvg, MicroAvg and per client, with intervals.
 
+  The `comparisons` of A's and B's `records` on `apps.common.report_engine`.
   Each entry has the `difference` (A's mean over its seeds minus B's), the
   t interval of the per-seed differences on the seeds both have
   (`seed_ci95`, None with one), the paired bootstrap over test examples
@@ -263,112 +305,99 @@ def difference_json(a: Sequence[text2sql_seed_runs.SeedRun],
   each with its own reading (`intervals.verdict`, `*_verdict`), and the
   entry's `verdict` by the one rule of every page
   (`intervals.comparison_verdict` of the seed interval and the bootstrap
-  over test examples).
+  over test examples). A client's entry reads its interval off the same
+  bootstrap draws.
 
   `token_accuracy` is A - B of MacroAvg teacher-forced test token accuracy,
-  what separates models whose exact match is still 0: the `difference`,
-  `paired_seeds`, the t interval of the per-seed differences with its
-  verdict, and the same two bootstraps over test examples (each example
-  weighing its tokens, `Bootstrap.token_difference`); those are None unless
-  every run recorded its per-example token counts and all have the same
-  ones (they tokenize alike). The entry is None when a run has no token
-  counts at all.
+  what separates models whose exact match is still 0: the same fields and
+  `paired_seeds`, the bootstraps resampling test examples each weighing its
+  tokens; those are None unless every run recorded its per-example token
+  counts and all have the same ones (they tokenize alike), and a bootstrap
+  some replicates cannot draw says why (`*_undefined`). The entry is None
+  when a run has no token counts at all.
   """
+  table = _table({'A': a, 'B': b}, bootstrap=bootstrap)
+  declared = comparisons('A', 'B', (a_name, b_name))
   b_by_seed = {r.seed: r for r in b}
   common = [(r, b_by_seed[r.seed]) for r in a if r.seed in b_by_seed]
-  plain = with_seeds = None
-  if bootstrap is not None and _same_examples([*a, *b]):
-    plain = bootstrap.difference(a, b, resample_seeds=False)
-    with_seeds = bootstrap.difference(a, b, resample_seeds=True)
+  if not common:
+    raise errors.InputError(f'{a_name} and {b_name} share no seed.')
+  # The bootstrap over examples, then over examples and seeds.
+  found = collections.OrderedDict(
+      (key, [bootstrap.compare(table, c, resample_seeds)
+             if bootstrap is not None else engine.compare(table, c)
+             for resample_seeds in (False, True)])
+      for key, c in declared.items()
+      if key != 'token_accuracy' or all(r.tokens for r in [*a, *b]))
   mean_a = text2sql_report.summarize_seeds([r.exact_match for r in a])
   mean_b = text2sql_report.summarize_seeds([r.exact_match for r in b])
-
-  def entry(estimate_a, estimate_b, per_seed, part, client=None):
-    content = _seed_entry(estimate_a - estimate_b, per_seed, a_name, b_name)
-    for key, result in (('bootstrap', plain), ('bootstrap_seeds', with_seeds)):
-      interval = None
-      if result is not None:
-        interval = getattr(result, part)
-        if client is not None:
-          interval = interval[client]
-      content[f'{key}_ci95'] = (
-          [interval.low, interval.high] if interval else None)
-      content[f'{key}_verdict'] = (
-          intervals.verdict(interval, a_name, b_name) if interval else None)
-    # The page's verdict: the one rule of every results page.
-    content['verdict'] = intervals.comparison_verdict(
-        content['seed_ci95'], content['bootstrap_ci95'], a_name, b_name)
-    return content
-
-  content = collections.OrderedDict()
-  for name, part in (('macro_avg', 'macro'), ('micro_avg', 'micro')):
-    content[name] = entry(
-        getattr(mean_a, part).estimate, getattr(mean_b, part).estimate,
-        [getattr(x.exact_match, part) - getattr(y.exact_match, part)
-         for x, y in common], part)
+  names = dict(a_name=a_name, b_name=b_name)
+  content = collections.OrderedDict(
+      (key, _entry(getattr(mean_a, part).estimate
+                   - getattr(mean_b, part).estimate, found[key], **names))
+      for key, part in (('macro_avg', 'macro'), ('micro_avg', 'micro')))
   content['per_client'] = collections.OrderedDict(
-      (client, entry(
-          mean_a.per_client[client].estimate,
-          mean_b.per_client[client].estimate,
-          [x.exact_match.per_client[client] - y.exact_match.per_client[client]
-           for x, y in common], 'per_client', client))
+      (client, _entry(
+          mean_a.per_client[client].estimate
+          - mean_b.per_client[client].estimate, found['macro_avg'],
+          client=client, per_seed=[
+              x.exact_match.per_client[client]
+              - y.exact_match.per_client[client] for x, y in common],
+          **names))
       for client in mean_a.clients)
+  tokens = None
+  if 'token_accuracy' in found:
+    tokens = _entry(
+        float(np.mean([run.tokens.macro for run in a])
+              - np.mean([run.tokens.macro for run in b])),
+        found['token_accuracy'], paired_seeds=len(common), **names)
+  drawn = found['macro_avg'][0].bootstrap is not None
   return collections.OrderedDict(
       a=a_name, b=b_name, num_seeds=[len(a), len(b)],
       paired_seeds=[x.seed for x, _ in common],
-      exact_match=content,
-      token_accuracy=_token_difference(a, b, common, a_name, b_name,
-                                       bootstrap),
-      bootstrap=bootstrap.to_json() if plain is not None else None)
+      exact_match=content, token_accuracy=tokens,
+      bootstrap=bootstrap.to_json() if drawn else None)
 
 
-def _token_difference(a, b, common, a_name: str, b_name: str,
-                      bootstrap: Optional[Bootstrap]
-                      ) -> Optional[dict[str, Any]]:
-  """`difference_json`'s `token_accuracy` entry (MacroAvg), or None."""
-  if any(run.tokens is None for run in [*a, *b]):
-    return None
-  per_seed = [x.tokens.macro - y.tokens.macro for x, y in common]
-  content = _seed_entry(
-      float(np.mean([run.tokens.macro for run in a])
-            - np.mean([run.tokens.macro for run in b])),
-      per_seed, a_name, b_name, paired_seeds=len(per_seed))
-  units = (_token_units([*a, *b])
-           if bootstrap is not None and _same_examples([*a, *b]) else None)
-  for key, resample_seeds in (('bootstrap', False), ('bootstrap_seeds', True)):
-    drawn = (bootstrap.token_difference(a, b, units, resample_seeds)
-             if units is not None else None)
-    # A client with few examples that have tokens (the template parser's
-    # gold templates outside its classes score none) can make a replicate's
-    # MacroAvg undefined: the interval is then missing and says why, and
-    # the rest of the report stands.
-    interval = drawn.macro.bounds() if drawn else None
-    content[f'{key}_ci95'] = interval
-    content[f'{key}_verdict'] = (
-        intervals.verdict(drawn.macro, a_name, b_name) if interval else None)
-    if drawn and intervals.MACRO_AVG in drawn.undefined:
-      content[f'{key}_undefined'] = (
-          'cannot be drawn: ' + drawn.undefined[intervals.MACRO_AVG])
-  content['verdict'] = intervals.comparison_verdict(
-      content['seed_ci95'], content['bootstrap_ci95'], a_name, b_name)
-  return content
-
-
-def _seed_entry(difference: float, per_seed: Sequence[float], a_name: str,
-                b_name: str, **extra: Any) -> dict[str, Any]:
-  """A difference with the t interval of its per-seed differences.
-
-  `seed_ci95` and `seed_verdict` are None without paired seeds; `extra`
-  entries go between `difference` and the interval.
+def _entry(difference: float, found: Sequence[engine.Difference], *,
+           a_name: str, b_name: str, client: Optional[str] = None,
+           per_seed: Optional[Sequence[float]] = None,
+           **extra: Any) -> dict[str, Any]:
+  """One entry of `difference_json` from `found`, the comparison's
+  `engine.Difference`s with the bootstrap over examples and over examples
+  and seeds; with `client`, that client's (`per_seed`: its per-seed
+  differences). `extra` entries go between `difference` and the intervals.
   """
-  interval = intervals.seed_interval(per_seed) if per_seed else None
-  return collections.OrderedDict(
-      difference=difference,
-      **extra,
-      seed_ci95=(text2sql_report.interval_json(interval)
-                 if interval else None),
-      seed_verdict=(intervals.verdict(interval, a_name, b_name)
-                    if interval else None))
+  seed = (found[0].seed if client is None
+          else intervals.seed_interval(per_seed))
+  content = collections.OrderedDict(
+      difference=difference, **extra,
+      seed_ci95=text2sql_report.interval_json(seed),
+      seed_verdict=intervals.verdict(seed, a_name, b_name))
+  average = (intervals.MACRO_AVG
+             if found[0].comparison.average == engine.MACRO
+             else intervals.MICRO_AVG)
+  for key, result in zip(('bootstrap', 'bootstrap_seeds'), found):
+    interval = result.bootstrap
+    if client is not None and interval is not None:
+      interval = result.drawn.per_client[client]
+    # A client with few examples that have tokens (the template parser's
+    # gold templates outside its classes score none) can make a
+    # replicate's MacroAvg undefined: the interval is then missing and
+    # says why, and the rest of the report stands.
+    bounds = interval.bounds() if interval is not None else None
+    content[f'{key}_ci95'] = bounds
+    content[f'{key}_verdict'] = (
+        intervals.verdict(interval, a_name, b_name) if bounds else None)
+    undefined = (result.drawn.undefined.get(client or average)
+                 if result.drawn else None)
+    if undefined:
+      content[f'{key}_undefined'] = 'cannot be drawn: ' + undefined
+  # The page's verdict: the one rule of every results page.
+  content['verdict'] = (found[0].verdict if client is None else
+                        intervals.comparison_verdict(
+                            seed, content['bootstrap_ci95'], a_name, b_name))
+  return content
 
 
 def summarize_runs(
@@ -453,32 +482,9 @@ def summarize_runs(
   if confidence != intervals.DEFAULT_CONFIDENCE:
     # The report's keys and headings say 95 %.
     raise ValueError(f'Only 95 % intervals are reported, got {confidence}.')
-  read = collections.OrderedDict()
-  for method, pairs in runs.items():
-    seeds = [seed for seed, _ in pairs]
-    if len(set(seeds)) != len(seeds):
-      raise errors.InputError(
-          f'{text2sql_report.method_slug(method)}: repeated seeds {seeds}.')
-    read[method] = [text2sql_seed_runs.read_run(run_dir, seed)
-                    for seed, run_dir in pairs]
-  everything = [r for method_runs in read.values() for r in method_runs]
-  first = everything[0]
+  read, by_seed = text2sql_seed_runs.read_runs(runs)
+  first = next(iter(read.values()))[0]
   clients = first.exact_match.clients
-  by_seed = collections.OrderedDict()
-  for run in everything:
-    if run.exact_match.clients != clients:
-      raise errors.InputError(
-          f'{run.run_dir} has clients {list(run.exact_match.clients)}, '
-          f'{first.run_dir} {list(clients)}: a benchmark needs the same '
-          'clients in every run.')
-    reference = by_seed.setdefault(run.seed, run)
-    for client in clients:
-      if run.examples[client] != reference.examples[client]:
-        raise errors.InputError(
-            f'{run.run_dir} and {reference.run_dir} (both seed {run.seed}) '
-            f'were tested on different examples of client {client!r}; runs '
-            'of one seed must share their test examples.')
-  by_seed = collections.OrderedDict(sorted(by_seed.items()))
   full_sizes = ({c: len(baseline.pairs[c]) for c in clients}
                 if baseline else None)
   if expect_full_splits:
@@ -535,7 +541,8 @@ def summarize_runs(
                                                 paper={})
   first_runs = collections.OrderedDict(
       (m, (r[0].run_dir, None)) for m, r in read.items())
-  figures = write_figures(first_runs, output_dir, clients=clients)
+  figures = text2sql_seed_runs.write_figures(first_runs, output_dir,
+                                             clients=clients)
 
   test_sets = collections.OrderedDict(
       same_for_every_seed=same_test_sets,
@@ -587,65 +594,3 @@ def summarize_runs(
   if reference:
     print(reference.markdown)
   return training_lib.to_json_value(report)
-
-
-def write_figures(runs, output_dir: str, *, clients: Sequence[str]
-                  ) -> list[str]:
-  """The paper's Figures 3-5 and the dev-EM curves; returns the file names.
-
-  Args:
-    runs: Method -> (run directory, anything), one run per method.
-    output_dir: Where the figures go.
-    clients: The clients, in the runs' order.
-  """
-  records = {}
-  for method, (run_dir, _) in runs.items():
-    if method[0] == 'federated':
-      method_records = training_lib.read_json_lines(
-          os.path.join(run_dir, 'federated', 'metrics.jsonl'))
-      if method_records:  # Runs copied without their metrics have none.
-        records[method] = method_records
-  written = []
-  if records:
-    plots.plot_metric_by_round(
-        {text2sql_report.method_label(m): plots.metric_series(
-            r, f'eval/{text2sql.DEV_METRIC}') for m, r in records.items()},
-        os.path.join(output_dir, DEV_PLOT_FILE),
-        y_label='merged dev exact match', title='Global model on merged dev')
-    written.append(DEV_PLOT_FILE)
-    plots.plot_metric_by_round(
-        {text2sql_report.method_label(m): plots.metric_series(
-            r, 'eval/dev_token_accuracy') for m, r in records.items()},
-        os.path.join(output_dir, DEV_TOKEN_PLOT_FILE),
-        y_label='merged dev token accuracy (teacher-forced)',
-        title='Global model on merged dev')
-    written.append(DEV_TOKEN_PLOT_FILE)
-  for algorithm in text2sql_report.ALGORITHMS:
-    pair = [('federated', algorithm, w) for w in ('num_examples', 'lorar')]
-    if all(m in records for m in pair):
-      name = f'training_loss_{algorithm}.png'
-      per_batch = {m: plots.client_batch_loss_series(records[m])
-                   for m in pair}
-      if all(per_batch.values()):  # The paper's figures: every batch.
-        series, y_label, marker = per_batch, 'training loss of the batch', None
-      else:  # Runs recorded before batch losses were: round means.
-        series = {m: plots.client_loss_series(records[m]) for m in pair}
-        y_label, marker = 'mean training loss of the round', '.'
-      plots.plot_client_training_loss(
-          {text2sql_report.method_label(m): {
-              clients[i]: s for i, s in series[m].items()} for m in pair},
-          os.path.join(output_dir, name), y_label=y_label, marker=marker)
-      written.append(name)
-  weighted = {m: r for m, r in records.items()
-              if m[2] in ('lorar', 'loss_reduction')}
-  if weighted:
-    panels = {}
-    for method, method_records in weighted.items():
-      shares, sizes = plots.client_weight_shares(method_records)
-      panels[text2sql_report.method_label(method)] = (
-          {clients[i]: series for i, series in shares.items()},
-          {clients[i]: share for i, share in sizes.items()})
-    plots.plot_client_weight_shares(
-        panels, os.path.join(output_dir, WEIGHTS_PLOT_FILE))
-    written.append(WEIGHTS_PLOT_FILE)
-  return written

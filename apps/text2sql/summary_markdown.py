@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Optional
 
+from apps.common import report_engine as engine
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from apps.text2sql import report as text2sql_report
@@ -276,7 +277,7 @@ def _intervals_markdown(report) -> str:
       cells += [f'{100 * exact[name]:.2f}', t_cell,
                 _percent_interval(exact[f'{name}_bootstrap_ci95']),
                 _percent_interval(exact[f'{name}_bootstrap_seeds_ci95'])]
-    lines.append('| ' + ' | '.join(cells) + ' |')
+    lines.append(engine.markdown_row(cells))
   return '\n'.join(lines)
 
 
@@ -304,16 +305,8 @@ def _points(value: Optional[float]) -> str:
   return text2sql_report.MISSING if value is None else f'{100 * value:+.2f}'
 
 
-def _points_interval(bounds: Optional[Sequence[float]]) -> str:
-  if bounds is None:
-    return text2sql_report.MISSING
-  return f'[{_points(bounds[0])}, {_points(bounds[1])}]'
-
-
 def _percent_interval(bounds: Optional[Sequence[float]]) -> str:
-  if bounds is None:
-    return text2sql_report.MISSING
-  return f'[{100 * bounds[0]:.2f}, {100 * bounds[1]:.2f}]'
+  return engine.interval_cell(bounds, missing=text2sql_report.MISSING)
 
 
 def difference_markdown(difference: Mapping[str, Any]) -> str:
@@ -327,7 +320,7 @@ def difference_markdown(difference: Mapping[str, Any]) -> str:
   header = ['', 'Lorar − num_examples', 't 95% CI (paired seeds)',
             'bootstrap 95% CI (test examples)',
             'bootstrap 95% CI (examples and seeds; information)', 'verdict']
-  lines = ['| ' + ' | '.join(header) + ' |',
+  lines = [engine.markdown_row(header),
            '|---|---:|---|---|---|---|']
   exact = difference['exact_match']
   rows = [*exact['per_client'].items(), ('MacroAvg', exact['macro_avg']),
@@ -338,12 +331,13 @@ def difference_markdown(difference: Mapping[str, Any]) -> str:
   for name, entry in rows:
     # Runs recorded before per-example token counts have no bootstraps.
     cells = [name, _points(entry['difference'])] + [
-        _points_interval(entry.get(f'{key}_ci95'))
+        engine.interval_cell(entry.get(f'{key}_ci95'), signed=True,
+                             missing=text2sql_report.MISSING)
         for key in ('seed', 'bootstrap', 'bootstrap_seeds')]
     cells.append(intervals.comparison_verdict(
         entry.get('seed_ci95'), entry.get('bootstrap_ci95'),
         difference.get('a', 'A'), difference.get('b', 'B')))
-    lines.append('| ' + ' | '.join(cells) + ' |')
+    lines.append(engine.markdown_row(cells))
   if tokens:
     notes = [f'{label}: {tokens[f"{key}_undefined"]}.' for key, label in (
         ('bootstrap', 'Token accuracy, bootstrap over test examples'),
@@ -398,5 +392,5 @@ def lorar_gain_markdown(
     return ''
   header = ['Algorithm', 'Metric', *text2sql_report.CLIENTS, 'MacroAvg',
             'MicroAvg']
-  return '\n'.join(['| ' + ' | '.join(header) + ' |',
+  return '\n'.join([engine.markdown_row(header),
                     '|---|---|' + '---:|' * (len(header) - 2), *lines])

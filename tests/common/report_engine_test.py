@@ -302,6 +302,116 @@ class CompareRefusesExecutionTest(tf.test.TestCase):
                                        examples=engine.PER_SEED))
 
 
+# Token accuracy: each example scores `size` tokens, its value the correct
+# ones. Two methods, two seeds, units x (2 examples of 3 and 1 tokens) and y
+# (1 example of 2 tokens), the same sizes in every seed:
+#
+#   A  seed 0: x 3 1  y 2     B  seed 0: x 1 0  y 0
+#      seed 1: x 2 1  y 1        seed 1: x 3 0  y 2
+#
+# MICRO (correct tokens over 6): A 6/6, 4/6; B 1/6, 5/6.
+# MACRO (x's over 4 tokens, y's over 2): A (1 + 1)/2 = 1, (3/4 + 1/2)/2 = 5/8;
+#   B (1/4 + 0)/2 = 1/8, (3/4 + 1)/2 = 7/8.
+_TOKENS = {
+    'A': {0: {'x': [3, 1], 'y': [2]}, 1: {'x': [2, 1], 'y': [1]}},
+    'B': {0: {'x': [1, 0], 'y': [0]}, 1: {'x': [3, 0], 'y': [2]}},
+}
+_SIZES = {'x': [3, 1], 'y': [2]}
+
+
+def _token_records(outcomes=_TOKENS, sizes=_SIZES):
+  return [engine.Record(method, seed, 'tokens', value, unit=unit, example=i,
+                        size=sizes[unit][i])
+          for method, seeds in outcomes.items()
+          for seed, units in seeds.items()
+          for unit, values in units.items()
+          for i, value in enumerate(values)]
+
+
+def _stacked(outcomes, method):
+  return {unit: np.array([outcomes[method][s][unit]
+                          for s in outcomes[method]], np.float64)
+          for unit in outcomes[method][0]}
+
+
+class SizedExamplesExecutionTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_seed_values_are_ratios_of_sums_by_hand(self):
+    table = engine.Table(_token_records())
+    micro = [table.seed_value(m, 'tokens', s) for m in 'AB' for s in (0, 1)]
+    self.assertAllClose(micro, [1.0, 4 / 6, 1 / 6, 5 / 6])
+    macro = [table.seed_value(m, 'tokens', s, engine.MACRO)
+             for m in 'AB' for s in (0, 1)]
+    self.assertAllClose(macro, [1.0, 5 / 8, 1 / 8, 7 / 8])
+    # One unit alone: A's x in seed 1, 3 of 4 tokens.
+    self.assertEqual(table.seed_value('A', 'tokens', 1, unit='x'), 0.75)
+    self.assertEqual(engine.Table(_records(_OUTCOMES)).seed_value(
+        'A', 'hits', 1, unit='x'), 2 / 3)
+
+  @parameterized.named_parameters(
+      ('micro', engine.MICRO, False), ('macro', engine.MACRO, False),
+      ('macro_resampling_seeds', engine.MACRO, True))
+  def test_shared_bootstrap_weighs_sizes_bit_for_bit(self, average,
+                                                     resample_seeds):
+    result = engine.compare(
+        engine.Table(_token_records()),
+        engine.Comparison('A', 'B', 'tokens', average=average,
+                          resample_seeds=resample_seeds),
+        num_replicates=300, seed=5)
+    want = intervals.bootstrap_difference(
+        _stacked(_TOKENS, 'A'), _stacked(_TOKENS, 'B'), num_replicates=300,
+        seed=5, resample_seeds=resample_seeds,
+        units={u: np.array(v, np.float64) for u, v in _SIZES.items()})
+    self.assertEqual(
+        tuple(result.bootstrap),
+        tuple(want.macro if average == engine.MACRO else want.micro))
+    self.assertEqual(result.drawn, want)
+    self.assertEqual(list(result.drawn.per_client), ['x', 'y'])
+
+  def test_resampled_seeds_and_drawn_without_sizes(self):
+    table = engine.Table(_records(_OUTCOMES))
+    result = engine.compare(
+        table, engine.Comparison('A', 'B', 'hits', resample_seeds=True),
+        num_replicates=200)
+    want = intervals.bootstrap_difference(
+        _stacked(_OUTCOMES, 'A'), _stacked(_OUTCOMES, 'B'),
+        num_replicates=200, resample_seeds=True)
+    self.assertEqual(tuple(result.bootstrap), tuple(want.micro))
+    self.assertEqual(result.drawn, want)
+    self.assertIsNone(engine.compare(
+        engine.Table(_records({'A': {0: {0: [0.6]}}, 'B': {0: {0: [0.5]}}})),
+        engine.Comparison('A', 'B', 'hits', examples=engine.PER_SEED)).drawn)
+
+  @parameterized.named_parameters(('plain', False), ('seeds', True))
+  def test_bootstrap_method_is_bootstrap_accuracy(self, resample_seeds):
+    table = engine.Table(_token_records())
+    self.assertEqual(
+        engine.bootstrap_method(table, 'A', 'tokens', num_replicates=100,
+                                seed=2, resample_seeds=resample_seeds),
+        intervals.bootstrap_accuracy(
+            _stacked(_TOKENS, 'A'), num_replicates=100, seed=2,
+            resample_seeds=resample_seeds,
+            units={u: np.array(v, np.float64) for u, v in _SIZES.items()}))
+    self.assertIsNone(engine.bootstrap_method(
+        engine.Table([engine.Record('A', 0, 'acc', 0.5)]), 'A', 'acc'))
+
+  def test_sizes_must_be_everywhere_and_the_same(self):
+    records = _token_records()
+    records[0] = records[0]._replace(size=None)
+    with self.assertRaisesRegex(errors.InputError, 'some examples have a size'):
+      engine.Table(records)
+    other = _token_records(sizes={'x': [3, 1], 'y': [3]})
+    records = [r for r in _token_records() if r.method == 'A'] + [
+        r for r in other if r.method == 'B']
+    with self.assertRaisesRegex(errors.InputError, 'other example sizes'):
+      engine.compare(engine.Table(records),
+                     engine.Comparison('A', 'B', 'tokens'))
+    with self.assertRaisesRegex(ValueError, 'shared only'):
+      engine.compare(engine.Table(_token_records()),
+                     engine.Comparison('A', 'B', 'tokens',
+                                       examples=engine.PER_SEED))
+
+
 class RenderTest(tf.test.TestCase):
 
   def test_json_fields_and_renames(self):

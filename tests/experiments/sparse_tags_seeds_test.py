@@ -12,6 +12,7 @@ import tensorflow as tf
 from tff_nlp import errors
 from tff_nlp import training
 from apps.partial_models import tag_experiment as sparse_tags
+from apps.partial_models import tag_inputs
 from apps.partial_models import tag_seeds as seeds_lib
 from tff_nlp.metrics import intervals
 
@@ -195,7 +196,7 @@ def _stored_summary():
 class ReportTest(tf.test.TestCase):
 
   def test_what_the_model_saw_reads_the_summary(self):
-    text = seeds_lib.what_the_model_saw(_stored_summary())
+    text = tag_inputs.what_the_model_saw(_stored_summary())
     self.assertStartsWith(text, '## What the model saw')
     self.assertIn('5,452 trec50 training examples, split over 50 clients', text)
     self.assertIn('40–192 examples per client in seed 0', text)
@@ -211,7 +212,7 @@ class ReportTest(tf.test.TestCase):
     del summary['task']['train_word_entries']
     del summary['task']['test_examples_no_known_tag']
     del summary['setup']
-    text = seeds_lib.what_the_model_saw(summary)
+    text = tag_inputs.what_the_model_saw(summary)
     self.assertIn('5,452 training examples', text)
     self.assertIn('every sparse method: 14,474.', text)
     self.assertIn('never be right: not recorded', text)

@@ -226,6 +226,29 @@ class Text2SqlSummaryExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert macro_row.endswith(f'| {verdict} |')
     assert intervals.VERDICT_RULE in table
 
+  def test_difference_is_the_stratified_bootstrap_bit_for_bit(self):
+    # On the report engine, the intervals stay `intervals.
+    # bootstrap_difference`'s: MacroAvg, MicroAvg and each client's read off
+    # the same draws, over examples and over examples and seeds.
+    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    lorar = [{'imdb': _first(3 + 2 * s, 10), 'yelp': _first(7 + 5 * s, 20)}
+             for s in range(3)]
+    report = _summarize(tmp_path, {
+        _FEDAVG: _write_method(tmp_path, 'base', _RISING),
+        _FEDAVG_LORAR: _write_method(tmp_path, 'lorar', lorar)})
+    exact = report['lorar_vs_num_examples']['fedavg']['exact_match']
+    stacked = [{c: np.array([seed[c] for seed in method], np.float64)
+                for c in _SIZES} for method in (lorar, _RISING)]
+    for key, resample_seeds in (('bootstrap', False),
+                                ('bootstrap_seeds', True)):
+      want = intervals.bootstrap_difference(
+          *stacked, num_replicates=500, resample_seeds=resample_seeds)
+      for entry, interval in ((exact['macro_avg'], want.macro),
+                              (exact['micro_avg'], want.micro),
+                              *((exact['per_client'][c], want.per_client[c])
+                                for c in _SIZES)):
+        assert entry[f'{key}_ci95'] == [interval.low, interval.high], key
+
   def test_lorar_minus_num_examples_token_accuracy(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     # MacroAvg token accuracy: num_examples (0.5 + 0.3) / 2 = 0.4 on every
