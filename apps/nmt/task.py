@@ -395,7 +395,7 @@ def build_centralized_process(model: seq2seq.Seq2SeqConfig,
       seq2seq_model_fn.build_model_fn(model), algorithm='fedavg',
       weighting='num_examples',
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True)
+      with_client_config=True, client_outputs=True)
 
 
 # What TFF's runtime takes of a dataset argument (its limit is 100 MiB).

@@ -553,4 +553,5 @@ def build_dense_tag_process(
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
           learning_rate=client_learning_rate),
       server_optimizer_fn=tff.learning.optimizers.build_sgdm(
-          learning_rate=server_learning_rate))
+          learning_rate=server_learning_rate),
+      client_outputs=True)

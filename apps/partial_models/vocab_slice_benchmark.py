@@ -255,8 +255,9 @@ def run_vocab_slice_benchmark(
     if results is None:
       logging.info('%s: running in %s', run_label(m), run_dir)
       results = training_lib.to_json_value(text2sql.run_text2sql(
-          data_dir=data_dir, output_dir=run_dir, data=data, model=model,
-          training=training, loop=loop, vocab_slice_keys=m))
+          text2sql.Text2SqlSpec(data=data, model=model, training=training,
+                                loop=loop, vocab_slice_keys=m),
+          data_dir=data_dir, output_dir=run_dir))
     else:
       logging.info('%s: done before, read from %s', run_label(m), run_dir)
     records[m] = training_lib.read_json_lines(

@@ -58,7 +58,7 @@ class Variant:
       projection too) gets an adapter as well (`lora.EMBEDDING`).
     pretrained_tokenizer: From scratch only: the model starts from fresh
       weights but tokenizes with the pre-trained model's tokenizer
-      (`run_text2sql`'s `tokenizer_from`), so that it differs from the
+      (`Text2SqlSpec`'s `tokenizer_from`), so that it differs from the
       pre-trained start in its weights only: same pieces, same cut
       sequences, token accuracy in the same units. False: a tokenizer
       trained on the clients' own text (shorter SQL, another vocabulary).

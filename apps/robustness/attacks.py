@@ -19,8 +19,10 @@ ways:
 client's attack parameters; honest clients carry (1, 1) and are unchanged.
 `build_attacked_process` composes it with TFF's broadcast, a defence's
 aggregator (`DEFENCES`, `build_defence`) and the apply-optimizer finalizer
-by `tff.learning.templates.compose_learning_process`, as
-`algorithms.build_fl_process` does for the honest process.
+by `algorithms.fl_process.compose_learning_process` (TFF's
+`tff.learning.templates.compose_learning_process`, keeping the per-client
+outputs when asked for), as `algorithms.build_fl_process` does for the
+honest process.
 """
 
 import collections
@@ -147,16 +149,19 @@ def build_attacked_client_work(
       runs `client_work` on its `examples`, then sends update·update_scale
       and, if `weighting` uses |D_i| (`uses_claimed_count`),
       update_weight·weight_scale; X are `client_work`'s measurements (of
-      the honest computation, before the attack);
-  *   `next_with_client_outputs`: the same, plus `client_work`'s per-client
-      statistics with `weight` the weight actually sent.
+      the honest computation, before the attack). If `client_work` was
+      built with `client_outputs=True`, `next` also returns its per-client
+      statistics, `client_outputs={C}@CLIENTS` (a
+      `templates.client_work.ClientWorkOutput`), with `weight` the weight
+      actually sent.
 
   Args:
     client_work: From `templates.build_weighted_client_work`.
     weighting: The weighting `client_work` was built with.
 
   Returns:
-    A `WeightedClientWorkProcess`.
+    A `WeightedClientWorkProcess`, with per-client outputs if `client_work`
+    has them.
   """
   weighting = weighting_lib.parse_option(
       weighting, weighting_lib.Weighting, 'weighting')
@@ -171,7 +176,8 @@ def build_attacked_client_work(
   data_type = tff.StructWithPythonType(
       [(EXAMPLES_KEY, inner_data_type.member), (ATTACK_KEY, attack_type)],
       collections.OrderedDict)
-  result_type = client_work.next.type_signature.result.result.member
+  inner_result_type = client_work.next.type_signature.result
+  result_type = inner_result_type.result.member
   scale_weight = uses_claimed_count(weighting)
 
   @tff.tensorflow.computation(result_type, attack_type)
@@ -189,42 +195,31 @@ def build_attacked_client_work(
     return tff.learning.templates.ClientResult(
         update=update, update_weight=weight)
 
-  outputs_type = (
-      client_work.next_with_client_outputs.type_signature.result[1].member)
+  if client_work.client_outputs:
 
-  @tff.tensorflow.computation(outputs_type, result_type)
-  def attack_outputs(outputs, result):
-    outputs = collections.OrderedDict(outputs)
-    outputs['weight'] = result.update_weight
-    return outputs
+    @tff.tensorflow.computation(inner_result_type.client_outputs.member,
+                                result_type)
+    def attack_outputs(outputs, result):
+      outputs = collections.OrderedDict(outputs)
+      outputs['weight'] = result.update_weight
+      return outputs
 
-  def round_fn(state, weights, data, with_client_outputs):
-    examples = getattr(data, EXAMPLES_KEY)
-    attack = getattr(data, ATTACK_KEY)
-    inner, outputs = client_work.next_with_client_outputs(
-        state, weights, examples)
-    result = tff.federated_map(attack_result, (inner.result, attack))
-    output = tff.templates.MeasuredProcessOutput(
-        inner.state, result, inner.measurements)
-    if not with_client_outputs:
-      return output
-    return output, tff.federated_map(attack_outputs, (outputs, result))
-
-  parameter_types = (state_type, weights_type,
-                     tff.FederatedType(data_type, tff.CLIENTS))
-
-  @tff.federated_computation(*parameter_types)
+  @tff.federated_computation(state_type, weights_type,
+                             tff.FederatedType(data_type, tff.CLIENTS))
   def next_fn(state, weights, data):
-    return round_fn(state, weights, data, with_client_outputs=False)
-
-  @tff.federated_computation(*parameter_types)
-  def next_with_client_outputs_fn(state, weights, data):
-    return round_fn(state, weights, data, with_client_outputs=True)
+    inner = client_work.next(state, weights, getattr(data, EXAMPLES_KEY))
+    result = tff.federated_map(attack_result,
+                               (inner.result, getattr(data, ATTACK_KEY)))
+    if not client_work.client_outputs:
+      return tff.templates.MeasuredProcessOutput(
+          inner.state, result, inner.measurements)
+    return client_work_lib.ClientWorkOutput(
+        inner.state, result, inner.measurements,
+        tff.federated_map(attack_outputs, (inner.client_outputs, result)))
 
   return client_work_lib.WeightedClientWorkProcess(
       client_work.initialize,
       next_fn,
-      next_with_client_outputs_fn=next_with_client_outputs_fn,
       get_hparams_fn=client_work.get_hparams,
       set_hparams_fn=client_work.set_hparams,
   )
@@ -286,18 +281,22 @@ def build_attacked_process(
     model_aggregator: tff.aggregators.WeightedAggregationFactory,
     server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
     with_client_config: bool = False,
-) -> fl_process_lib.FLProcess:
+    client_outputs: bool = False,
+) -> tff.learning.templates.LearningProcess:
   """FedAvg in which clients may attack (`build_attacked_client_work`).
 
-  Composed by `tff.learning.templates.compose_learning_process` from
-  `build_broadcast_process`, the attacked client work, `model_aggregator`
-  and `build_apply_optimizer_finalizer`. Its `next` is `(<S@SERVER,
+  Composed by `algorithms.fl_process.compose_learning_process` (TFF's
+  composer, keeping the per-client outputs) from `build_broadcast_process`,
+  the attacked client work, `model_aggregator` and
+  `build_apply_optimizer_finalizer`. Its `next` is `(<S@SERVER,
   {<examples=D,attack=A>}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)`,
   with D and M those of `algorithms.build_fl_process(model_fn,
   algorithm='fedavg', ...)` and A `<update_scale=float32,
   weight_scale=float32>`; with every client honest (A = (1, 1)) it computes
-  the same round. `next_with_client_outputs` also returns each client's
-  statistics, `weight` the weight it sent (see `algorithms.FLProcess`).
+  the same round. With `client_outputs=True`, an `algorithms.FLProcess`
+  whose `next` also returns each client's statistics,
+  `client_outputs={C}@CLIENTS` with C as in `build_fl_process` and `weight`
+  the weight the client sent.
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
@@ -307,9 +306,12 @@ def build_attacked_process(
     server_optimizer_fn: The server optimizer; FedAvg's SGD at 1.0 if None.
     with_client_config: Whether `examples` carry a per-client learning rate
       and epochs (`templates.with_client_config`).
+    client_outputs: Whether `next` also returns each client's statistics
+      (the benchmark reads the weights sent from them).
 
   Returns:
-    An `algorithms.FLProcess`.
+    A `tff.learning.templates.LearningProcess`; with `client_outputs`, an
+    `algorithms.FLProcess`.
   """
   weighting = weighting_lib.parse_option(
       weighting, weighting_lib.Weighting, 'weighting')
@@ -332,18 +334,13 @@ def build_attacked_process(
   client_work = build_attacked_client_work(
       client_work_lib.build_weighted_client_work(
           model_fn, optimizer=client_optimizer_fn, weighting=weighting,
-          with_client_config=with_client_config),
+          with_client_config=with_client_config,
+          client_outputs=client_outputs),
       weighting)
   aggregator = model_aggregator.create(
       model_weights_type.trainable, tff.TensorType(np.float32))
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer_fn, model_weights_type)
-  process = tff.learning.templates.compose_learning_process(
+  return fl_process_lib.compose_learning_process(
       initial_model_weights_fn, distributor, client_work, aggregator,
       finalizer)
-  # The per-client view (the weights sent) by the library's one composition
-  # of it, which `build_fl_process` uses too.
-  return fl_process_lib.FLProcess(
-      process,
-      fl_process_lib.compose_next_with_client_outputs(
-          process, distributor, client_work, aggregator, finalizer))

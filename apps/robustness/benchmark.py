@@ -127,7 +127,8 @@ class _Processes:
           client_optimizer_fn=self._task.client_optimizer(),
           model_aggregator=attacks.build_defence(
               defence, max_share=self._max_share),
-          with_client_config=self._task.with_client_config)
+          with_client_config=self._task.with_client_config,
+          client_outputs=True)
     return self._processes[key]
 
 
@@ -144,10 +145,10 @@ def _run_rounds(task, process, *, attack: attacks.Attack,
       data.append(attacks.attacked_client_data(
           task.client_data(seed, round_num, client_id, client_attack.data),
           client_attack))
-    output = process.next_with_client_outputs(state, data)
-    state = output['output'].state
-    metrics = output['output'].metrics
-    weights = np.array([float(c['weight']) for c in output['client_outputs']])
+    output = process.next(state, data)
+    state = output.state
+    metrics = output.metrics
+    weights = np.array([float(c['weight']) for c in output.client_outputs])
     records.append(collections.OrderedDict(
         round=round_num,
         weights=weights.tolist(),

@@ -198,7 +198,7 @@ class Workload:
       computations).
   """
 
-  process: algorithms.FLProcess
+  process: tff.learning.templates.LearningProcess
   client_data: list[Any]
   model_fn: Callable[[], tff.learning.models.VariableModel]
   client_optimizer: tff.learning.optimizers.Optimizer

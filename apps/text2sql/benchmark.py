@@ -223,13 +223,13 @@ class RunSettings:
       directories (`run_variant`), so capped and plain runs are cached
       apart; the other methods are unaffected.
     init_from: Every run starts from this run's model and tokenizer
-      (`run_text2sql`'s `init_from`, e.g. a `pretrain_seq2seq` run). Its
+      (`Text2SqlSpec`'s `init_from`, e.g. a `pretrain_seq2seq` run). Its
       name and a digest of its `config.json` name the runs' directories.
-    lora: Every run fine-tunes these LoRA adapters (`run_text2sql`'s
+    lora: Every run fine-tunes these LoRA adapters (`Text2SqlSpec`'s
       `lora`; its seed is replaced by each run's). Its rank and alpha name
       the runs' directories.
     tokenizer_from: Every run trains a model from scratch with this run's
-      tokenizer (`run_text2sql`'s `tokenizer_from`); named as `init_from`.
+      tokenizer (`Text2SqlSpec`'s `tokenizer_from`); named as `init_from`.
   """
 
   data: text2sql_task.DataConfig
@@ -270,14 +270,19 @@ class RunSettings:
           restart: bool = False) -> dict[str, Any]:
     """`text2sql.run_text2sql` with these (`for_run`) settings."""
     return text2sql.run_text2sql(
-        data_dir=data_dir, output_dir=output_dir, data=self.data,
-        model=self.model, training=self.training, loop=self.loop,
-        aggregation=self.aggregation, init_from=self.init_from,
-        lora=self.lora, processes=processes,
-        tokenizer_from=self.tokenizer_from,
+        self.spec(), data_dir=data_dir, output_dir=output_dir,
+        processes=processes,
         # Only when asked: what stands in for `run_text2sql` in tests need
         # not know it.
         **({'restart': True} if restart else {}))
+
+  def spec(self) -> text2sql.Text2SqlSpec:
+    """The run these (`for_run`) settings describe."""
+    return text2sql.Text2SqlSpec(
+        data=self.data, model=self.model, training=self.training,
+        loop=self.loop, aggregation=self.aggregation,
+        init_from=self.init_from, lora=self.lora,
+        tokenizer_from=self.tokenizer_from)
 
 
 def collect_runs(

@@ -343,6 +343,9 @@ def build_process(training: text2sql_task.TrainingConfig,
       model_aggregator=model_aggregator,
       with_client_config=True,
       num_examples_fallback=num_examples_fallback,
+      # Each client's weight and losses, in metrics.jsonl (the reports'
+      # per-client figures read them).
+      client_outputs=True,
   )
 
 

@@ -187,6 +187,8 @@ def train_with_weighting(
       proximal_strength=training.proximal_strength,
       model_aggregator=aggregator,
       with_client_config=True,
+      # Each client's weight, losses and fallback, in metrics.jsonl.
+      client_outputs=True,
   )
   run = training_lib.run_training(
       process,

@@ -11,6 +11,8 @@ import tensorflow_federated as tff
 from tests.algorithms import linear_model
 from tests.algorithms import lorar_reference
 from tests.algorithms import process_fixtures
+from tff_nlp import algorithms
+from tff_nlp.algorithms import fl_process
 from tff_nlp import templates
 from tff_nlp import analysis
 
@@ -144,16 +146,17 @@ class BuildFlProcessComputationTest(tf.test.TestCase, parameterized.TestCase):
         process.next.type_signature.parameter[1], expected
     )
 
-  def test_next_with_client_outputs_type(self):
-    process = _build()
-    signature = process.next_with_client_outputs.type_signature
-    tff.test.assert_types_equivalent(
-        signature.parameter, process.next.type_signature.parameter
+  def test_client_outputs_next_type_signature(self):
+    process = _build('fedavg', 'lorar', client_outputs=True)
+    default = _build('fedavg', 'lorar')
+    self.assertIsInstance(process, algorithms.FLProcess)
+    self.assertIsInstance(process, tff.learning.templates.LearningProcess)
+    self.assertNotIsInstance(default, algorithms.FLProcess)
+    state_type = tff.FederatedType(
+        _expected_state_type(collections.OrderedDict(learning_rate=_F32)),
+        tff.SERVER,
     )
-    tff.test.assert_types_equivalent(
-        signature.result['output'], process.next.type_signature.result
-    )
-    expected_client_outputs = tff.FederatedType(
+    client_outputs_type = tff.FederatedType(
         collections.OrderedDict(
             [(key, _F32) for key in templates.CLIENT_STAT_KEYS]
             + [('weight', _F32),
@@ -162,9 +165,40 @@ class BuildFlProcessComputationTest(tf.test.TestCase, parameterized.TestCase):
         ),
         tff.CLIENTS,
     )
-    tff.test.assert_types_equivalent(
-        signature.result['client_outputs'], expected_client_outputs
+    # (<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER,
+    #   client_outputs={C}@CLIENTS>): one `next`, no twin.
+    expected = tff.FunctionType(
+        parameter=collections.OrderedDict(
+            state=state_type,
+            client_data=tff.FederatedType(
+                tff.SequenceType(
+                    (
+                        tff.TensorType(_F32, [None, 3]),
+                        tff.TensorType(_F32, [None, 1]),
+                    )
+                ),
+                tff.CLIENTS,
+            ),
+        ),
+        result=fl_process.FLProcessOutput(
+            state=state_type,
+            metrics=tff.FederatedType(_expected_metrics_type(), tff.SERVER),
+            client_outputs=client_outputs_type,
+        ),
     )
+    tff.test.assert_types_equivalent(process.next.type_signature, expected)
+    self.assertIs(process.next.type_signature.result.python_container,
+                  fl_process.FLProcessOutput)
+    self.assertFalse(hasattr(process, 'next_with_client_outputs'))
+    # The default process's other computations, unchanged.
+    for name in ('initialize', 'get_model_weights', 'set_model_weights',
+                 'get_hparams', 'set_hparams'):
+      tff.test.assert_types_equivalent(
+          getattr(process, name).type_signature,
+          getattr(default, name).type_signature)
+    tff.test.assert_types_equivalent(
+        process.next.type_signature.parameter,
+        default.next.type_signature.parameter)
 
   @parameterized.named_parameters(
       (f'{a}_{w}', a, w) for a, w in itertools.product(ALGORITHMS, WEIGHTINGS)
@@ -290,15 +324,16 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
         )
         for c in clients
     ]
-    process = _build('fedavg', weighting, with_client_config=True)
-    output = process.next_with_client_outputs(process.initialize(), datasets)
+    process = _build('fedavg', weighting, with_client_config=True,
+                     client_outputs=True)
+    output = process.next(process.initialize(), datasets)
     reference, rounds, info = lorar_reference.run_round(
         linear_model.initial_state(), clients, weighting=weighting
     )
-    kernel, bias = linear_model.global_weights(process, output['output'].state)
+    kernel, bias = linear_model.global_weights(process, output.state)
     self.assertAllClose(kernel, reference.w, atol=1e-5, rtol=0)
     self.assertAllClose(bias, reference.b, atol=1e-5, rtol=0)
-    client_outputs = output['client_outputs']
+    client_outputs = output.client_outputs
     # |D_i| is one epoch even though the client trained several.
     self.assertEqual([o['dataset_size'] for o in client_outputs], [7, 4, 10])
     self.assertEqual([o['num_examples'] for o in client_outputs], [14, 4, 30])
@@ -313,25 +348,26 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_client_outputs_match_reference_and_next(self):
     clients = linear_model.three_clients()
     datasets = [linear_model.to_dataset(c) for c in clients]
-    process = _build('fedprox', 'lorar')
-    state = process.initialize()
-    with_outputs = process.next_with_client_outputs(state, datasets)
-    plain = process.next(state, datasets)
+    process = _build('fedprox', 'lorar', client_outputs=True)
+    default = _build('fedprox', 'lorar')
+    with_outputs = process.next(process.initialize(), datasets)
+    plain = default.next(default.initialize(), datasets)
+    # The library's composition and TFF's give the same round.
     tf.nest.map_structure(
         self.assertAllEqual,
-        with_outputs['output'].metrics,
+        with_outputs.metrics,
         plain.metrics,
     )
     tf.nest.map_structure(
         self.assertAllEqual,
-        process.get_model_weights(with_outputs['output'].state).trainable,
-        process.get_model_weights(plain.state).trainable,
+        process.get_model_weights(with_outputs.state).trainable,
+        default.get_model_weights(plain.state).trainable,
     )
     _, rounds, info = lorar_reference.run_round(
         linear_model.initial_state(), clients, weighting='lorar',
         **_reference_kwargs('fedprox'))
     for output, reference, weight in zip(
-        with_outputs['client_outputs'], rounds, info['weights']
+        with_outputs.client_outputs, rounds, info['weights']
     ):
       losses = reference.batch_losses
       self.assertAllClose(
@@ -403,15 +439,15 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
         linear_model.make_client(5, 8, seed=4)  # one batch: ΔL = 0
     ]
     datasets = [linear_model.to_dataset(c) for c in clients]
-    process = _build('fedavg', 'lorar')
-    output = process.next_with_client_outputs(process.initialize(), datasets)
+    process = _build('fedavg', 'lorar', client_outputs=True)
+    output = process.next(process.initialize(), datasets)
     reference, _, info = lorar_reference.run_round(
         linear_model.initial_state(), clients, weighting='lorar')
     self.assertEqual(info['weights'][2], 0.0)
     self.assertFalse(info['fell_back'])
-    self.assertEqual(output['client_outputs'][2]['weight'], 0.0)
-    self.assertEqual(output['client_outputs'][2]['num_batches'], 1)
-    kernel, _ = linear_model.global_weights(process, output['output'].state)
+    self.assertEqual(output.client_outputs[2]['weight'], 0.0)
+    self.assertEqual(output.client_outputs[2]['num_batches'], 1)
+    kernel, _ = linear_model.global_weights(process, output.state)
     self.assertAllClose(kernel, reference.w, atol=1e-5, rtol=0)
 
   @parameterized.named_parameters(
@@ -425,15 +461,15 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     else:  # finite data whose squared residuals overflow float32
       clients[1].x[:] = 1e20
     datasets = [linear_model.to_dataset(c) for c in clients]
-    process = _build('fedopt', 'lorar')
-    output = process.next_with_client_outputs(process.initialize(), datasets)
-    client_outputs = output['client_outputs']
+    process = _build('fedopt', 'lorar', client_outputs=True)
+    output = process.next(process.initialize(), datasets)
+    client_outputs = output.client_outputs
     self.assertEqual(client_outputs[1]['is_non_finite'], 1.0)
     self.assertEqual(client_outputs[1]['weight'], 0.0)
-    metrics = _weighting_metrics(output['output'])
+    metrics = _weighting_metrics(output)
     self.assertEqual(metrics['num_non_finite_clients'], 1)
     self.assertTrue(np.isfinite(metrics['mean_training_loss']))
-    kernel, bias = linear_model.global_weights(process, output['output'].state)
+    kernel, bias = linear_model.global_weights(process, output.state)
     # The healthy clients alone decide the round.
     reference, _, _ = lorar_reference.run_round(
         linear_model.initial_state(), [clients[0], clients[2]],
@@ -449,15 +485,14 @@ class BuildFlProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     empty = lorar_reference.Client(
         np.zeros((0, 3), np.float32), np.zeros((0, 1), np.float32), 2, 0.05)
     datasets = [linear_model.to_dataset(c) for c in clients + [empty]]
-    process = _build('fedavg', weighting)
-    output = process.next_with_client_outputs(process.initialize(), datasets)
-    self.assertEqual(output['client_outputs'][3]['is_empty'], 1.0)
-    self.assertEqual(output['client_outputs'][3]['weight'], 0.0)
-    self.assertEqual(_weighting_metrics(output['output'])['num_empty_clients'],
-                     1)
+    process = _build('fedavg', weighting, client_outputs=True)
+    output = process.next(process.initialize(), datasets)
+    self.assertEqual(output.client_outputs[3]['is_empty'], 1.0)
+    self.assertEqual(output.client_outputs[3]['weight'], 0.0)
+    self.assertEqual(_weighting_metrics(output)['num_empty_clients'], 1)
     reference, _, _ = lorar_reference.run_round(
         linear_model.initial_state(), clients, weighting=weighting)
-    kernel, _ = linear_model.global_weights(process, output['output'].state)
+    kernel, _ = linear_model.global_weights(process, output.state)
     self.assertAllClose(kernel, reference.w, atol=1e-5, rtol=0)
 
   def test_round_with_every_client_rejected_keeps_model_and_momentum(self):

@@ -334,7 +334,8 @@ class Seq2SeqLoraExecutionTest(tf.test.TestCase):
             targets=('attention', 'feedforward', 'embedding')), checkpoint)
     process = lora_process.build_lora_process(
         model_fn, algorithm='fedavg', weighting='num_examples',
-        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5),
+        client_outputs=True)
     state = process.initialize()
     weights = process.get_model_weights(state)
     # The adapters of the token embedding [vocabulary, d] (first), attention
@@ -346,8 +347,8 @@ class Seq2SeqLoraExecutionTest(tf.test.TestCase):
         [[_TINY_SEQ2SEQ.vocabulary_size, 2], [2, _TINY_SEQ2SEQ.hidden_dim]])
     self.assertEqual(weights.non_trainable, ())
 
-    output, (client,) = process.next_with_client_outputs(
-        state, [_seq2seq_client_data()]).values()
+    output = process.next(state, [_seq2seq_client_data()])
+    (client,) = output.client_outputs
     # B = 0: the first batch's loss is the checkpoint's (computed by Keras,
     # outside TFF), not the freshly initialised model's.
     self.assertAllClose(client['first_batch_loss'], checkpoint_loss,

@@ -207,9 +207,10 @@ class RunPeftBenchmarkTest(tf.test.TestCase):
                         {'experiment': {}})
     self.calls = []
 
-  def _fake_run(self, *, output_dir, data, loop, init_from, lora,
-                tokenizer_from, **kwargs):
+  def _fake_run(self, spec, *, output_dir, **kwargs):
     del kwargs
+    data, loop, lora = spec.data, spec.loop, spec.lora
+    init_from, tokenizer_from = spec.init_from, spec.tokenizer_from
     variant = os.path.relpath(output_dir, self.bench).split(os.sep)[0]
     self.calls.append((loop.seed, variant, init_from or tokenizer_from,
                        lora and (lora.rank, lora.alpha, lora.seed)))
@@ -632,10 +633,11 @@ class TimeRoundsTest(tf.test.TestCase):
                         {'experiment': {'lengths': lengths}})
     return path
 
-  def _fake_run(self, *, output_dir, data, loop, init_from, lora,
-                **kwargs):
+  def _fake_run(self, spec, *, output_dir, **kwargs):
     """Writes what `run_text2sql` would: metrics, then results last."""
-    weighting = kwargs['training'].weighting
+    data, loop, init_from, lora = (spec.data, spec.loop, spec.init_from,
+                                   spec.lora)
+    weighting = spec.training.weighting
     variant = 'lora_r4' if lora else 'pretrained_full'
     # <root>/timing/pass<i>/<variant>/runs/<name>-<digest>
     parts = os.path.relpath(output_dir, self.root).split(os.sep)

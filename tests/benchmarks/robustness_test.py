@@ -26,11 +26,12 @@ from apps.robustness import tasks as robustness_tasks
 _LEARNING_RATE = 0.05
 
 
-def _client_work(weighting):
+def _client_work(weighting, client_outputs=False):
   return templates.build_weighted_client_work(
       linear_model.model_fn,
       optimizer=tff.learning.optimizers.build_sgdm(_LEARNING_RATE),
-      weighting=aggregators.Weighting(weighting))
+      weighting=aggregators.Weighting(weighting),
+      client_outputs=client_outputs)
 
 
 def _initial_weights():
@@ -49,10 +50,13 @@ _ATTACKS = (attacks.HONEST,
             attacks.Attack('count', weight_scale=5.0))
 
 
-class AttackedClientWorkComputationTest(tf.test.TestCase):
+class AttackedClientWorkComputationTest(tf.test.TestCase,
+                                        parameterized.TestCase):
 
-  def test_type_signature(self):
-    inner = _client_work('lorar')
+  @parameterized.named_parameters(('plain', False),
+                                  ('client_outputs', True))
+  def test_type_signature(self, client_outputs):
+    inner = _client_work('lorar', client_outputs)
     wrapped = attacks.build_attacked_client_work(inner, 'lorar')
     self.assertIsInstance(wrapped, tff.learning.templates.ClientWorkProcess)
     state_type, weights_type, data_type = wrapped.next.type_signature.parameter
@@ -72,16 +76,22 @@ class AttackedClientWorkComputationTest(tf.test.TestCase):
     with self.assertRaisesRegex(TypeError, 'client_work'):
       attacks.build_attacked_client_work(object(), 'lorar')
 
-  def test_process_type_matches_build_fl_process(self):
+  @parameterized.named_parameters(('plain', False),
+                                  ('client_outputs', True))
+  def test_process_type_matches_build_fl_process(self, client_outputs):
     process = attacks.build_attacked_process(
         linear_model.model_fn, weighting='num_examples',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(
             _LEARNING_RATE),
-        model_aggregator=attacks.build_defence('none'))
+        model_aggregator=attacks.build_defence('none'),
+        client_outputs=client_outputs)
     reference = algorithms.build_fl_process(
         linear_model.model_fn, algorithm='fedavg', weighting='num_examples',
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(
-            _LEARNING_RATE))
+            _LEARNING_RATE),
+        client_outputs=client_outputs)
+    self.assertEqual(isinstance(process, algorithms.FLProcess),
+                     client_outputs)
     self.assertEqual(process.initialize.type_signature,
                      reference.initialize.type_signature)
     self.assertEqual(process.next.type_signature.result,
@@ -122,11 +132,11 @@ class AttackedClientWorkExecutionTest(tf.test.TestCase,
 
   def test_client_outputs_report_the_weight_sent(self):
     wrapped = attacks.build_attacked_client_work(
-        _client_work('num_examples'), 'num_examples')
-    _, outputs = wrapped.next_with_client_outputs(
+        _client_work('num_examples', client_outputs=True), 'num_examples')
+    outputs = wrapped.next(
         wrapped.initialize(), [_initial_weights()] * 3,
         [attacks.attacked_client_data(d, a)
-         for d, a in zip(_datasets(), _ATTACKS)])
+         for d, a in zip(_datasets(), _ATTACKS)]).client_outputs
     # |D_i| = 7, 4, 10 examples; client 2 claims 5·10.
     self.assertAllClose([o['weight'] for o in outputs], [7.0, 4.0, 50.0])
     self.assertAllClose([o['dataset_size'] for o in outputs],
@@ -134,10 +144,12 @@ class AttackedClientWorkExecutionTest(tf.test.TestCase,
 
   def test_honest_process_equals_build_fl_process(self):
     optimizer = tff.learning.optimizers.build_sgdm(_LEARNING_RATE)
+    # The benchmark's process (per-client outputs) against the default.
     process = attacks.build_attacked_process(
         linear_model.model_fn, weighting='lorar',
         client_optimizer_fn=optimizer,
-        model_aggregator=attacks.build_defence('none'))
+        model_aggregator=attacks.build_defence('none'),
+        client_outputs=True)
     reference = algorithms.build_fl_process(
         linear_model.model_fn, algorithm='fedavg', weighting='lorar',
         client_optimizer_fn=optimizer)

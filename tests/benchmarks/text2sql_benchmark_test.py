@@ -60,10 +60,11 @@ def _fake_runs(test_case, options=None):
   calls = []
   options = {} if options is None else options
 
-  def fake_run(*, data_dir, output_dir, data, model, training, loop,
-               aggregation=None, init_from=None, lora=None, processes=None,
-               tokenizer_from=None):
-    del data_dir, model, processes
+  def fake_run(spec, *, data_dir, output_dir, processes=None):
+    del data_dir, processes
+    data, training, loop = spec.data, spec.training, spec.loop
+    aggregation, init_from, lora = spec.aggregation, spec.init_from, spec.lora
+    tokenizer_from = spec.tokenizer_from
     calls.append((training.method, loop.seed) if aggregation is None
                  else (training.method, loop.seed, aggregation))
     if init_from is not None or lora is not None:

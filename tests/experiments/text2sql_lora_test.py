@@ -1,5 +1,5 @@
-"""The text-to-SQL experiment with LoRA adapters (`run_text2sql(lora=...)`)
-and from a keras-nlp preset (`run_text2sql(init_from_keras_nlp=...)`).
+"""The text-to-SQL experiment with LoRA adapters (`Text2SqlSpec(lora=...)`)
+and from a keras-nlp preset (`Text2SqlSpec(init_from_keras_nlp=...)`).
 
 Tiny scale on real data: a one-round centralized run is the "pre-trained"
 model; a federated Lorar run fine-tunes rank-2 adapters from it. Checked:
@@ -46,11 +46,13 @@ def _run(output_dir, *, rounds, lora_config=None, init_from=None,
   training_kwargs.setdefault('batch_sizes', text2sql_task.PerClient(4))
   training_kwargs.setdefault('learning_rates', text2sql_task.PerClient(1e-2))
   return experiment.run_text2sql(
-      data_dir=None, output_dir=str(output_dir), data=_DATA, model=_MODEL,
-      training=text2sql_task.TrainingConfig(**training_kwargs),
-      loop=training.LoopConfig(rounds=rounds, eval_every=rounds,
-                               progress=False),
-      init_from=init_from, lora=lora_config)
+      experiment.Text2SqlSpec(
+          data=_DATA, model=_MODEL,
+          training=text2sql_task.TrainingConfig(**training_kwargs),
+          loop=training.LoopConfig(rounds=rounds, eval_every=rounds,
+                                   progress=False),
+          init_from=init_from, lora=lora_config),
+      data_dir=None, output_dir=str(output_dir))
 
 
 @functools.cache
@@ -137,20 +139,23 @@ class Text2SqlLoraTest(tf.test.TestCase):
   def test_template_parser_refuses_lora(self):
     with self.assertRaisesRegex(errors.InputError, '--lora_rank'):
       experiment.run_text2sql(
-          data_dir=None, output_dir=self.create_tempdir().full_path,
-          data=_DATA, model=text2sql_templates.TemplateParserConfig(),
-          training=text2sql_task.TrainingConfig(),
-          loop=training.LoopConfig(rounds=1), lora=_LORA)
+          experiment.Text2SqlSpec(
+              data=_DATA, model=text2sql_templates.TemplateParserConfig(),
+              training=text2sql_task.TrainingConfig(),
+              loop=training.LoopConfig(rounds=1), lora=_LORA),
+          data_dir=None, output_dir=self.create_tempdir().full_path)
 
   def test_vocab_slices_refuse_lora(self):
     with self.assertRaisesRegex(errors.InputError, 'use one'):
       experiment.run_text2sql(
-          data_dir=None, output_dir=self.create_tempdir().full_path,
-          data=_DATA, model=_MODEL,
-          training=text2sql_task.TrainingConfig(
-              paradigm='federated', algorithm='fedavg', weighting='uniform'),
-          loop=training.LoopConfig(rounds=1), vocab_slice_keys=10,
-          lora=_LORA)
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL,
+              training=text2sql_task.TrainingConfig(
+                  paradigm='federated', algorithm='fedavg',
+                  weighting='uniform'),
+              loop=training.LoopConfig(rounds=1), vocab_slice_keys=10,
+              lora=_LORA),
+          data_dir=None, output_dir=self.create_tempdir().full_path)
 
 
 # The preset's positions hold 12 tokens: the inputs are cut to fit.
@@ -172,14 +177,16 @@ def _preset():
 def _preset_run(lora_config, learning_rate):
   output_dir = shared_runs.temp_dir('preset_run')
   results = experiment.run_text2sql(
-      data_dir=None, output_dir=output_dir, data=_PRESET_DATA, model=_MODEL,
-      training=text2sql_task.TrainingConfig(
-          paradigm='federated', algorithm='fedavg', weighting='lorar',
-          local_epochs=text2sql_task.PerClient(1),
-          batch_sizes=text2sql_task.PerClient(4),
-          learning_rates=text2sql_task.PerClient(learning_rate)),
-      loop=training.LoopConfig(rounds=1, eval_every=1, progress=False),
-      init_from_keras_nlp=_preset()[0], lora=lora_config)
+      experiment.Text2SqlSpec(
+          data=_PRESET_DATA, model=_MODEL,
+          training=text2sql_task.TrainingConfig(
+              paradigm='federated', algorithm='fedavg', weighting='lorar',
+              local_epochs=text2sql_task.PerClient(1),
+              batch_sizes=text2sql_task.PerClient(4),
+              learning_rates=text2sql_task.PerClient(learning_rate)),
+          loop=training.LoopConfig(rounds=1, eval_every=1, progress=False),
+          init_from_keras_nlp=_preset()[0], lora=lora_config),
+      data_dir=None, output_dir=output_dir)
   exported = keras_nlp_preset.build_keras_model(
       _preset()[1].get_config())
   seq2seq.load_checkpoint(exported, os.path.join(
@@ -223,11 +230,12 @@ class Text2SqlKerasNlpPresetTest(tf.test.TestCase):
   def test_refuses_init_from_beside_it(self):
     with self.assertRaisesRegex(errors.InputError, 'takes no --init_from'):
       experiment.run_text2sql(
-          data_dir=None, output_dir=self.create_tempdir().full_path,
-          data=_PRESET_DATA, model=_MODEL,
-          training=text2sql_task.TrainingConfig(),
-          loop=training.LoopConfig(rounds=1), init_from='/some/run',
-          init_from_keras_nlp=_preset()[0])
+          experiment.Text2SqlSpec(
+              data=_PRESET_DATA, model=_MODEL,
+              training=text2sql_task.TrainingConfig(),
+              loop=training.LoopConfig(rounds=1), init_from='/some/run',
+              init_from_keras_nlp=_preset()[0]),
+          data_dir=None, output_dir=self.create_tempdir().full_path)
 
 
 if __name__ == '__main__':

@@ -55,8 +55,10 @@ def _run(output_dir, **training_kwargs):
   training_kwargs.setdefault('local_epochs', text2sql_task.PerClient(1))
   training_kwargs.setdefault('batch_sizes', text2sql_task.PerClient(4))
   return experiment.run_text2sql(
-      data_dir=None, output_dir=str(output_dir), data=_DATA, model=_MODEL,
-      training=text2sql_task.TrainingConfig(**training_kwargs), loop=_LOOP)
+      experiment.Text2SqlSpec(
+          data=_DATA, model=_MODEL,
+          training=text2sql_task.TrainingConfig(**training_kwargs), loop=_LOOP),
+      data_dir=None, output_dir=str(output_dir))
 
 
 @functools.cache
@@ -189,10 +191,12 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         _DATA, tokenizer='copy_words', sql_merges=20, max_source_length=0,
         max_target_length=0, with_values=with_values, vocabulary_size=300)
     results = experiment.run_text2sql(
-        data_dir=None, output_dir=str(tmp_path), data=data, model=_MODEL,
-        training=text2sql_task.TrainingConfig(
-            paradigm='centralized', batch_sizes=text2sql_task.PerClient(4)),
-        loop=dataclasses.replace(_LOOP, evaluate_initial=False))
+        experiment.Text2SqlSpec(
+            data=data, model=_MODEL,
+            training=text2sql_task.TrainingConfig(
+                paradigm='centralized', batch_sizes=text2sql_task.PerClient(4)),
+            loop=dataclasses.replace(_LOOP, evaluate_initial=False)),
+        data_dir=None, output_dir=str(tmp_path))
     # Lengths fit the longest example: nothing is truncated.
     assert all(v == {'sources': 0, 'targets': 0}
                for splits in results['truncated'].values()
@@ -359,16 +363,17 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # model differs only where it may (experiment.INIT_FROM_FREE_FIELDS), the
     # data other than in its maximum lengths.
     results = experiment.run_text2sql(
-        data_dir=None, output_dir=str(tmp_path / 'finetuned'),
-        data=dataclasses.replace(_DATA, vocabulary_size=300,
-                                 max_train_examples=4),
-        model=dataclasses.replace(_MODEL, dropout=0.0, seed=5,
-                                  vocabulary_size=1000),
-        loop=_LOOP, init_from=str(pretrained),
-        training=text2sql_task.TrainingConfig(
-            paradigm='federated', algorithm='fedavg', weighting='lorar',
-            local_epochs=text2sql_task.PerClient(1),
-            batch_sizes=text2sql_task.PerClient(4)))
+        experiment.Text2SqlSpec(
+            data=dataclasses.replace(_DATA, vocabulary_size=300,
+                                     max_train_examples=4),
+            model=dataclasses.replace(_MODEL, dropout=0.0, seed=5,
+                                      vocabulary_size=1000),
+            loop=_LOOP, init_from=str(pretrained),
+            training=text2sql_task.TrainingConfig(
+                paradigm='federated', algorithm='fedavg', weighting='lorar',
+                local_epochs=text2sql_task.PerClient(1),
+                batch_sizes=text2sql_task.PerClient(4))),
+        data_dir=None, output_dir=str(tmp_path / 'finetuned'))
     _assert_same_tokenizer(tmp_path / 'finetuned', results, pretrained)
     for start, selected in _round_0_and_selected(tmp_path / 'finetuned',
                                                  pretrained):
@@ -380,14 +385,15 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     pretrained = _pretrained()
     results = experiment.run_text2sql(
-        data_dir=None, output_dir=str(tmp_path / 'scratch'),
-        # Its own vocabulary would be 300: the copied one is the run's.
-        data=dataclasses.replace(_DATA, vocabulary_size=300), model=_MODEL,
-        loop=dataclasses.replace(_LOOP, rounds=1),
-        tokenizer_from=str(pretrained),
-        training=text2sql_task.TrainingConfig(
-            paradigm='federated', local_epochs=text2sql_task.PerClient(1),
-            batch_sizes=text2sql_task.PerClient(4)))
+        experiment.Text2SqlSpec(
+            # Its own vocabulary would be 300: the copied one is the run's.
+            data=dataclasses.replace(_DATA, vocabulary_size=300), model=_MODEL,
+            loop=dataclasses.replace(_LOOP, rounds=1),
+            tokenizer_from=str(pretrained),
+            training=text2sql_task.TrainingConfig(
+                paradigm='federated', local_epochs=text2sql_task.PerClient(1),
+                batch_sizes=text2sql_task.PerClient(4))),
+        data_dir=None, output_dir=str(tmp_path / 'scratch'))
     _assert_same_tokenizer(tmp_path / 'scratch', results, pretrained)
     assert results['config']['experiment']['tokenizer_from'] == str(
         pretrained)
@@ -414,20 +420,22 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
       (earlier / 'tokenizer' / copy_tokenizer.VOCABULARY_FILE).write_text('')
     with self.assertRaises(error) as e:
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
-          model=_MODEL, loop=_LOOP, tokenizer_from=str(earlier),
-          init_from=str(earlier) if with_init_from else None,
-          training=text2sql_task.TrainingConfig())
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL, loop=_LOOP, tokenizer_from=str(earlier),
+              init_from=str(earlier) if with_init_from else None,
+              training=text2sql_task.TrainingConfig()),
+          data_dir=None, output_dir=str(tmp_path / 'run'))
     self.assertEqual(str(e.exception), message.format(earlier=earlier))
     self.assertFalse((tmp_path / 'run').exists())
 
   def test_template_parser_refuses_lowercase_sql(self):
     with self.assertRaisesRegex(errors.InputError, '--lowercase_sql'):
       experiment.run_text2sql(
-          data_dir=None, output_dir=self.create_tempdir().full_path,
-          data=dataclasses.replace(_DATA, lowercase_sql=True),
-          model=text2sql_templates.TemplateParserConfig(), loop=_LOOP,
-          training=text2sql_task.TrainingConfig())
+          experiment.Text2SqlSpec(
+              data=dataclasses.replace(_DATA, lowercase_sql=True),
+              model=text2sql_templates.TemplateParserConfig(), loop=_LOOP,
+              training=text2sql_task.TrainingConfig()),
+          data_dir=None, output_dir=self.create_tempdir().full_path)
 
   @parameterized.named_parameters(
       # Other shapes: the checkpoint would not load either.
@@ -464,9 +472,10 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         seq2seq_model_fn.load_model_weights(built, checkpoint)
     with self.assertRaises(errors.CheckpointError) as e:
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / 'run'), data=data,
-          model=model, loop=_LOOP, init_from=str(pretrained),
-          training=text2sql_task.TrainingConfig())
+          experiment.Text2SqlSpec(
+              data=data, model=model, loop=_LOOP, init_from=str(pretrained),
+              training=text2sql_task.TrainingConfig()),
+          data_dir=None, output_dir=str(tmp_path / 'run'))
     assert str(e.exception) == (
         f"{pretrained / 'config.json'}: the run in '{pretrained}' trained a "
         f"different model (its value -> this run's: {differences}), so its "
@@ -480,9 +489,10 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(errors.CheckpointError,
                                 'best_checkpoint: expected'):
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
-          model=_MODEL, loop=_LOOP, init_from=str(tmp_path),
-          training=text2sql_task.TrainingConfig())
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL, loop=_LOOP, init_from=str(tmp_path),
+              training=text2sql_task.TrainingConfig()),
+          data_dir=None, output_dir=str(tmp_path / 'run'))
 
   @parameterized.named_parameters(
       ('missing', None,
@@ -501,9 +511,10 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
       path.write_text(recorded)
     with self.assertRaises(errors.CheckpointError) as e:
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / 'run'), data=_DATA,
-          model=_MODEL, loop=_LOOP, init_from=str(earlier),
-          training=text2sql_task.TrainingConfig())
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL, loop=_LOOP, init_from=str(earlier),
+              training=text2sql_task.TrainingConfig()),
+          data_dir=None, output_dir=str(tmp_path / 'run'))
     assert str(e.exception) == (
         f'{path}: cannot read the model configuration of the run in '
         f"'{earlier}' ({problem.format(path=path)}); init_from needs the "
@@ -533,10 +544,11 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         'model': _MODEL, 'data': fitted}})
     with self.assertRaises(error) as e:
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path / 'run'),
-          data=fitted if this_run_fitted else _DATA, model=_MODEL,
-          loop=_LOOP, init_from=str(earlier),
-          training=text2sql_task.TrainingConfig())
+          experiment.Text2SqlSpec(
+              data=fitted if this_run_fitted else _DATA, model=_MODEL,
+              loop=_LOOP, init_from=str(earlier),
+              training=text2sql_task.TrainingConfig()),
+          data_dir=None, output_dir=str(tmp_path / 'run'))
     self.assertEqual(str(e.exception), message.format(
         earlier=earlier, config=earlier / 'config.json'))
     self.assertFalse((tmp_path / 'run').exists())
@@ -612,12 +624,14 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # Vocabulary 400; each client keeps its 60 most frequent ids. The round's
     # download is the rest of the model plus 60 embedding rows, not 400.
     results = experiment.run_text2sql(
-        data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-        training=text2sql_task.TrainingConfig(
-            paradigm='federated', algorithm='fedavg', weighting='uniform',
-            local_epochs=text2sql_task.PerClient(1),
-            batch_sizes=text2sql_task.PerClient(4)),
-        loop=_LOOP, vocab_slice_keys=60)
+        experiment.Text2SqlSpec(
+            data=_DATA, model=_MODEL,
+            training=text2sql_task.TrainingConfig(
+                paradigm='federated', algorithm='fedavg', weighting='uniform',
+                local_epochs=text2sql_task.PerClient(1),
+                batch_sizes=text2sql_task.PerClient(4)),
+            loop=_LOOP, vocab_slice_keys=60),
+        data_dir=None, output_dir=str(tmp_path))
     slices = results['vocab_slices']
     assert set(slices) == set(_CLIENTS)
     for client in _CLIENTS:
@@ -640,12 +654,14 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     context = runtime.multi_worker_context(num_workers=2)
     with context:
       results = experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-          training=text2sql_task.TrainingConfig(
-              paradigm='federated', algorithm='fedavg', weighting='lorar',
-              local_epochs=text2sql_task.PerClient(1),
-              batch_sizes=text2sql_task.PerClient(4)),
-          loop=_LOOP, num_examples_fallback=False)
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL,
+              training=text2sql_task.TrainingConfig(
+                  paradigm='federated', algorithm='fedavg', weighting='lorar',
+                  local_epochs=text2sql_task.PerClient(1),
+                  batch_sizes=text2sql_task.PerClient(4)),
+              loop=_LOOP, num_examples_fallback=False),
+          data_dir=None, output_dir=str(tmp_path))
     # Every round ran split (none fell back to one worker) and was recorded.
     assert context.tff_context.unsplit_computations == []
     assert results['config']['experiment']['num_examples_fallback'] is False
@@ -658,13 +674,15 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # Two clients, both in each of the 2 rounds; delta = 1/2. The cap is a
     # no-op under uniform weights but is composed (outermost).
     results = experiment.run_text2sql(
-        data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-        training=text2sql_task.TrainingConfig(
-            paradigm='federated', algorithm='fedavg', weighting='uniform',
-            local_epochs=text2sql_task.PerClient(1),
-            batch_sizes=text2sql_task.PerClient(4)),
-        loop=_LOOP, aggregation=aggregation.AggregationConfig(
-            max_weight_share=0.75, dp_noise_multiplier=0.15))
+        experiment.Text2SqlSpec(
+            data=_DATA, model=_MODEL,
+            training=text2sql_task.TrainingConfig(
+                paradigm='federated', algorithm='fedavg', weighting='uniform',
+                local_epochs=text2sql_task.PerClient(1),
+                batch_sizes=text2sql_task.PerClient(4)),
+            loop=_LOOP, aggregation=aggregation.AggregationConfig(
+                max_weight_share=0.75, dp_noise_multiplier=0.15)),
+        data_dir=None, output_dir=str(tmp_path))
     expected = [privacy.epsilon(0.15, 2, 2, r, 0.5) for r in (1, 2)]
     assert results['privacy'] == dict(
         epsilon=expected[1], delta=0.5, noise_multiplier=0.15,
@@ -695,10 +713,34 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     tmp_path = pathlib.Path(self.create_tempdir().full_path) / 'run'
     with self.assertRaisesRegex(errors.InputError, message):
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-          training=text2sql_task.TrainingConfig(**training_kwargs),
-          loop=_LOOP, aggregation=config)
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL,
+              training=text2sql_task.TrainingConfig(**training_kwargs),
+              loop=_LOOP, aggregation=config),
+          data_dir=None, output_dir=str(tmp_path))
     assert not tmp_path.exists()
+
+  def test_spec_records_only_the_options_set(self):
+    # The config's `experiment` (and so run folders and cache keys) of a
+    # run without options is the one recorded before they existed; a
+    # default aggregation is no aggregation.
+    spec = experiment.Text2SqlSpec(
+        data=_DATA, model=_MODEL, training=text2sql_task.TrainingConfig(),
+        loop=_LOOP, aggregation=aggregation.AggregationConfig())
+    self.assertIsNone(spec.aggregation)
+    self.assertEqual(list(spec.experiment()),
+                     ['seed', 'data', 'model', 'training', 'init_from'])
+    capped = dataclasses.replace(
+        spec, training=text2sql_task.TrainingConfig(paradigm='federated'),
+        num_examples_fallback=False, tokenizer_from='earlier',
+        aggregation=aggregation.AggregationConfig(max_weight_share=0.5))
+    self.assertEqual(
+        dict(capped.experiment()), dict(
+            seed=_LOOP.seed, data=_DATA, model=_MODEL,
+            training=capped.training, init_from=None,
+            num_examples_fallback=False,
+            tokenizer_from=os.path.abspath('earlier'),
+            aggregation=capped.aggregation))
 
   def test_benchmark_run_refused_for_its_data_leaves_no_run_behind(self):
     # A data file the benchmark's run cannot read: refused before it
@@ -745,11 +787,13 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     with self.assertRaisesRegex(ValueError, "algorithm 'fedavg' and weighting"):
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-          training=text2sql_task.TrainingConfig(paradigm='federated',
-                                                algorithm='fedavg',
-                                             weighting='lorar'),
-          loop=_LOOP, vocab_slice_keys=60)
+          experiment.Text2SqlSpec(
+              data=_DATA, model=_MODEL,
+              training=text2sql_task.TrainingConfig(paradigm='federated',
+                                                    algorithm='fedavg',
+                                                    weighting='lorar'),
+              loop=_LOOP, vocab_slice_keys=60),
+          data_dir=None, output_dir=str(tmp_path))
 
   def test_a_finished_run_scored_again_gives_its_scores(self):
     # A copy of a finished run as recorded before per-example token counts
@@ -826,11 +870,12 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
           ('no_dropout', dataclasses.replace(_MODEL, dropout=0.0))):
         run_dirs[name] = tmp_path / name
         experiment.run_text2sql(
-            data_dir=None, output_dir=str(run_dirs[name]), data=_DATA,
-            model=model, loop=_LOOP, training=text2sql_task.TrainingConfig(
-                local_epochs=text2sql_task.PerClient(1),
-                batch_sizes=text2sql_task.PerClient(4), **lorar),
-            processes=processes)
+            experiment.Text2SqlSpec(
+                data=_DATA, model=model, loop=_LOOP,
+                training=text2sql_task.TrainingConfig(
+                    local_epochs=text2sql_task.PerClient(1),
+                    batch_sizes=text2sql_task.PerClient(4), **lorar)),
+            data_dir=None, output_dir=str(run_dirs[name]), processes=processes)
     self.assertEqual(build.call_count, 2)
     runs = {}
     for name, run_dir in run_dirs.items():

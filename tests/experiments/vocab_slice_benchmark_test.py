@@ -39,9 +39,10 @@ _RUNS = {
 def _fake_run_text2sql(calls):
   """A `run_text2sql` that records its M and writes a run of `_RUNS`."""
 
-  def fake_run(*, data_dir, output_dir, data, model, training, loop,
-               vocab_slice_keys):
-    del data_dir, model
+  def fake_run(spec, *, data_dir, output_dir):
+    del data_dir
+    data, training, loop = spec.data, spec.training, spec.loop
+    vocab_slice_keys = spec.vocab_slice_keys
     assert training.method == ('federated', 'fedavg', 'uniform')
     calls.append(vocab_slice_keys)
     run = _RUNS[vocab_slice_keys]

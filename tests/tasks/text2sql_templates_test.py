@@ -159,13 +159,15 @@ class Text2SqlTemplatesExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self, paradigm, algorithm, weighting):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     results = experiment.run_text2sql(
-        data_dir=None, output_dir=str(tmp_path), data=_DATA, model=_MODEL,
-        training=text2sql_task.TrainingConfig(
-            paradigm=paradigm, algorithm=algorithm, weighting=weighting,
-            local_epochs=text2sql_task.PerClient(2),
-            learning_rates=text2sql_task.PerClient(0.01),
-            batch_sizes=text2sql_task.PerClient(8)),
-        loop=training.LoopConfig(rounds=2, eval_every=1, progress=False))
+        experiment.Text2SqlSpec(
+            data=_DATA, model=_MODEL,
+            training=text2sql_task.TrainingConfig(
+                paradigm=paradigm, algorithm=algorithm, weighting=weighting,
+                local_epochs=text2sql_task.PerClient(2),
+                learning_rates=text2sql_task.PerClient(0.01),
+                batch_sizes=text2sql_task.PerClient(8)),
+            loop=training.LoopConfig(rounds=2, eval_every=1, progress=False)),
+        data_dir=None, output_dir=str(tmp_path))
     task = text2sql_task.prepare_template_task(_DATA, data_dir=None, seed=0,
                                                ngrams=_MODEL.ngrams)
     inventory = task.tokenizer.inventory
@@ -206,12 +208,13 @@ class Text2SqlTemplatesExecutionTest(tf.test.TestCase, parameterized.TestCase):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
     with self.assertRaisesRegex(ValueError, 'template parser'):
       experiment.run_text2sql(
-          data_dir=None, output_dir=str(tmp_path),
-          data=text2sql_task.DataConfig(clients=_CLIENTS,
-                                        tokenizer='copy_words',
-                                        retrieved_sql=True),
-          model=_MODEL, training=text2sql_task.TrainingConfig(),
-          loop=training.LoopConfig(rounds=1, progress=False))
+          experiment.Text2SqlSpec(
+              data=text2sql_task.DataConfig(clients=_CLIENTS,
+                                            tokenizer='copy_words',
+                                            retrieved_sql=True),
+              model=_MODEL, training=text2sql_task.TrainingConfig(),
+              loop=training.LoopConfig(rounds=1, progress=False)),
+          data_dir=None, output_dir=str(tmp_path))
 
 
 if __name__ == '__main__':

@@ -29,11 +29,13 @@ _ROUNDS = 5
 
 
 def _process():
+  # With per-client outputs: the loop records the `client_outputs` of `next`.
   return algorithms.build_fl_process(
       linear_model.model_fn,
       algorithm='fedavg',
       weighting='lorar',
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.05),
+      client_outputs=True,
   )
 
 

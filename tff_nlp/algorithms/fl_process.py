@@ -20,7 +20,7 @@ client deltas is orthogonal: see `weighting.Weighting`.
 import collections
 from collections.abc import Callable
 import enum
-from typing import Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -47,32 +47,78 @@ def default_server_optimizer(
   return tff.learning.optimizers.build_sgdm(learning_rate=1.0)
 
 
-class FLProcess(tff.learning.templates.LearningProcess):
-  """A `LearningProcess` with a simulation-only per-client view of a round.
+class FLProcessOutput(NamedTuple):
+  """`tff.learning.templates.LearningProcessOutput` plus per-client outputs.
 
-  `next_with_client_outputs` takes the arguments of `next` and returns
-  `<output=LearningProcessOutput@SERVER, client_outputs={C}@CLIENTS>`: the
-  same new state and metrics as `next`, plus each client's round statistics C
-  (batch losses, ΔL, |D_i|, the weight used; see
-  `client_work.CLIENT_STAT_KEYS`). In simulation the second value is a list in
-  the order of the client data.
+  What the `next` of an `FLProcess` returns: `state` and `metrics` as a
+  `LearningProcessOutput`'s (so code reading only those two runs any
+  `LearningProcess`), and `client_outputs`, each client's round statistics
+  C (CLIENTS-placed; in simulation a list in the order of the client data).
+  """
+
+  state: Any
+  metrics: Any
+  client_outputs: Any
+
+
+class FLProcess(tff.learning.templates.LearningProcess):
+  """A `LearningProcess` whose one `next` also returns per-client outputs.
+
+  `next`: `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER,
+  client_outputs={C}@CLIENTS>)`, an `FLProcessOutput`: the state and
+  metrics of the process built without per-client outputs, plus each
+  client's statistics C (batch losses, ΔL, |D_i|, the weight used; see
+  `client_work.CLIENT_STAT_KEYS`). A simulation-only view: in a deployment
+  they stay on the clients.
+
+  `tff.learning.templates.LearningProcess`'s constructor accepts only a
+  `LearningProcessOutput` (state, metrics) result with SERVER-placed
+  metrics, so this class checks the rest of its contract itself: the
+  same placements, `client_outputs@CLIENTS`, and the four other
+  computations of the process it is built from (`compose_learning_process`
+  below).
   """
 
   def __init__(self, process: tff.learning.templates.LearningProcess,
-               next_with_client_outputs: tff.Computation):
-    super().__init__(
-        process.initialize,
-        process.next,
-        process.get_model_weights,
-        process.set_model_weights,
-        get_hparams_fn=process.get_hparams,
-        set_hparams_fn=process.set_hparams,
-    )
-    self._next_with_client_outputs = next_with_client_outputs
+               next_fn: tff.Computation):
+    result = next_fn.type_signature.result
+    if not (isinstance(result, tff.StructWithPythonType)
+            and result.python_container is FLProcessOutput):
+      raise TypeError(f'next_fn must return an FLProcessOutput, got {result}.')
+    for name, placement in (('state', tff.SERVER), ('metrics', tff.SERVER),
+                            ('client_outputs', tff.CLIENTS)):
+      value_type = getattr(result, name)
+      if not (isinstance(value_type, tff.FederatedType)
+              and value_type.placement is placement):
+        raise TypeError(f'next_fn\'s {name} must be placed at {placement}, '
+                        f'got {value_type}.')
+    if next_fn.type_signature.parameter != process.next.type_signature.parameter:
+      raise TypeError(
+          'next_fn must take the parameter of process.next, '
+          f'{process.next.type_signature.parameter}; got '
+          f'{next_fn.type_signature.parameter}.')
+    tff.templates.IterativeProcess.__init__(
+        self, process.initialize, next_fn)
+    self._get_model_weights = process.get_model_weights
+    self._set_model_weights = process.set_model_weights
+    self._get_hparams_fn = process.get_hparams
+    self._set_hparams_fn = process.set_hparams
 
   @property
-  def next_with_client_outputs(self) -> tff.Computation:
-    return self._next_with_client_outputs
+  def get_model_weights(self) -> tff.Computation:
+    return self._get_model_weights
+
+  @property
+  def set_model_weights(self) -> tff.Computation:
+    return self._set_model_weights
+
+  @property
+  def get_hparams(self) -> tff.Computation:
+    return self._get_hparams_fn
+
+  @property
+  def set_hparams(self) -> tff.Computation:
+    return self._set_hparams_fn
 
 
 def build_fl_process(
@@ -88,12 +134,15 @@ def build_fl_process(
     metrics_aggregator: Optional[tff.learning.metrics.MetricsAggregatorType] = None,
     num_examples_fallback: bool = True,
     max_weight_share: Optional[float] = None,
-) -> FLProcess:
+    client_outputs: bool = False,
+) -> tff.learning.templates.LearningProcess:
   """Builds FedAvg / FedOPT / FedProx with a client weighting mechanism.
 
   The process is composed with `tff.learning.templates.compose_learning_process`
   from a broadcast distributor, `client_work.build_weighted_client_work`, the
-  weighted `model_aggregator` and an apply-optimizer finalizer. Its methods:
+  weighted `model_aggregator` and an apply-optimizer finalizer (with
+  `client_outputs`, `compose_learning_process` below, whose `next` is the
+  one TFF's composer cannot build). Its methods:
 
   *   `initialize`: `( -> S@SERVER)`, S a
       `tff.learning.templates.LearningAlgorithmState`.
@@ -104,7 +153,18 @@ def build_fl_process(
       aggregator=A, finalizer=<update_non_finite=int32>>` with X the model's
       metrics, W the round's weighting statistics and A the aggregator's.
   *   `get_model_weights`: `(S -> ModelWeights)`; `set_model_weights`.
-  *   `next_with_client_outputs`: see `FLProcess`.
+
+  With `client_outputs=True`, an `FLProcess` whose `next` is
+  `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER,
+  client_outputs={C}@CLIENTS>)` (an `FLProcessOutput`), C =
+  `<num_examples=float32, num_batches=float32, dataset_size=float32,
+  first_batch_loss=float32, last_batch_loss=float32, max_batch_loss=float32,
+  min_batch_loss=float32, mean_batch_loss=float32, loss_reduction=float32,
+  is_empty=float32, is_non_finite=float32, candidate_weight=float32,
+  fallback_weight=float32, weight=float32, batch_losses=float32[?]>`, each
+  client's statistics of the round (`client_work.CLIENT_STAT_KEYS`, the
+  weight applied and every batch's loss); the state and metrics are those
+  of the default process, with the same types and numbers.
 
   A round whose aggregated update is not finite (e.g. every client was
   rejected) leaves the model and server optimizer state unchanged.
@@ -144,9 +204,13 @@ def build_fl_process(
       when clients are not trusted (docs/algorithms.md, "Untrusted
       clients"). The cap adds a second aggregation stage (the weights are
       gathered first), so such a round is not split across workers.
+    client_outputs: Whether `next` also returns each client's statistics
+      (simulation only; see above). False (the default) is TFF's composed
+      process itself.
 
   Returns:
-    An `FLProcess` (a `tff.learning.templates.LearningProcess`).
+    A `tff.learning.templates.LearningProcess`; with `client_outputs`, an
+    `FLProcess`.
 
   Raises:
     ValueError: For an unknown `algorithm` or `weighting` (the message lists
@@ -210,6 +274,7 @@ def build_fl_process(
       with_client_config=with_client_config,
       metrics_aggregator=metrics_aggregator,
       num_examples_fallback=num_examples_fallback,
+      client_outputs=client_outputs,
   )
   aggregator = model_aggregator.create(
       model_weights_type.trainable, tff.TensorType(np.float32)
@@ -217,42 +282,58 @@ def build_fl_process(
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer_fn, model_weights_type
   )
+  return compose_learning_process(
+      initial_model_weights_fn, distributor, client_work, aggregator, finalizer
+  )
+
+
+def compose_learning_process(
+    initial_model_weights_fn: tff.Computation,
+    distributor: tff.learning.templates.DistributionProcess,
+    client_work: tff.learning.templates.ClientWorkProcess,
+    aggregator: tff.templates.AggregationProcess,
+    finalizer: tff.learning.templates.FinalizerProcess,
+) -> tff.learning.templates.LearningProcess:
+  """`tff.learning.templates.compose_learning_process`, keeping client outputs.
+
+  For client work without per-client outputs, TFF's composer's process
+  itself. For client work whose `next` returns a
+  `client_work.ClientWorkOutput` (`build_weighted_client_work(...,
+  client_outputs=True)`), an `FLProcess`: TFF's composer still checks the
+  parts and builds `initialize`, `get_model_weights`, `set_model_weights`
+  and the hparams getter and setter (its `next`, which drops the client
+  outputs, is not used), and `next` is composed here, the same round (a
+  test checks both give the same state and metrics) that also returns the
+  client work's `client_outputs`. TFF's composer (0.87,
+  `learning/templates/composers.py`) cannot give them: its `next_fn` is
+  built inside it and returns only `LearningProcessOutput(state, metrics)`,
+  metrics being SERVER-placed. This is the library's one such composer.
+
+  Args:
+    initial_model_weights_fn: As TFF's composer's.
+    distributor: As TFF's composer's.
+    client_work: A `ClientWorkProcess`; its `next` may return a
+      `client_work.ClientWorkOutput`.
+    aggregator: As TFF's composer's.
+    finalizer: As TFF's composer's.
+
+  Returns:
+    A `tff.learning.templates.LearningProcess`, an `FLProcess` if
+    `client_work` returns per-client outputs.
+  """
   process = tff.learning.templates.compose_learning_process(
       initial_model_weights_fn, distributor, client_work, aggregator, finalizer
   )
-  return FLProcess(
-      process,
-      compose_next_with_client_outputs(
-          process, distributor, client_work, aggregator, finalizer
-      ),
-  )
-
-
-def compose_next_with_client_outputs(
-    process, distributor, client_work, aggregator, finalizer
-) -> tff.Computation:
-  """`process.next` recomposed to also return the clients' statistics.
-
-  Mirrors the composition of `tff.learning.templates.compose_learning_process`
-  (a test checks that both give the same state and metrics). TFF's composer
-  (0.87, `learning/templates/composers.py`) cannot give them: its `next_fn`
-  is built inside it and returns only `LearningProcessOutput(state,
-  metrics)`, metrics being SERVER-placed; and the `ClientWorkProcess` it
-  calls must return `MeasuredProcessOutput(state@SERVER,
-  ClientResult(update, update_weight)@CLIENTS, measurements@SERVER)`
-  (`ClientWorkProcess` checks these types), so no per-client value can pass
-  through it. Hence this composition, which calls the client work's
-  `next_with_client_outputs` instead of its `next`.
-  """
-
+  if not getattr(client_work, 'client_outputs', False):
+    return process
   state_type, client_data_type = process.next.type_signature.parameter
 
   @tff.federated_computation(state_type, client_data_type)
-  def next_with_client_outputs(state, client_data):
+  def next_fn(state, client_data):
     distributor_output = distributor.next(
         state.distributor, state.global_model_weights
     )
-    client_work_output, client_outputs = client_work.next_with_client_outputs(
+    client_work_output = client_work.next(
         state.client_work, distributor_output.result, client_data
     )
     aggregator_output = aggregator.next(
@@ -280,9 +361,7 @@ def compose_next_with_client_outputs(
             finalizer=finalizer_output.measurements,
         )
     )
-    return collections.OrderedDict(
-        output=tff.learning.templates.LearningProcessOutput(new_state, metrics),
-        client_outputs=client_outputs,
-    )
+    return FLProcessOutput(
+        new_state, metrics, client_work_output.client_outputs)
 
-  return next_with_client_outputs
+  return FLProcess(process, next_fn)

@@ -21,12 +21,15 @@ the one-off size of the base.
 
 from typing import Any
 
+import tensorflow_federated as tff
+
 from tff_nlp.algorithms import fl_process
 from tff_nlp.models import lora_model_fn as lora_model_fn_lib
 
 
 def build_lora_process(model_fn: lora_model_fn_lib.LoraModelFn,
-                       **fl_process_args: Any) -> fl_process.FLProcess:
+                       **fl_process_args: Any
+                       ) -> tff.learning.templates.LearningProcess:
   """Builds federated LoRA fine-tuning of a pre-trained model.
 
   The process's methods, with F the adapters' factors (and LayerNorms if
@@ -45,7 +48,11 @@ def build_lora_process(model_fn: lora_model_fn_lib.LoraModelFn,
       `model_fn.merged_keras_model(weights)` gives the fine-tuned plain
       model, `model_fn.assign_weights_to(weights, keras_model)` sets an
       adapted one.
-  *   `next_with_client_outputs`: see `fl_process.FLProcess`.
+
+  With `client_outputs=True`, an `fl_process.FLProcess`, whose `next` also
+  returns each client's statistics: `(<S@SERVER, {D}@CLIENTS> ->
+  <state=S@SERVER, metrics=M@SERVER, client_outputs={C}@CLIENTS>)`, C as in
+  `build_fl_process`.
 
   Args:
     model_fn: The `LoraModelFn` of the pre-trained model and adapters.
@@ -53,10 +60,12 @@ def build_lora_process(model_fn: lora_model_fn_lib.LoraModelFn,
       `weighting`, `client_optimizer_fn` (required), `server_optimizer_fn`,
       `proximal_strength` (FedProx pulls the factors towards the round's
       global factors), `model_aggregator`, `with_client_config`,
-      `metrics_aggregator`, `num_examples_fallback`, `max_weight_share`.
+      `metrics_aggregator`, `num_examples_fallback`, `max_weight_share`,
+      `client_outputs`.
 
   Returns:
-    An `FLProcess`.
+    A `tff.learning.templates.LearningProcess` (an `FLProcess` with
+    `client_outputs=True`).
 
   Raises:
     TypeError: If `model_fn` is not a `LoraModelFn` (a plain `model_fn`

@@ -26,14 +26,14 @@ clients, or through the model aggregator):
     count, summed batch loss, ΔL, weight, and counts of empty and
     non-finite clients.
 
-`next_with_client_outputs` additionally returns each client's statistics as a
-CLIENTS-placed value. That is a simulation-only view: in a real deployment it
-stays on the client.
+With `client_outputs=True`, `next` additionally returns each client's
+statistics as a CLIENTS-placed value (`ClientWorkOutput.client_outputs`).
+That is a simulation-only view: in a real deployment it stays on the client.
 """
 
 import collections
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -248,29 +248,84 @@ def _build_client_update(
   return client_update
 
 
-class WeightedClientWorkProcess(tff.learning.templates.ClientWorkProcess):
-  """A `ClientWorkProcess` that can also return per-client statistics.
+class ClientWorkOutput(NamedTuple):
+  """`tff.templates.MeasuredProcessOutput` plus the per-client outputs.
 
-  `next_with_client_outputs` has the type signature of `next` with a second
-  result, the CLIENTS-placed statistics of `CLIENT_STAT_KEYS` plus `weight`
-  (the weight the round applied) and `batch_losses` (float32 [num_batches],
-  every batch's training loss in order), for simulations that plot
-  per-client curves.
+  The result of the `next` of client work built with `client_outputs=True`:
+  `<state=H@SERVER, result=ClientResult<...>@CLIENTS, measurements=X@SERVER,
+  client_outputs={C}@CLIENTS>`. Composers that read only `state`, `result`
+  and `measurements` (TFF's `compose_learning_process`) take it as they take
+  a `MeasuredProcessOutput`.
   """
 
-  def __init__(self, initialize_fn, next_fn, *, next_with_client_outputs_fn,
-               get_hparams_fn, set_hparams_fn):
-    super().__init__(
-        initialize_fn,
-        next_fn,
-        get_hparams_fn=get_hparams_fn,
-        set_hparams_fn=set_hparams_fn,
-    )
-    self._next_with_client_outputs = next_with_client_outputs_fn
+  state: Any
+  result: Any
+  measurements: Any
+  client_outputs: Any
+
+
+def _check_client_outputs_next(next_fn: tff.Computation) -> None:
+  """What `ClientWorkProcess` checks of `next`, for a `ClientWorkOutput`."""
+  result = next_fn.type_signature.result
+  if not (isinstance(result, tff.StructWithPythonType)
+          and result.python_container is ClientWorkOutput):
+    raise TypeError('next must return a ClientWorkOutput, got '
+                    f'{result}.')
+  for name, placement in (('result', tff.CLIENTS),
+                          ('measurements', tff.SERVER),
+                          ('client_outputs', tff.CLIENTS)):
+    value_type = getattr(result, name)
+    if not (isinstance(value_type, tff.FederatedType)
+            and value_type.placement is placement):
+      raise TypeError(f'next\'s {name} must be placed at {placement}, got '
+                      f'{value_type}.')
+  if result.result.member.python_container is not (
+      tff.learning.templates.ClientResult):
+    raise TypeError('next\'s result must be a ClientResult, got '
+                    f'{result.result}.')
+
+
+class WeightedClientWorkProcess(tff.learning.templates.ClientWorkProcess):
+  """The client work of `build_weighted_client_work`.
+
+  With `client_outputs` False, an ordinary `ClientWorkProcess`. With
+  `client_outputs` True, its one `next` returns a `ClientWorkOutput`: the
+  `MeasuredProcessOutput` fields plus `client_outputs`, the CLIENTS-placed
+  statistics of `CLIENT_STAT_KEYS` plus `weight` (the weight the round
+  applied) and `batch_losses` (float32 [num_batches], every batch's
+  training loss in order), for simulations that plot per-client curves.
+  `tff.templates.MeasuredProcess`'s constructor accepts only a
+  `MeasuredProcessOutput` result, so that case is checked here instead:
+  the same placements, plus `client_outputs@CLIENTS`.
+  """
+
+  def __init__(self, initialize_fn, next_fn, *, get_hparams_fn,
+               set_hparams_fn):
+    result = next_fn.type_signature.result
+    self._client_outputs = getattr(
+        result, 'python_container', None) is ClientWorkOutput
+    if not self._client_outputs:
+      super().__init__(initialize_fn, next_fn, get_hparams_fn=get_hparams_fn,
+                       set_hparams_fn=set_hparams_fn)
+      return
+    _check_client_outputs_next(next_fn)
+    tff.templates.IterativeProcess.__init__(
+        self, initialize_fn, next_fn, next_is_multi_arg=True)
+    self._get_hparams_fn = get_hparams_fn
+    self._set_hparams_fn = set_hparams_fn
 
   @property
-  def next_with_client_outputs(self) -> tff.Computation:
-    return self._next_with_client_outputs
+  def client_outputs(self) -> bool:
+    """Whether `next` returns a `ClientWorkOutput` (per-client outputs)."""
+    return self._client_outputs
+
+  @property
+  def get_hparams(self) -> tff.Computation:
+    return self._get_hparams_fn
+
+  @property
+  def set_hparams(self) -> tff.Computation:
+    return self._set_hparams_fn
 
 
 def build_weighted_client_work(
@@ -282,6 +337,7 @@ def build_weighted_client_work(
     with_client_config: bool = False,
     metrics_aggregator: Optional[tff.learning.metrics.MetricsAggregatorType] = None,
     num_examples_fallback: bool = True,
+    client_outputs: bool = False,
 ) -> WeightedClientWorkProcess:
   """Builds the client work of FedAvg / FedProx / FedOPT with a weighting.
 
@@ -295,7 +351,14 @@ def build_weighted_client_work(
   where M is the model weights type, T its trainable part, D is `B*` or, with
   `with_client_config`, `<examples=B*, config=<learning_rate=float32,
   num_epochs=int32>*>`, X the aggregated model metrics and W the round
-  statistics (see `_measurements`).
+  statistics (see `finalize_measurements`). With `client_outputs`, `next`
+  is instead `(<H@SERVER, M@CLIENTS, D@CLIENTS> -> <state=H@SERVER,
+  result=ClientResult<update=T, update_weight=float32>@CLIENTS,
+  measurements=<train=X, weighting=W>@SERVER, client_outputs={C}@CLIENTS>)`
+  (a `ClientWorkOutput`), C = `<num_examples=float32, ...,
+  fallback_weight=float32, weight=float32, batch_losses=float32[?]>`
+  (`CLIENT_STAT_KEYS`, then `weight` and `BATCH_LOSSES_KEY`): the same
+  round, whose first three fields are the default's.
 
   Args:
     model_fn: No-arg callable returning a new `tff.learning.models.VariableModel`.
@@ -313,6 +376,8 @@ def build_weighted_client_work(
       a second aggregation stage; without it (False) every weight of such a
       round is 0 and the round has one aggregation stage, which
       `tff_nlp.runtime.multi_worker` can split across workers.
+    client_outputs: Whether `next` also returns each client's statistics
+      (simulation only; see above).
 
   Returns:
     A `WeightedClientWorkProcess`.
@@ -443,7 +508,14 @@ def build_weighted_client_work(
         weight_std=tf.sqrt(tf.maximum(variance, 0.0)),
     )
 
-  def round_fn(state, weights, data, with_client_outputs):
+  next_parameter_types = (
+      init_fn.type_signature.result,
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(data_type, tff.CLIENTS),
+  )
+
+  @tff.federated_computation(*next_parameter_types)
+  def next_fn(state, weights, data):
     hparams_at_clients = tff.federated_broadcast(state)
     outputs = tff.federated_map(
         client_update, (hparams_at_clients, weights, data)
@@ -474,24 +546,11 @@ def build_weighted_client_work(
             weighting=weighting_measurements,
         )
     )
-    output = tff.templates.MeasuredProcessOutput(state, result, measurements)
-    if not with_client_outputs:
-      return output
-    return output, tff.federated_map(client_output, (stats, weight))
-
-  next_parameter_types = (
-      init_fn.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS),
-  )
-
-  @tff.federated_computation(*next_parameter_types)
-  def next_fn(state, weights, data):
-    return round_fn(state, weights, data, with_client_outputs=False)
-
-  @tff.federated_computation(*next_parameter_types)
-  def next_with_client_outputs_fn(state, weights, data):
-    return round_fn(state, weights, data, with_client_outputs=True)
+    if not client_outputs:
+      return tff.templates.MeasuredProcessOutput(state, result, measurements)
+    return ClientWorkOutput(
+        state, result, measurements,
+        tff.federated_map(client_output, (stats, weight)))
 
   @tff.tensorflow.computation(hparams_type)
   def get_hparams_fn(state):
@@ -505,7 +564,6 @@ def build_weighted_client_work(
   return WeightedClientWorkProcess(
       init_fn,
       next_fn,
-      next_with_client_outputs_fn=next_with_client_outputs_fn,
       get_hparams_fn=get_hparams_fn,
       set_hparams_fn=set_hparams_fn,
   )

@@ -13,7 +13,8 @@ round and, in `output_dir`:
     what the caller's `round_metrics_fn` adds, e.g. a DP run's ε) to
     TensorBoard (`tff.program.TensorBoardReleaseManager`), to `metrics.csv`
     (`tff.program.CSVFileReleaseManager`) and, with the per-client outputs
-    of an `FLProcess`, to `metrics.jsonl`;
+    a process's `next` returns (`client_outputs`, e.g. an `FLProcess`), to
+    `metrics.jsonl`;
 *   shows a progress bar (round, elapsed time, ETA, latest loss) when stderr
     is a terminal.
 
@@ -49,7 +50,6 @@ import tensorflow_federated as tff
 import tqdm
 
 from tff_nlp import errors
-from tff_nlp.algorithms import fl_process as fl_process_lib
 from tff_nlp.analysis import communication as communication_lib
 from tff_nlp.training import release
 
@@ -328,8 +328,10 @@ def run_training(
   tff_nlp.runtime.local_cpp_context():`).
 
   Args:
-    process: The learning process. With an `algorithms.FLProcess`, the
-      simulation-only per-client outputs are recorded in `metrics.jsonl`.
+    process: The learning process. If its `next`'s output has
+      `client_outputs` (an `algorithms.FLProcess`, e.g.
+      `build_fl_process(..., client_outputs=True)`), those simulation-only
+      per-client outputs are recorded in `metrics.jsonl`.
       Or an `templates.stateful_clients.SimulationProcess`, which keeps
       clients' states in the loop's state (its `next` is Python around the
       federated round `round_computation_for(state)`).
@@ -395,7 +397,6 @@ def run_training(
       publish({'eval': evaluate(state)}, {}, 0)
     _run_sync(state_manager.save(state, 0))
 
-  with_client_outputs = isinstance(process, fl_process_lib.FLProcess)
   # By round computation: a process with stateful clients can run another
   # one in another task (FCL's first task also trains the embedding).
   traffics = {}
@@ -430,11 +431,8 @@ def run_training(
                                                - task_start)
       traffic = traffic_of(state)
       start = time.perf_counter()
-      if with_client_outputs:
-        result = process.next_with_client_outputs(state, client_data)
-        output, client_outputs = result['output'], result['client_outputs']
-      else:
-        output, client_outputs = process.next(state, client_data), None
+      output = process.next(state, client_data)
+      client_outputs = getattr(output, 'client_outputs', None)
       state = output.state
       record = {'train': output.metrics,
                 'round_seconds': time.perf_counter() - start,

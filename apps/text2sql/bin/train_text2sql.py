@@ -158,21 +158,24 @@ def main(argv):
   training = text2sql_flags.training_config(**_METHOD.values())
   loop = common.loop_config_from_flags()
   aggregation = aggregation_flags.aggregation_config()
+  spec = experiment.Text2SqlSpec(
+      data=text2sql_flags.data_config(),
+      model=text2sql_flags.model_config(),
+      training=training,
+      loop=loop,
+      init_from=_INIT_FROM.value,
+      init_from_keras_nlp=_INIT_FROM_KERAS_NLP.value,
+      tokenizer_from=_TOKENIZER_FROM.value,
+      vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
+      num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
+      aggregation=aggregation,
+      lora=text2sql_flags.lora_config(_LORA_RANK.value, loop.seed),
+  )
   with runtime_flags.context_from_flags():
     experiment.run_text2sql(
+        spec,
         data_dir=common.DATA_DIR.value,
         output_dir=common.OUTPUT_DIR.value,
-        data=text2sql_flags.data_config(),
-        model=text2sql_flags.model_config(),
-        training=training,
-        loop=loop,
-        init_from=_INIT_FROM.value,
-        init_from_keras_nlp=_INIT_FROM_KERAS_NLP.value,
-        tokenizer_from=_TOKENIZER_FROM.value,
-        vocab_slice_keys=_VOCAB_SLICE_KEYS.value,
-        num_examples_fallback=_NUM_EXAMPLES_FALLBACK.value,
-        aggregation=aggregation,
-        lora=text2sql_flags.lora_config(_LORA_RANK.value, loop.seed),
         restart=common.RESTART.value,
     )
   return os.path.join(common.OUTPUT_DIR.value, experiment.TABLE_FILE)
