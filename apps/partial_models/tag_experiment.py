@@ -210,9 +210,13 @@ def prepare_task(data_dir: Optional[str], config: TagDataConfig, *,
 
 
 def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
-                  training: TagTrainingConfig
+                  training: TagTrainingConfig, *, client_outputs: bool = True,
                   ) -> tff.learning.templates.LearningProcess:
-  """The learning process of `method` (one of `METHODS`)."""
+  """The learning process of `method` (one of `METHODS`).
+
+  `client_outputs`: whether the dense process's `next` also returns each
+  client's outputs (for the loop's records; see `build_dense_tag_process`).
+  """
   shape = dict(num_words=vocabularies.num_word_rows,
                num_tags=vocabularies.num_tag_columns)
   if method == DENSE:
@@ -220,7 +224,8 @@ def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
       raise ValueError('The dense baseline runs one local epoch; got '
                        f'client_epochs={training.client_epochs}.')
     return tag_process.build_dense_tag_process(
-        **shape, client_learning_rate=training.client_learning_rate)
+        **shape, client_learning_rate=training.client_learning_rate,
+        client_outputs=client_outputs)
   if method not in (SPARSE, SPARSE_PER_ROW):
     raise ValueError(f'Unknown method {method!r}; expected one of '
                      f'{list(METHODS)}.')
@@ -347,7 +352,9 @@ def population_run(
     return dataset if transform is None else transform(dataset)
 
   process = tff.simulation.compose_dataset_computation_with_learning_process(
-      user_dataset, build_process(method, task.vocabularies, training))
+      # TFF's wrapper takes a plain LearningProcess.
+      user_dataset, build_process(method, task.vocabularies, training,
+                                  client_outputs=False))
 
   def client_data(round_num, users):
     del round_num  # A user's examples are a function of its id.

@@ -527,7 +527,8 @@ def build_dense_tag_process(
     num_tags: int,
     client_learning_rate: float,
     server_learning_rate: float = 1.0,
-) -> fl_process.FLProcess:
+    client_outputs: bool = True,
+) -> tff.learning.templates.LearningProcess:
   """FedAvg on the same tag model, every client with the whole matrix.
 
   The dense baseline of the sparse process: `build_fl_process` with
@@ -540,9 +541,14 @@ def build_dense_tag_process(
     num_tags: T.
     client_learning_rate: Client SGD step size.
     server_learning_rate: Server SGD step size (no momentum).
+    client_outputs: Whether `next` also returns each client's outputs (an
+      `FLProcess`, for the loop's records); False gives TFF's plain
+      `LearningProcess`, which TFF's own wrappers (e.g.
+      `tff.simulation.compose_dataset_computation_with_learning_process`)
+      take.
 
   Returns:
-    An `FLProcess` (see `build_fl_process` for its type signature).
+    The process (see `build_fl_process` for its type signature).
   """
   _check_positive(num_words=num_words, num_tags=num_tags,
                   client_learning_rate=client_learning_rate,
@@ -554,4 +560,4 @@ def build_dense_tag_process(
           learning_rate=client_learning_rate),
       server_optimizer_fn=tff.learning.optimizers.build_sgdm(
           learning_rate=server_learning_rate),
-      client_outputs=True)
+      client_outputs=client_outputs)
