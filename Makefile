@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tff_nlp-installed
 # Quiet TensorFlow's C++ start-up chatter; errors still print.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test demo notebook notebook-venv colab-runtime pretrain bench bench-scaling bench-round-overhead bench-text2sql bench-text2sql-templates bench-text2sql-templates-oracle bench-demo-seeds bench-peft bench-peft-embedding bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
+.PHONY: venv test demo notebook notebook-venv colab-runtime pretrain bench bench-scaling bench-round-overhead bench-process-cache bench-text2sql bench-text2sql-templates bench-text2sql-templates-oracle bench-demo-seeds bench-peft bench-peft-embedding bench-peft-lora-scale bench-select bench-sparse-tags bench-vocab-slice bench-nmt bench-fcl bench-determinism bench-robustness bazel-test clean help
 
 help:
 	@echo "make demo   - set up .venv if needed, run the main job"
@@ -36,6 +36,7 @@ help:
 	@echo "make bench-scaling - round time and memory vs clients per round (to 10,000 of a 10^5-user population), memory over 200 rounds, 1, 2 and 4 workers (about 75 minutes)"
 	@echo "make bench-robustness - attackers x weightings x defences on linear regression, R8 and text-to-SQL (hours; resumable)"
 	@echo "make bench-round-overhead - a TFF round vs pure TF, r8 classifier and text-to-SQL seq2seq (about 6 minutes)"
+	@echo "make bench-process-cache - the shared process cache on a 10-seed sparse-tags sweep, without vs with (about 5 minutes)"
 	@echo "make bazel-test - run all tests under Bazel (offline; see DEVELOPERS.md, Bazel)"
 
 venv: $(STAMP)
@@ -151,6 +152,14 @@ bench-round-overhead: $(STAMP)
 	  --output_json=docs/results/round_overhead_r8.json
 	"$(PY)" -m apps.scaling.bin.round_overhead --model=text2sql_seq2seq --repeats=15 \
 	  --output_json=docs/results/round_overhead_text2sql.json
+
+# What the shared process cache (tff_nlp.training.shared_processes) saves on
+# a 10-run sweep in one Python process: the sparse-tags smoke comparison,
+# seeds 0-9, each without and with the cache, side by side; minutes.
+bench-process-cache: $(STAMP)
+	"$(PY)" -m apps.scaling.bin.process_cache_sweep \
+	  --flagfile=apps/partial_models/flags/train_sparse_tags.smoke.flags \
+	  --output_dir=runs/process_cache_sweep --runs=10 --progress=off
 
 # Issue-8 scaling measurements (docs/results/scaling.md): round time and
 # peak memory for 10, 100 and 1,000 clients per round (one child process

@@ -1,4 +1,4 @@
-"""What a binary's stderr lets through (`tff_nlp._binary_stderr`).
+"""What a binary's stderr lets through (`apps._binary_stderr`).
 
 The filter process on its own, fed lines measured in the smoke runs, and the
 redirection in a small process started on a terminal (a pty): Python's
@@ -18,10 +18,10 @@ import time
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from tff_nlp import _binary_stderr
+from apps import _binary_stderr
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_MODULE = os.path.join(_REPO, 'tff_nlp', '_binary_stderr.py')
+_MODULE = os.path.join(_REPO, 'apps', '_binary_stderr.py')
 
 # Lines of the smoke runs without TF_CPP_MIN_LOG_LEVEL (issue 63): dropped.
 _HARMLESS = [

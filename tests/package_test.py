@@ -16,6 +16,13 @@ loaded = sorted(m for m in sys.modules
 print(json.dumps(loaded))
 '''
 
+_APPS_PROBE = '''
+import json, sys
+import apps
+print(json.dumps(sorted(m for m in sys.modules
+                        if m.split('.')[0] in ('tensorflow', 'tff_nlp'))))
+'''
+
 
 class PackageExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
@@ -23,6 +30,14 @@ class PackageExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # A fresh interpreter: this test session has imported everything.
     result = subprocess.run([sys.executable, '-c', _PROBE], capture_output=True,
                             text=True, check=True, timeout=300)
+    self.assertEqual(json.loads(result.stdout.strip().splitlines()[-1]), [])
+
+  def test_import_apps_loads_neither_tensorflow_nor_the_library(self):
+    # `apps/__init__` starts a binary's stderr filter before anything imports
+    # TensorFlow, so it must stay this light.
+    result = subprocess.run([sys.executable, '-c', _APPS_PROBE],
+                            capture_output=True, text=True, check=True,
+                            timeout=300)
     self.assertEqual(json.loads(result.stdout.strip().splitlines()[-1]), [])
 
   @parameterized.parameters([

@@ -13,6 +13,7 @@ import os
 from tff_nlp import data as data_lib
 from tff_nlp.data import text2sql as text2sql_data
 from apps.text2sql import experiment as text2sql
+from apps.text2sql import summary as text2sql_summary
 
 
 @functools.lru_cache(maxsize=None)
@@ -83,3 +84,32 @@ def write_run(run_dir, seed, outcomes, examples, *, tokens=None,
                               for c, (k, n) in tokens.items()}
   with open(os.path.join(run_dir, 'results.json'), 'w') as f:
     json.dump(results, f)
+
+
+def first_correct(k, n):
+  """Outcomes of n examples of which the first k are correct."""
+  return [1] * k + [0] * (n - k)
+
+
+def write_method(tmp_path, slug, per_seed, examples, **kwargs):
+  """One method's runs, `<tmp_path>/runs/<slug>-<seed>`: [(seed, run_dir)].
+
+  Args:
+    tmp_path: A `pathlib.Path`.
+    slug: The runs' folder prefix.
+    per_seed: Per seed, client -> outcomes (1 correct, 0 not).
+    examples: client -> [(source, gold SQL)], as `write_run`'s.
+    **kwargs: More of `write_run`'s arguments.
+  """
+  pairs = []
+  for seed, outcomes in enumerate(per_seed):
+    run_dir = str(tmp_path / 'runs' / f'{slug}-{seed}')
+    write_run(run_dir, seed, outcomes, examples, **kwargs)
+    pairs.append((seed, run_dir))
+  return pairs
+
+
+def summarize(tmp_path, runs, **kwargs):
+  """`summary.summarize_runs` of `runs` into `tmp_path`, 500 replicates."""
+  return text2sql_summary.summarize_runs(
+      runs, output_dir=str(tmp_path), num_replicates=500, **kwargs)

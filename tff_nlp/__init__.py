@@ -28,13 +28,6 @@ scaling, the weighting demo) are not part of the library: each is a folder of
 `import tff_nlp` loads none of them.
 """
 
-# First, before anything imports TensorFlow: a binary's terminal shows
-# TensorFlow's C++ warnings and errors, not its INFO lines nor its known
-# harmless errors (`_binary_stderr`); other users of the package keep
-# TensorFlow's defaults.
-from tff_nlp import _binary_stderr
-_binary_stderr.start_if_binary()
-
 from tff_nlp import aggregators
 from tff_nlp import algorithms
 from tff_nlp import analysis

@@ -13,7 +13,7 @@ with `common.run(main)`.
 bar, warnings, errors, the final table and, when `main` returns the path of
 the report it wrote, a last line `Report: <path>` on stdout. (TensorFlow's
 C++ INFO lines and its known harmless errors are kept off the terminal
-from before TensorFlow is imported: `tff_nlp._binary_stderr`.)
+from before TensorFlow is imported: `apps._binary_stderr`.)
 
 `run` makes bad input exit with status 2 and one line on stderr, naming what
 is wrong: an unknown flag or flag value, an unreadable `--flagfile`, and any

@@ -34,7 +34,7 @@ How the bootstrap resamples the examples, declared per comparison:
 
 *   `SHARED`: every seed scores the same examples (one test set); each
     unit's examples are resampled once for all seeds and both methods
-    (`intervals.bootstrap_difference`, stratified by unit; MacroAvg or
+    (`bootstrap_lib.bootstrap_difference`, stratified by unit; MacroAvg or
     MicroAvg as `average` says). The values must be 0/1 outcomes.
 *   `PER_SEED`: each seed has its own examples (e.g. tasks drawn per seed);
     a seed's examples, pooled over units, are resampled within the seed, the
@@ -49,7 +49,7 @@ An example may score several units (`Record.size`, e.g. its target tokens;
 its value then counts the correct ones): a seed's number is then a ratio of
 sums (MICRO, all its examples; MACRO, the mean over units of each unit's),
 and the `SHARED` bootstrap resamples whole examples, each weighing its size
-(`intervals.bootstrap_difference`'s `units`). `Comparison.resample_seeds`
+(`bootstrap_lib.bootstrap_difference`'s `units`). `Comparison.resample_seeds`
 resamples the seeds too (`SHARED`; both sources of variation, for
 information), `Difference.drawn` keeps the whole bootstrap (each unit's
 interval, what could not be drawn), and `bootstrap_method` is the same
@@ -65,6 +65,7 @@ import numpy as np
 
 from tff_nlp import errors
 from tff_nlp.metrics import continual
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 
 # How a seed's examples make its number (`Comparison.average`).
@@ -119,7 +120,7 @@ class Comparison(NamedTuple):
     examples: `SHARED` or `PER_SEED`: how the bootstrap resamples them.
     names: (A, B) as the verdict names them; None: (a, b).
     resample_seeds: `SHARED` only: each replicate resamples each method's
-      seeds too (`intervals.bootstrap_difference`), covering training
+      seeds too (`bootstrap_lib.bootstrap_difference`), covering training
       randomness as well as the test examples.
   """
 
@@ -147,7 +148,7 @@ class Difference(NamedTuple):
     seed: `intervals.seed_interval` of `per_seed` (NaN bounds, one seed).
     bootstrap: The paired bootstrap over examples, or None without examples.
     verdict: `intervals.comparison_verdict` of the two.
-    drawn: The whole `SHARED` bootstrap (`intervals.AccuracyIntervals`:
+    drawn: The whole `SHARED` bootstrap (`bootstrap_lib.AccuracyIntervals`:
       each unit's interval, MacroAvg, MicroAvg, what could not be drawn);
       None for `PER_SEED` or without examples.
   """
@@ -158,7 +159,7 @@ class Difference(NamedTuple):
   seed: intervals.Interval
   bootstrap: Optional[intervals.Interval]
   verdict: str
-  drawn: Optional[intervals.AccuracyIntervals] = None
+  drawn: Optional[bootstrap_lib.AccuracyIntervals] = None
 
   def to_json(self, fields: Sequence[str] = JSON_FIELDS,
               rename: Optional[Mapping[str, str]] = None
@@ -179,6 +180,15 @@ class Difference(NamedTuple):
     rename = rename or {}
     return collections.OrderedDict(
         (rename.get(field, field), values[field]) for field in fields)
+
+  def with_bootstrap(self, bootstrap: intervals.Interval) -> 'Difference':
+    """This difference with a bootstrap the engine does not draw (e.g.
+    SacreBLEU's paired bootstrap of corpus BLEU), and the one verdict of
+    its seed interval and that one."""
+    names = self.comparison.names or (self.comparison.a, self.comparison.b)
+    return self._replace(
+        bootstrap=bootstrap, drawn=None,
+        verdict=intervals.comparison_verdict(self.seed, bootstrap, *names))
 
 
 class _Seed:
@@ -365,14 +375,14 @@ def _bootstrap(a: Sequence[Mapping[Any, Any]], b: Sequence[Mapping[Any, Any]],
                comparison: Comparison, seeds: Sequence[int], where: str, *,
                num_replicates: int, seed: int, confidence: float
                ) -> tuple[intervals.Interval,
-                          Optional[intervals.AccuracyIntervals]]:
+                          Optional[bootstrap_lib.AccuracyIntervals]]:
   """The paired bootstrap of A - B over the examples of `seeds` (`a[i]`,
   `b[i]`: unit -> (ids, values, sizes) of seeds[i]): its interval and the
   whole `SHARED` result (None for `PER_SEED`)."""
   if comparison.examples == SHARED:
     arrays, units = _shared_arrays((a, b), (seeds, seeds),
                                    (comparison.a, comparison.b), where)
-    result = intervals.bootstrap_difference(
+    result = bootstrap_lib.bootstrap_difference(
         *arrays, num_replicates=num_replicates, confidence=confidence,
         seed=seed, resample_seeds=comparison.resample_seeds, units=units)
     return (result.macro if comparison.average == MACRO
@@ -397,7 +407,7 @@ def _bootstrap(a: Sequence[Mapping[Any, Any]], b: Sequence[Mapping[Any, Any]],
 
 
 def compare(table: Table, comparison: Comparison, *,
-            num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+            num_replicates: int = bootstrap_lib.DEFAULT_NUM_REPLICATES,
             seed: int = 0, confidence: float = intervals.DEFAULT_CONFIDENCE
             ) -> Difference:
   """A - B of `comparison.metric` over the seeds both have.
@@ -444,13 +454,13 @@ def compare(table: Table, comparison: Comparison, *,
 
 def bootstrap_method(table: Table, method: str, metric: str, *,
                      resample_seeds: bool = False,
-                     num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+                     num_replicates: int = bootstrap_lib.DEFAULT_NUM_REPLICATES,
                      seed: int = 0,
                      confidence: float = intervals.DEFAULT_CONFIDENCE
-                     ) -> Optional[intervals.AccuracyIntervals]:
+                     ) -> Optional[bootstrap_lib.AccuracyIntervals]:
   """The `SHARED` bootstrap of one method's `metric` over its seeds.
 
-  `intervals.bootstrap_accuracy` of its examples (every seed the same, as
+  `bootstrap_lib.bootstrap_accuracy` of its examples (every seed the same, as
   for `compare`), stratified by unit: each unit's interval, MacroAvg and
   MicroAvg; with `resample_seeds` the seeds resampled too. None without
   examples.
@@ -464,7 +474,7 @@ def bootstrap_method(table: Table, method: str, metric: str, *,
     return None
   (arrays,), units = _shared_arrays((side,), (seeds,), (method,),
                                     f'{method}, {metric}')
-  return intervals.bootstrap_accuracy(
+  return bootstrap_lib.bootstrap_accuracy(
       arrays, num_replicates=num_replicates, confidence=confidence,
       seed=seed, resample_seeds=resample_seeds, units=units)
 
@@ -478,20 +488,43 @@ def compare_all(table: Table, comparisons: Iterable[Comparison],
       if table.seeds(c.a, c.metric) and table.seeds(c.b, c.metric))
 
 
+def stored_bounds(interval: Any) -> Optional[tuple[float, float]]:
+  """(low, high) of an interval as a report stored it: [low, high],
+  {'low', 'high'} (`intervals.Interval.to_json`), or None; None when it is
+  missing or its bounds are (one seed)."""
+  if not interval:
+    return None
+  if isinstance(interval, Mapping):
+    interval = (interval['low'], interval['high'])
+  if interval[0] is None or interval[1] is None:
+    return None
+  return tuple(interval)
+
+
+def stored_verdict(seed_ci95: Any, bootstrap_ci95: Any, a: str = 'A',
+                   b: str = 'B') -> str:
+  """The one verdict (`intervals.comparison_verdict`) of A - B from its two
+  intervals as a report stored them (`stored_bounds`), so a report is
+  rewritten from its JSON alone."""
+  return intervals.comparison_verdict(stored_bounds(seed_ci95),
+                                      stored_bounds(bootstrap_ci95), a, b)
+
+
 def interval_cell(bounds: Optional[Sequence[float]], *, scale: float = 100.0,
-                  signed: bool = False, missing: str = 'n=1') -> str:
-  """'[low, high]' times `scale` to two decimals (with their signs if
+                  signed: bool = False, missing: str = 'n=1',
+                  digits: int = 2) -> str:
+  """'[low, high]' times `scale` to `digits` decimals (with their signs if
   `signed`), or `missing` for None (one seed: no interval)."""
   if not bounds:
     return missing
-  style = '+.2f' if signed else '.2f'
+  style = f'{"+" if signed else ""}.{digits}f'
   return f'[{scale * bounds[0]:{style}}, {scale * bounds[1]:{style}}]'
 
 
 def difference_cells(difference: float, seed_ci95: Optional[Sequence[float]],
                      bootstrap_ci95: Optional[Sequence[float]], verdict: str,
-                     *, scale: float = 100.0, signed: bool = True
-                     ) -> list[str]:
+                     *, scale: float = 100.0, signed: bool = True,
+                     digits: int = 2, missing: str = 'n=1') -> list[str]:
   """The Markdown cells of one difference, from its JSON fields.
 
   From the stored fields (not a `Difference`), so a report is rewritten from
@@ -504,14 +537,18 @@ def difference_cells(difference: float, seed_ci95: Optional[Sequence[float]],
     verdict: The one verdict.
     scale: What the numbers are multiplied by (100: fractions to points).
     signed: Whether interval bounds carry their sign (+0.46).
+    digits: Decimals of every number.
+    missing: The seed interval's cell without one.
 
   Returns:
-    [difference, 95% over seeds, 95% bootstrap, verdict], to two decimals.
+    [difference, 95% over seeds, 95% bootstrap, verdict], to `digits`
+    decimals.
   """
-  return [f'{scale * difference:+.2f}',
-          interval_cell(seed_ci95, scale=scale, signed=signed),
+  return [f'{scale * difference:+.{digits}f}',
+          interval_cell(seed_ci95, scale=scale, signed=signed, digits=digits,
+                        missing=missing),
           interval_cell(bootstrap_ci95, scale=scale, signed=signed,
-                        missing='–'), verdict]
+                        missing='–', digits=digits), verdict]
 
 
 def markdown_row(cells: Iterable[str]) -> str:

@@ -227,7 +227,7 @@ def make_token_metrics_fn(
     correct_tokens, tokens, example_correct_tokens, example_tokens): the
     last two are each example's counts (lists of ints, in `data`'s order),
     what a paired bootstrap over test examples resamples
-    (`intervals.bootstrap_difference`'s `units`).
+    (`tff_nlp.metrics.bootstrap.bootstrap_difference`'s `units`).
   """
   @tf.function(input_signature=[seq2seq_inputs.input_spec()[0]])
   def forward(x):

@@ -210,6 +210,207 @@ def _coverage(results) -> dict[str, float]:
   return coverage
 
 
+def _header_lines(results, *, data, training, seeds, inputs, command,
+                  trained_by) -> list[str]:
+  """The title, the setting, "What the model saw" and the commands."""
+  lines = [
+      '# Federated continual text classification: FedWeIT, FedSeIT, SIT',
+      '',
+      f'{data.num_clients} clients × {data.tasks_per_client} tasks per '
+      f'dataset, {training.rounds_per_task} rounds per task of '
+      f'{training.local_epochs} local epoch(s); accuracy of every client on '
+      'every task it has learned, each with its own head, at the end of the '
+      'sequence (ACC: the mean over all clients and tasks, spec §8). '
+      f'Every number is the mean over {len(seeds) or 1} seed(s) '
+      f'({", ".join(map(str, seeds))}); a seed draws its own tasks and '
+      'trains its own runs, and the methods of a seed share its tasks.',
+      '',
+  ]
+  if inputs:
+    lines += fcl_inputs.markdown(inputs, data=data, training=training,
+                                 coverage=_coverage(results))
+  if command:
+    lines += ['Command:', '', '```', command, '```', '']
+  if trained_by:
+    lines += ['The runs were trained by:', '', '```', trained_by, '```', '']
+  return lines
+
+
+def _result_tables(results, methods, datasets) -> tuple[list[str], str]:
+  """The ACC and macro-F1 tables, and the ACC table alone (printed)."""
+  table_methods = [m for m in methods if m != NO_FOREIGN]
+  proposed = [METHOD_LABELS[m] for m in table_methods
+              if m in ('fedseit', 'fedseit_sit')]
+  acc = _percent_table(results, 'accuracy', table_methods)
+  acc_table = continual_metrics.results_table_markdown(
+      acc, PAPER_AVERAGE_GAIN, datasets=datasets, proposed=proposed)
+  lines = [
+      '## Average final accuracy, ACC (%)', '',
+      acc_table,
+      '',
+      'The paper reports only the average gain above in the recovered text '
+      '(abstract); its per-dataset numbers were not recovered (spec §8), so '
+      'no paper row is printed.', '',
+      '## Macro-F1 at the end of the sequence (%)', '',
+      continual_metrics.results_table_markdown(
+          _percent_table(results, 'macro_f1', table_methods), None,
+          datasets=datasets, proposed=proposed),
+      '',
+  ]
+  return lines, acc_table
+
+
+def _interval_lines(results, methods, datasets) -> list[str]:
+  """ACC with its Student-t interval over seeds, per method and dataset."""
+  lines = ['## ACC with 95% intervals over seeds (%)', '',
+           'Student-t intervals of the per-seed ACC (n=1: one seed, no '
+           'interval).', '',
+           '| Model | ' + ' | '.join(datasets) + ' |',
+           '|---|' + '---:|' * len(datasets)]
+  for m in methods:
+    cells = []
+    for d in datasets:
+      r = results[d].get(m)
+      cells.append(continual_metrics.MISSING if not r else
+                   f'{100 * r["acc"]:.2f} ' + report_engine.interval_cell(
+                       r.get('acc_ci95'), missing='(n=1)'))
+    lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
+  lines.append('')
+  return lines
+
+
+def _difference_lines(differences, *, inputs) -> list[str]:
+  """The paired differences of ACC with their verdicts (none without)."""
+  if not (differences and any(differences.values())):
+    return []
+  lines = ['## Paired differences of ACC (points)', '',
+           'A - B on the same tasks in each seed: the mean over seeds, its '
+           'Student-t interval over the per-seed differences, and a paired '
+           'bootstrap over the (client, task) pairs of every seed (2,000 '
+           'replicates). One verdict from both intervals: '
+           + ('the rule under "What the model saw".' if inputs else
+              intervals.VERDICT_RULE), '',
+           '| Dataset | A - B | difference | 95% over seeds | '
+           '95% over (client, task) pairs | verdict |',
+           '|---|---|---:|---:|---:|---|']
+  for d, comparisons in differences.items():
+    for name, c in comparisons.items():
+      a, b = name.split(' - ')
+      lines.append(f'| {d} | {METHOD_LABELS[a]} − {METHOD_LABELS[b]} | '
+                   + ' | '.join(difference_cells(c)) + ' |')
+  lines.append('')
+  return lines
+
+
+def _ablation_and_forgetting_lines(results, methods, datasets) -> list[str]:
+  """The ablation (if it ran), then forgetting and backward transfer."""
+  lines = []
+  if NO_FOREIGN in methods:
+    lines += ['## Ablation: FedSeIT without the foreign-knowledge branch', '',
+              '| Model | ' + ' | '.join(datasets) + ' |',
+              '|---|' + '---:|' * len(datasets)]
+    for m in ('fedseit', 'fedseit_sit', NO_FOREIGN):
+      if m in methods:
+        cells = [f'{100 * results[d][m]["accuracy"]:.2f}'
+                 if m in results[d] else continual_metrics.MISSING
+                 for d in datasets]
+        lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
+    lines.append('')
+  lines += ['## Forgetting and backward transfer (points)', '',
+            '| Model | ' + ' | '.join(f'{d} F | {d} BWT' for d in datasets)
+            + ' |', '|---|' + '---:|---:|' * len(datasets)]
+  for m in methods:
+    cells = []
+    for d in datasets:
+      r = results[d].get(m)
+      cells += ([f'{100 * r["forgetting"]:.2f}',
+                 f'{100 * r["backward_transfer"]:.2f}'] if r else
+                [continual_metrics.MISSING] * 2)
+    lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
+  return lines
+
+
+def _communication_lines(results, methods, datasets) -> list[str]:
+  """Bytes per client and round, and by what is sent."""
+  lines = ['', '## Communication per client', '',
+           'Mean over all rounds and task starts of the run, per client: '
+           'bytes the server sends (B or the plain kernels, the embedding on '
+           'the first task and at task starts, the knowledge base of A\'s) '
+           'and the client sends (its shared weights, its pruned A_t, SIT\'s '
+           'representations). A\'s are counted dense; "A non-zeros" is how '
+           'many of a client\'s uploaded A entries survive pruning at λ1.',
+           '',
+           '| Dataset | Model | KiB down / round | KiB up / round | A non-zeros '
+           '/ round | knowledge-base entries / task | seconds per seed |',
+           '|---|---|---:|---:|---:|---:|---:|']
+  for d in datasets:
+    for m in methods:
+      r = results[d].get(m)
+      if not r:
+        continue
+      entries = np.mean(r['kb_entries_per_client'])
+      lines.append(
+          f'| {d} | {METHOD_LABELS[m]} | '
+          f'{r["bytes_down_per_client_round"] / 1024:,.0f} | '
+          f'{r["bytes_up_per_client_round"] / 1024:,.0f} | '
+          f'{r["adaptive_nonzero_per_client_round"]:,.0f} | '
+          f'{entries:.1f} | {r["seconds"]:.0f} |')
+  parts = ('down/shared_weights', 'down/embedding', 'down/knowledge_base',
+           'up/shared_weights', 'up/adaptive', 'up/representations')
+  with_parts = [(d, m) for d in datasets for m in methods
+                if results[d].get(m, {}).get('bytes_per_client_by_part')]
+  if with_parts:
+    lines += ['', 'By what is sent, MiB per client over the whole run (down: '
+              'shared weights every round, the embedding and the knowledge '
+              'base at task starts; up: shared weights and A_t every round, '
+              'SIT\'s task representations at task starts):', '',
+              '| Dataset | Model | ' + ' | '.join(parts) + ' |',
+              '|---|---|' + '---:|' * len(parts)]
+    for d, m in with_parts:
+      split = results[d][m]['bytes_per_client_by_part']
+      lines.append(f'| {d} | {METHOD_LABELS[m]} | ' + ' | '.join(
+          f'{split.get(p, 0.0) / 2**20:,.2f}' for p in parts) + ' |')
+  return lines
+
+
+def _heatmap_lines(results, methods, datasets, output_dir) -> list[str]:
+  """Writes `heatmaps/<dataset>-<method>.png`; the section that shows them."""
+  heatmap_dir = os.path.join(output_dir, 'heatmaps')
+  os.makedirs(heatmap_dir, exist_ok=True)
+  lines = ['', '## Accuracy matrices', '',
+           'Mean over clients and seeds of acc[i, j], the accuracy on task j '
+           'after learning task i:', '']
+  for d in datasets:
+    for m in methods:
+      r = results[d].get(m)
+      if not r:
+        continue
+      name = f'{d}-{m}.png'
+      # Every client has the same NaN cells (tasks not learned yet).
+      matrix = results_matrix(r['accuracy_matrix']).mean(axis=0) * 100
+      continual_metrics.heatmap_png(
+          matrix, os.path.join(heatmap_dir, name),
+          title=f'{d}: {METHOD_LABELS[m]} (accuracy %)', fmt='.0f',
+          vmin=0.0, vmax=100.0)
+      lines.append(f'![{d} {m}](heatmaps/{name})')
+  lines.append('')
+  return lines
+
+
+def _task_and_settings_lines(task_summaries, *, data, training) -> list[str]:
+  """Each dataset's task table, then the settings as JSON."""
+  lines = []
+  if task_summaries:
+    lines += ['## Tasks', '']
+    for d, table in task_summaries.items():
+      lines += [f'### {d}', '', table, '']
+  lines += ['## Settings', '', '```',
+            json.dumps({'data': dataclasses.asdict(data),
+                        'training': dataclasses.asdict(training)}, indent=1),
+            '```', '']
+  return lines
+
+
 def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
                  output_dir: str, *, data: Any, training: Any,
                  command: str = '',
@@ -247,166 +448,19 @@ def write_report(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
   """
   methods = [m for m in METHOD_LABELS
              if any(m in by_method for by_method in results.values())]
-  heatmap_dir = os.path.join(output_dir, 'heatmaps')
-  os.makedirs(heatmap_dir, exist_ok=True)
   datasets = list(results)
-  lines = [
-      '# Federated continual text classification: FedWeIT, FedSeIT, SIT',
-      '',
-      f'{data.num_clients} clients × {data.tasks_per_client} tasks per '
-      f'dataset, {training.rounds_per_task} rounds per task of '
-      f'{training.local_epochs} local epoch(s); accuracy of every client on '
-      'every task it has learned, each with its own head, at the end of the '
-      'sequence (ACC: the mean over all clients and tasks, spec §8). '
-      f'Every number is the mean over {len(seeds) or 1} seed(s) '
-      f'({", ".join(map(str, seeds))}); a seed draws its own tasks and '
-      'trains its own runs, and the methods of a seed share its tasks.',
-      '',
-  ]
-  if inputs:
-    lines += fcl_inputs.markdown(inputs, data=data, training=training,
-                                 coverage=_coverage(results))
-  if command:
-    lines += ['Command:', '', '```', command, '```', '']
-  if trained_by:
-    lines += ['The runs were trained by:', '', '```', trained_by, '```', '']
-  table_methods = [m for m in methods if m != NO_FOREIGN]
-  acc = _percent_table(results, 'accuracy', table_methods)
-  acc_table = continual_metrics.results_table_markdown(
-      acc, PAPER_AVERAGE_GAIN, datasets=datasets,
-      proposed=[METHOD_LABELS[m] for m in table_methods
-                if m in ('fedseit', 'fedseit_sit')])
-  lines += [
-      '## Average final accuracy, ACC (%)', '',
-      acc_table,
-      '',
-      'The paper reports only the average gain above in the recovered text '
-      '(abstract); its per-dataset numbers were not recovered (spec §8), so '
-      'no paper row is printed.', '',
-      '## Macro-F1 at the end of the sequence (%)', '',
-      continual_metrics.results_table_markdown(
-          _percent_table(results, 'macro_f1', table_methods), None,
-          datasets=datasets,
-          proposed=[METHOD_LABELS[m] for m in table_methods
-                    if m in ('fedseit', 'fedseit_sit')]),
-      '',
-  ]
-  lines += ['## ACC with 95% intervals over seeds (%)', '',
-            'Student-t intervals of the per-seed ACC (n=1: one seed, no '
-            'interval).', '',
-            '| Model | ' + ' | '.join(datasets) + ' |',
-            '|---|' + '---:|' * len(datasets)]
-  for m in methods:
-    cells = []
-    for d in datasets:
-      r = results[d].get(m)
-      cells.append(continual_metrics.MISSING if not r else
-                   f'{100 * r["acc"]:.2f} ' + report_engine.interval_cell(
-                       r.get('acc_ci95'), missing='(n=1)'))
-    lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
-  lines.append('')
-  if differences and any(differences.values()):
-    lines += ['## Paired differences of ACC (points)', '',
-              'A - B on the same tasks in each seed: the mean over seeds, its '
-              'Student-t interval over the per-seed differences, and a paired '
-              'bootstrap over the (client, task) pairs of every seed (2,000 '
-              'replicates). One verdict from both intervals: '
-              + ('the rule under "What the model saw".' if inputs else
-                 intervals.VERDICT_RULE), '',
-              '| Dataset | A - B | difference | 95% over seeds | '
-              '95% over (client, task) pairs | verdict |',
-              '|---|---|---:|---:|---:|---|']
-    for d, comparisons in differences.items():
-      for name, c in comparisons.items():
-        a, b = name.split(' - ')
-        lines.append(f'| {d} | {METHOD_LABELS[a]} − {METHOD_LABELS[b]} | '
-                     + ' | '.join(difference_cells(c)) + ' |')
-    lines.append('')
-  if NO_FOREIGN in methods:
-    lines += ['## Ablation: FedSeIT without the foreign-knowledge branch', '',
-              '| Model | ' + ' | '.join(datasets) + ' |',
-              '|---|' + '---:|' * len(datasets)]
-    for m in ('fedseit', 'fedseit_sit', NO_FOREIGN):
-      if m in methods:
-        cells = [f'{100 * results[d][m]["accuracy"]:.2f}'
-                 if m in results[d] else continual_metrics.MISSING
-                 for d in datasets]
-        lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
-    lines.append('')
-  lines += ['## Forgetting and backward transfer (points)', '',
-            '| Model | ' + ' | '.join(f'{d} F | {d} BWT' for d in datasets)
-            + ' |', '|---|' + '---:|---:|' * len(datasets)]
-  for m in methods:
-    cells = []
-    for d in datasets:
-      r = results[d].get(m)
-      cells += ([f'{100 * r["forgetting"]:.2f}',
-                 f'{100 * r["backward_transfer"]:.2f}'] if r else
-                [continual_metrics.MISSING] * 2)
-    lines.append(f'| {METHOD_LABELS[m]} | ' + ' | '.join(cells) + ' |')
-  lines += ['', '## Communication per client', '',
-            'Mean over all rounds and task starts of the run, per client: '
-            'bytes the server sends (B or the plain kernels, the embedding on '
-            'the first task and at task starts, the knowledge base of A\'s) '
-            'and the client sends (its shared weights, its pruned A_t, SIT\'s '
-            'representations). A\'s are counted dense; "A non-zeros" is how '
-            'many of a client\'s uploaded A entries survive pruning at λ1.',
-            '',
-            '| Dataset | Model | KiB down / round | KiB up / round | A non-zeros '
-            '/ round | knowledge-base entries / task | seconds per seed |',
-            '|---|---|---:|---:|---:|---:|---:|']
-  for d in datasets:
-    for m in methods:
-      r = results[d].get(m)
-      if not r:
-        continue
-      entries = np.mean(r['kb_entries_per_client'])
-      lines.append(
-          f'| {d} | {METHOD_LABELS[m]} | '
-          f'{r["bytes_down_per_client_round"] / 1024:,.0f} | '
-          f'{r["bytes_up_per_client_round"] / 1024:,.0f} | '
-          f'{r["adaptive_nonzero_per_client_round"]:,.0f} | '
-          f'{entries:.1f} | {r["seconds"]:.0f} |')
-  parts = ('down/shared_weights', 'down/embedding', 'down/knowledge_base',
-           'up/shared_weights', 'up/adaptive', 'up/representations')
-  with_parts = [(d, m) for d in datasets for m in methods
-                if results[d].get(m, {}).get('bytes_per_client_by_part')]
-  if with_parts:
-    lines += ['', 'By what is sent, MiB per client over the whole run (down: '
-              'shared weights every round, the embedding and the knowledge '
-              'base at task starts; up: shared weights and A_t every round, '
-              'SIT\'s task representations at task starts):', '',
-              '| Dataset | Model | ' + ' | '.join(parts) + ' |',
-              '|---|---|' + '---:|' * len(parts)]
-    for d, m in with_parts:
-      split = results[d][m]['bytes_per_client_by_part']
-      lines.append(f'| {d} | {METHOD_LABELS[m]} | ' + ' | '.join(
-          f'{split.get(p, 0.0) / 2**20:,.2f}' for p in parts) + ' |')
-  lines += ['', '## Accuracy matrices', '',
-            'Mean over clients and seeds of acc[i, j], the accuracy on task j '
-            'after learning task i:', '']
-  for d in datasets:
-    for m in methods:
-      r = results[d].get(m)
-      if not r:
-        continue
-      name = f'{d}-{m}.png'
-      # Every client has the same NaN cells (tasks not learned yet).
-      matrix = results_matrix(r['accuracy_matrix']).mean(axis=0) * 100
-      continual_metrics.heatmap_png(
-          matrix, os.path.join(heatmap_dir, name),
-          title=f'{d}: {METHOD_LABELS[m]} (accuracy %)', fmt='.0f',
-          vmin=0.0, vmax=100.0)
-      lines.append(f'![{d} {m}](heatmaps/{name})')
-  lines.append('')
-  if task_summaries:
-    lines += ['## Tasks', '']
-    for d, table in task_summaries.items():
-      lines += [f'### {d}', '', table, '']
-  lines += ['## Settings', '', '```',
-            json.dumps({'data': dataclasses.asdict(data),
-                        'training': dataclasses.asdict(training)}, indent=1),
-            '```', '']
+  result_lines, acc_table = _result_tables(results, methods, datasets)
+  lines = (
+      _header_lines(results, data=data, training=training, seeds=seeds,
+                    inputs=inputs, command=command, trained_by=trained_by)
+      + result_lines
+      + _interval_lines(results, methods, datasets)
+      + _difference_lines(differences, inputs=inputs)
+      + _ablation_and_forgetting_lines(results, methods, datasets)
+      + _communication_lines(results, methods, datasets)
+      + _heatmap_lines(results, methods, datasets, output_dir)
+      + _task_and_settings_lines(task_summaries, data=data,
+                                 training=training))
   path = os.path.join(output_dir, TABLE_FILE)
   with open(path, 'w', encoding='utf-8') as f:
     f.write('\n'.join(lines))

@@ -195,8 +195,11 @@ def _train_centralized(data: nmt_task.EncodedCorpus, *, epochs: int,
                        built: training_lib.ProcessCache
                        ) -> tuple[list[np.ndarray], list[dict]]:
   """`epochs` epochs on `data` (a one-client FedAvg round per epoch)."""
-  process = built.get(
-      ('centralized', model, training),
+  del built  # Processes go to the shared cache; `built` keeps evaluators.
+  # A function of the model (vocabulary, lengths, seed) and training
+  # configurations only: shared by every run of this Python process.
+  process = training_lib.shared_processes().get(
+      ('nmt.centralized', model, training),
       lambda: nmt_task.build_centralized_process(model, training))
   rounds = nmt_task.centralized_rounds(data, training, epochs)
   initial_weights = None
@@ -222,9 +225,11 @@ def _train_federated(task: nmt_task.NmtTask, spec: EngineSpec, *,
                      loop: training_lib.LoopConfig, run_dir: str, seed: int,
                      built: training_lib.ProcessCache, evaluate_fn=None):
   """Rounds of `spec.mode` dynamic pulling from the generic engine."""
-  key = ('federated', model, training, len(task.domains), spec.mode,
+  del built  # Processes go to the shared cache; `built` keeps evaluators.
+  key = ('nmt.federated', model, training, len(task.domains), spec.mode,
          spec.change_norm, spec.server_optimizer)
-  process = built.get(key, lambda: nmt_task.build_federated_process(
+  process = training_lib.shared_processes().get(
+      key, lambda: nmt_task.build_federated_process(
       model, training, num_clients=len(task.domains), mode=spec.mode,
       change_norm=spec.change_norm, server_optimizer=spec.server_optimizer))
   template = process.get_model_weights(process.initialize())

@@ -28,6 +28,7 @@ import re
 import statistics
 from typing import Any, Optional
 
+from apps.common import report_engine
 from tff_nlp.metrics import bleu
 
 # Our domain -> the paper's column.
@@ -295,9 +296,8 @@ def paper_averages(summaries: Mapping[str, Mapping[str, Any]],
 def _interval(value: Optional[float], ci95) -> str:
   if value is None:
     return MISSING
-  if ci95 is None:
-    return f'{value:.2f} (n=1)'
-  return f'{value:.2f} [{ci95[0]:.2f}, {ci95[1]:.2f}]'
+  return f'{value:.2f} ' + report_engine.interval_cell(
+      ci95, scale=1.0, missing='(n=1)')
 
 
 def seeds_table(summaries: Mapping[str, Mapping[str, Any]],
@@ -329,12 +329,10 @@ def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
            'bootstrap over test sentences | verdict |',
            '|---|---:|---:|---:|---|']
   for c in comparisons:
-    seeds = c['seed_ci95']
-    boot = c['bootstrap_ci95']
-    lines.append(
-        f'| {c["a"]} − {c["b"]} | {c["difference"]:+.2f} | '
-        + (f'[{seeds[0]:+.2f}, {seeds[1]:+.2f}]' if seeds else MISSING)
-        + f' | [{boot[0]:+.2f}, {boot[1]:+.2f}] | {c["verdict"]} |')
+    lines.append(report_engine.markdown_row([
+        f'{c["a"]} − {c["b"]}', *report_engine.difference_cells(
+            c['difference'], c['seed_ci95'], c['bootstrap_ci95'],
+            c['verdict'], scale=1.0, missing=MISSING)]))
   return '\n'.join(lines)
 
 

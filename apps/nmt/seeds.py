@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from apps.common import report_engine
 from tff_nlp import errors
 from tff_nlp.metrics import bleu
 from tff_nlp.metrics import intervals
@@ -145,6 +146,26 @@ def engine_seconds(result: Mapping[str, Any]) -> Optional[float]:
   return max(result.get('seconds') or 0.0, rounds)
 
 
+# The report engine's records of an engine's seeds (`_records`): its BLEU
+# per domain, keyed (_BLEU, domain), and its averages.
+_ENGINE = 'engine'
+_BLEU = 'bleu'
+
+
+def _records(method: str, seeds: Mapping[str, Mapping[str, Any]]
+             ) -> list[report_engine.Record]:
+  """seed -> `summarize_engine`'s per-seed entry as `report_engine.Record`s:
+  BLEU per domain, `ALL_AVG` and, if there, `SHARED_AVG` (no examples: the
+  bootstrap is SacreBLEU's, `bootstrap_average_difference`)."""
+  records = []
+  for seed, entry in seeds.items():
+    records += [report_engine.Record(method, seed, (_BLEU, d), value)
+                for d, value in entry['bleu'].items()]
+    records += [report_engine.Record(method, seed, key, entry[key])
+                for key in (ALL_AVG, SHARED_AVG) if key in entry]
+  return records
+
+
 def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
                      domains: Sequence[str],
                      default_pulled: Optional[Mapping[int, float]] = None,
@@ -191,18 +212,18 @@ def summarize_engine(per_seed: Mapping[int, Mapping[str, Any]],
     seeds[str(seed)] = entry
   summary = collections.OrderedDict(engine=first['engine'],
                                     spec=first['spec'], seeds=seeds)
-  per_domain = {d: intervals.seed_interval([s['bleu'][d]
-                                            for s in seeds.values()])
-                for d in domains}
+  means = report_engine.method_intervals(
+      report_engine.Table(_records(_ENGINE, seeds)), _ENGINE)
+  per_domain = {d: means[_BLEU, d] for d in domains}
   summary['bleu'] = collections.OrderedDict(
       (d, i.estimate) for d, i in per_domain.items())
   summary['bleu_ci95'] = collections.OrderedDict(
       (d, i.bounds()) for d, i in per_domain.items())
-  average = intervals.seed_interval([s['bleu_avg'] for s in seeds.values()])
+  average = means[ALL_AVG]
   summary['bleu_avg'] = average.estimate
   summary['bleu_avg_ci95'] = average.bounds()
   if shared_domains:
-    shared = intervals.seed_interval([s[SHARED_AVG] for s in seeds.values()])
+    shared = means[SHARED_AVG]
     summary['shared_domains'] = list(shared_domains)
     summary[SHARED_AVG] = shared.estimate
     summary[SHARED_AVG + '_ci95'] = shared.bounds()
@@ -323,24 +344,32 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], *,
   """A - B of two `summarize_engine` summaries, on one of their averages.
 
   The seed interval is over the per-seed differences of `average` on the
-  seeds both ran (paired: the same seed's data order); with fewer than two
-  such seeds it is undefined (None). The bootstrap is
-  `bootstrap_average_difference` of every seed of each, over the domains
-  of the statistics given (those of `average`: every test set for
-  `ALL_AVG`, the shared ones for `SHARED_AVG`). The verdict is
-  `intervals.comparison_verdict` of the two: the one rule of every results
-  page (`intervals.VERDICT_RULE`).
+  seeds both ran (paired: the same seed's data order; `report_engine.compare`
+  of the seed records); with fewer than two such seeds it is undefined
+  (None). The bootstrap is `bootstrap_average_difference` of every seed of
+  each, over the domains of the statistics given (those of `average`: every
+  test set for `ALL_AVG`, the shared ones for `SHARED_AVG`). The verdict is
+  `intervals.comparison_verdict` of the two (`report_engine.Difference.
+  with_bootstrap`): the one rule of every results page
+  (`intervals.VERDICT_RULE`).
   """
-  shared = [s for s in a['seeds'] if s in b['seeds']]
-  by_seed = intervals.seed_interval(
-      [a['seeds'][s][average] - b['seeds'][s][average] for s in shared]
-  ) if shared else intervals.Interval(math.nan, math.nan, math.nan)
+  comparison = report_engine.Comparison('A', 'B', average, names=names)
+  table = report_engine.Table(_records('A', a['seeds'])
+                              + _records('B', b['seeds']))
   boot = bootstrap_average_difference(a_statistics, b_statistics)
+  if any(s in b['seeds'] for s in a['seeds']):
+    difference = report_engine.compare(table, comparison)
+  else:  # No seed paired: no seed interval.
+    undefined = intervals.Interval(math.nan, math.nan, math.nan)
+    difference = report_engine.Difference(comparison, [], [], undefined,
+                                          None, '')
+  difference = difference.with_bootstrap(boot)
   name_a, name_b = names
   return collections.OrderedDict(
       a=name_a, b=name_b, average=average,
       difference=a[average] - b[average],
-      paired_seeds=[int(s) for s in shared],
-      seed_ci95=by_seed.bounds(), bootstrap_ci95=[boot.low, boot.high],
+      paired_seeds=[int(s) for s in difference.seeds],
+      seed_ci95=difference.seed.bounds(),
+      bootstrap_ci95=[boot.low, boot.high],
       bootstrap_replicates=BOOTSTRAP_REPLICATES,
-      verdict=intervals.comparison_verdict(by_seed, boot, name_a, name_b))
+      verdict=difference.verdict)

@@ -516,17 +516,18 @@ def build_federated_process(
   """
   layout = seq2seq_layout.tensor_layout(model)
   optimizer = templates.CLIENT_OPTIMIZERS[training.client_optimizer]
+  selection = dynamic_pulling.Selection(
+      mode=mode, tensor_groups=[t.group for t in layout],
+      exchanged=seq2seq_layout.controller_mask(
+          layout, layers=training.controller_layers)
+      if mode == 'controllers' else None,
+      change_norm=change_norm, split_by=training.split_by)
   return dynamic_pulling.build_simulation_process(
       seq2seq_model_fn.build_model_fn(model), num_clients=num_clients,
-      mode=mode, tensor_groups=[t.group for t in layout],
-      exchanged=seq2seq_layout.controller_mask(layout,
-                                        layers=training.controller_layers)
-      if mode == 'controllers'
-      else None,
+      selection=selection,
       client_optimizer_fn=optimizer(learning_rate=training.learning_rate),
-      with_client_config=True, change_norm=change_norm,
+      with_client_config=True,
       max_weight_share=training.max_weight_share,
-      split_by=training.split_by,
       server_optimizer_fn=(None if server_optimizer == 'none'
                            else SERVER_OPTIMIZERS[server_optimizer]()))
 

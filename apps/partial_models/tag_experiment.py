@@ -219,6 +219,20 @@ def build_process(method: str, vocabularies: tags_lib.TagVocabularies,
   """
   shape = dict(num_words=vocabularies.num_word_rows,
                num_tags=vocabularies.num_tag_columns)
+  # Built once per configuration in this Python process (seeds of a sweep,
+  # runs resumed in it): the process is a function of the method, the
+  # matrix's shape and the client training below, not of the data or seed.
+  key = ('partial_models.tag', method, shape['num_words'], shape['num_tags'],
+         training.max_keys, training.block_size,
+         training.client_learning_rate, training.client_epochs,
+         client_outputs)
+  return training_lib.shared_processes().get(
+      key, lambda: _build_process(method, shape, training, client_outputs))
+
+
+def _build_process(method: str, shape: dict[str, int],
+                   training: TagTrainingConfig, client_outputs: bool
+                   ) -> tff.learning.templates.LearningProcess:
   if method == DENSE:
     if training.client_epochs != 1:
       raise ValueError('The dense baseline runs one local epoch; got '

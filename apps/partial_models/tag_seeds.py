@@ -34,6 +34,7 @@ from tff_nlp import training as training_lib
 from apps.common import report_engine as engine
 from apps.partial_models import tag_experiment as sparse_tags
 from apps.partial_models import tag_inputs
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 
 SUMMARY_FILE = 'seeds.json'
@@ -130,7 +131,7 @@ def summarize_method(per_seed: PerSeed) -> collections.OrderedDict:
 
 
 def compare(a: PerSeed, b: PerSeed, *, names: tuple[str, str],
-            num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+            num_replicates: int = bootstrap_lib.DEFAULT_NUM_REPLICATES,
             seed: int = 0) -> collections.OrderedDict:
   """Precision@1 of A - B over the seeds both ran (`engine.compare`).
 

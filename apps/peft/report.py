@@ -32,11 +32,13 @@ import numpy as np
 
 from tff_nlp import errors
 from apps.common import plots
+from apps.common import report_engine as engine
 from tff_nlp import training as training_lib
 from apps.peft import setting as peft_setting
 from apps.text2sql import experiment as text2sql
 from apps.text2sql import seed_runs as text2sql_seed_runs
 from apps.text2sql import summary as text2sql_summary
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 
 RESULTS_FILE = 'results.json'
@@ -128,7 +130,7 @@ def _differences(summaries: Mapping[str, Mapping[str, Any]],
       continue
     differences[f'{a_name}-{slug}'] = text2sql_summary.difference_json(
         seed_runs(a_name, slug), seed_runs(b_name, slug),
-        text2sql_summary.Bootstrap(intervals.DEFAULT_NUM_REPLICATES,
+        text2sql_summary.Bootstrap(bootstrap_lib.DEFAULT_NUM_REPLICATES,
                                    intervals.DEFAULT_CONFIDENCE, 0),
         a_name=a_name, b_name=b_name)
   return differences
@@ -291,7 +293,7 @@ def _macro(summary: Optional[Mapping[str, Any]]
 def _percent(value: float, interval=None) -> str:
   text = f'{100 * value:.1f}'
   if interval:
-    text += f' [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]'
+    text += ' ' + engine.interval_cell(interval, digits=1)
   return text
 
 
@@ -466,12 +468,12 @@ def _difference_table(title: str, differences: Mapping[str, Any]
       if not entry:
         cells += ['–'] * 4
         continue
-      cells += [f'{100 * entry["difference"]:+.1f}',
-                _ci_text(entry['seed_ci95']),
-                _ci_text(entry.get('bootstrap_ci95')),
-                _verdict(entry, difference.get('a', 'A'),
-                         difference.get('b', 'B'))]
-    lines.append('| ' + ' | '.join(cells) + ' |')
+      cells += engine.difference_cells(
+          entry['difference'], engine.stored_bounds(entry['seed_ci95']),
+          engine.stored_bounds(entry.get('bootstrap_ci95')),
+          _verdict(entry, difference.get('a', 'A'), difference.get('b', 'B')),
+          digits=1, missing='–')
+    lines.append(engine.markdown_row(cells))
   return lines
 
 
@@ -519,26 +521,14 @@ def _round_time_lines(timing: Optional[Mapping[str, Any]]) -> list[str]:
 
 def _verdict(entry: Mapping[str, Any], a: str, b: str) -> str:
   """The verdict of a difference A - B (`text2sql_summary.difference_json`
-  entry) by the one rule of every results page,
-  `intervals.comparison_verdict`, from its seed and bootstrap intervals
-  (the intervals' own verdicts in `entry` are not consulted)."""
-  return intervals.comparison_verdict(_bounds(entry.get('seed_ci95')),
-                                      _bounds(entry.get('bootstrap_ci95')),
-                                      a, b)
-
-
-def _bounds(interval) -> Optional[tuple[float, float]]:
-  """(low, high) of a recorded interval ([low, high] or {'low', 'high'})."""
-  if not interval:
-    return None
-  if isinstance(interval, Mapping):
-    return (interval['low'], interval['high'])
-  return tuple(interval)
+  entry) by the one rule of every results page (`engine.stored_verdict`),
+  from its seed and bootstrap intervals (the intervals' own verdicts in
+  `entry` are not consulted)."""
+  return engine.stored_verdict(entry.get('seed_ci95'),
+                               entry.get('bootstrap_ci95'), a, b)
 
 
 def _ci_text(interval) -> str:
-  if not interval:
-    return '–'
-  if isinstance(interval, Mapping):
-    interval = (interval['low'], interval['high'])
-  return f'[{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]'
+  """A stored interval in signed percentage points, one decimal."""
+  return engine.interval_cell(engine.stored_bounds(interval), signed=True,
+                              digits=1, missing='–')

@@ -18,8 +18,8 @@ from matplotlib import figure
 from matplotlib.backends import backend_agg
 import numpy as np
 
+from apps.common import report_engine as engine
 from apps.robustness import attacks
-from tff_nlp.metrics import intervals
 from tff_nlp.training import release
 
 RESULTS_FILE = 'results.json'
@@ -34,15 +34,37 @@ _SEED_KEYS = ('seed', 'attacker_share_mean', 'attacker_share_max',
               'metric', 'seconds', 'meets_target', 'attack_spec')
 
 
+# A configuration's seeds as the report engine's records: one method, the
+# truth ratio and each task metric (keyed (_METRIC, name), apart from it).
+_METHOD = 'configuration'
+_TRUTH_RATIO = 'truth_ratio'
+_METRIC = 'metric'
+
+
+def _records(group: Sequence[Mapping[str, Any]],
+             has_truth: bool) -> list[engine.Record]:
+  """The seeds' runs of one configuration as `engine.Record`s, each run's
+  place in `group` its seed (so a seed run twice stays two runs)."""
+  records = []
+  for i, row in enumerate(group):
+    if has_truth:
+      records.append(engine.Record(_METHOD, i, _TRUTH_RATIO,
+                                   row['truth_ratio']))
+    records += [engine.Record(_METHOD, i, (_METRIC, m), value)
+                for m, value in row['metric'].items()]
+  return records
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
   """One row per configuration (all but the seed), averaged over seeds.
 
   Means over seeds of the attackers' mean share, distances, truth ratio,
   metric and seconds, with 95 % Student-t intervals over seeds
-  (`truth_ratio_ci95`, `metric_ci95`; bounds None with one seed); the
-  largest share of any round of any seed; `meets_target` if every seed
-  meets it; `num_seeds`, and `seeds`: each seed's own values (the runs'
-  full records stay in their cached run directories).
+  (`truth_ratio_ci95`, `metric_ci95`: `engine.method_intervals`; bounds
+  None with one seed); the largest share of any round of any seed;
+  `meets_target` if every seed meets it; `num_seeds`, and `seeds`: each
+  seed's own values (the runs' full records stay in their cached run
+  directories).
   """
   groups = collections.OrderedDict()
   for row in rows:
@@ -54,11 +76,10 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
       values = [r[name] for r in group if r[name] is not None]
       return float(np.mean(values)) if values else None
 
-    def ci95(values):
-      return intervals.seed_interval(values).to_json()
-
     metric_names = list(group[0]['metric'])
     has_truth = group[0]['truth_ratio'] is not None
+    means = engine.method_intervals(engine.Table(_records(group, has_truth)),
+                                    _METHOD)
     summaries.append(collections.OrderedDict(
         zip(_GROUP_KEYS, key),
         num_seeds=len(group),
@@ -67,15 +88,14 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         distance_to_honest=mean('distance_to_honest'),
         distance_to_truth=mean('distance_to_truth'),
         truth_ratio=mean('truth_ratio'),
-        truth_ratio_ci95=(ci95([r['truth_ratio'] for r in group])
-                          if has_truth else None),
+        truth_ratio_ci95=(means[_TRUTH_RATIO].to_json() if has_truth
+                          else None),
         truth_ratio_max=(max(r['truth_ratio'] for r in group)
                          if group[0]['truth_ratio'] is not None else None),
         metric=collections.OrderedDict(
-            (m, float(np.mean([r['metric'][m] for r in group])))
-            for m in metric_names),
+            (m, means[_METRIC, m].estimate) for m in metric_names),
         metric_ci95=collections.OrderedDict(
-            (m, ci95([r['metric'][m] for r in group])) for m in metric_names),
+            (m, means[_METRIC, m].to_json()) for m in metric_names),
         seconds=mean('seconds'),
         meets_target=all(r['meets_target'] for r in group),
         seeds=[collections.OrderedDict((k, r[k]) for k in _SEED_KEYS if k in r)

@@ -29,6 +29,7 @@ from apps.robustness import tasks as robustness_tasks
 from tff_nlp.data import text2sql
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 from apps.text2sql import process as text2sql_process
 from apps.text2sql import template_parser as text2sql_templates
 
@@ -80,7 +81,7 @@ class Text2SqlTask:
   def _prepared(self, seed: int):
     key = (self, seed)
     if key not in _PREPARED:
-      task = text2sql_task.prepare_template_task(
+      task = text2sql_task_data.prepare_template_task(
           self.data, data_dir=self.data_dir, seed=seed, ngrams=self.ngrams,
           values=self.values)
       parser = text2sql_process.build_parser(

@@ -13,7 +13,7 @@ Two workloads (`round_overhead_workloads.MODELS`):
 *   `r8_classifier`: the r8 demo task and bag-of-embeddings classifier of
     `apps.common.text_classification_task` (`R8Setup`), client SGD;
 *   `text2sql_seq2seq`: the text-to-SQL clients and Keras seq2seq model as
-    the task builds them (`apps.text2sql.task.prepare_task`,
+    the task builds them (`apps.text2sql.task_data.prepare_task`,
     `text2sql_process.build_process` and `build_client_data_fn`), with the
     cpu preset's data, model and local training (`text2sql_setup`), client
     Adam.

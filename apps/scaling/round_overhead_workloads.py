@@ -8,7 +8,7 @@ training for the pure-TensorFlow reference (`round_overhead_pure_tf`).
     classifier of `apps.common.text_classification_task`, client SGD;
 *   `text2sql_seq2seq` (`Text2SqlSetup`, `text2sql_setup`): the text-to-SQL
     clients and Keras seq2seq model as the text-to-SQL task builds them
-    (`apps.text2sql.task.prepare_task` and
+    (`apps.text2sql.task_data.prepare_task` and
     `apps.text2sql.process`'s parser, process and client data), with
     the cpu preset's data, model and local training, client Adam.
 """
@@ -30,6 +30,7 @@ from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from apps.text2sql import task as text2sql
+from apps.text2sql import task_data as text2sql_task_data
 from apps.text2sql import process as text2sql_process
 from apps.common import text_classification_task as text_classification
 
@@ -258,7 +259,7 @@ def _build_text2sql_workload(setup: Text2SqlSetup, *,
   start = time.perf_counter()
   # The tokenizer is trained for this run and not kept.
   with tempfile.TemporaryDirectory(prefix='round_overhead_') as tokenizer_dir:
-    task = text2sql.prepare_task(setup.data, data_dir=data_dir, seed=seed,
+    task = text2sql_task_data.prepare_task(setup.data, data_dir=data_dir, seed=seed,
                                  tokenizer_dir=tokenizer_dir)
   model_config = dataclasses.replace(
       setup.model, vocabulary_size=task.tokenizer.vocabulary_size(),

@@ -52,6 +52,7 @@ from tff_nlp.data import text2sql as text2sql_data
 from apps.text2sql import experiment as text2sql
 from apps.text2sql import seed_runs as text2sql_seed_runs
 from apps.text2sql import summary as text2sql_summary
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 from apps.text2sql import report as text2sql_report
 from tff_nlp.models import lora as lora_lib
@@ -440,7 +441,7 @@ def report_runs(
     output_dir: str,
     command: str = '',
     baseline: bool = True,
-    num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+    num_replicates: int = bootstrap_lib.DEFAULT_NUM_REPLICATES,
     reference_results: Optional[str] = None,
 ) -> dict[str, Any]:
   """Reports `collect_runs`' runs: `results.json`, `results.md`, figures.

@@ -54,6 +54,7 @@ from apps.text2sql import start as text2sql_start
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.models import seq2seq
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 from apps.text2sql import process as text2sql_process
 from apps.text2sql import run_results
 from apps.text2sql import spec as spec_lib
@@ -175,7 +176,7 @@ def run_text2sql(
   `results.json` holds the test exact match and execution accuracy per
   client with MacroAvg and MicroAvg (`test`), and
   `test_exact_match_bootstrap_ci95`: their 95 % percentile bootstrap
-  intervals over the test examples (`intervals.bootstrap_accuracy`, as
+  intervals over the test examples (`tff_nlp.metrics.bootstrap.bootstrap_accuracy`, as
   fractions). One run is one seed; `text2sql_benchmark` aggregates seeds.
   `seconds` is the run's wall time: this call's, plus, for a run resumed
   from a checkpoint, the recorded round and evaluation times of the rounds
@@ -196,7 +197,7 @@ def run_text2sql(
       with the same configuration (seed included) and data folder, and
       kept for later ones (e.g. a timing that runs each setting twice:
       building a process traces the model, which costs more than a few
-      rounds). None: built for this call only.
+      rounds). None: this Python process's `training.shared_processes()`.
     restart: Remove the run `output_dir` holds and start over.
 
   Returns:
@@ -220,10 +221,15 @@ def run_text2sql(
   # finetuning units of one learning rate share one, and so do calls with
   # this configuration given the same `processes`.
   if processes is None:
-    processes = training_lib.ProcessCache()
+    processes = training_lib.shared_processes()
+  # What the computation depends on: the experiment (seed included), the
+  # data folder, the parser's kind and resolved configuration (vocabulary,
+  # lengths, copying, seed) and the frozen weights a LoRA computation
+  # carries (the checkpoint at `init_from` may have changed since).
   process_key = training_lib.config_digest(
-      [run.config['experiment'], spec.loop,
-       data_dir and os.path.abspath(data_dir)])
+      [run.config['experiment'], data_dir and os.path.abspath(data_dir),
+       type(run.parser).__name__, run.parser.config,
+       text2sql_process.frozen_weights_digest(run.parser)])
   trained = run_results.Trained()
   for unit in text2sql_process.training_units(training, task.clients):
     aggregator, accounting = spec.model_aggregator(_unit_clients(spec, unit))
@@ -280,11 +286,11 @@ def _prepare_run(spec: spec_lib.Text2SqlSpec, *, data_dir: Optional[str],
       text2sql_start.copy_tokenizer_file(
           start_from.tokenizer_file, os.path.join(output_dir, TOKENIZER_DIR))
     if spec.templates:
-      task = text2sql_task.prepare_template_task(
+      task = text2sql_task_data.prepare_template_task(
           data, data_dir=data_dir, seed=loop.seed, ngrams=model.ngrams,
           values=model.values)
     else:
-      task = text2sql_task.prepare_task(
+      task = text2sql_task_data.prepare_task(
           data, data_dir=data_dir, seed=loop.seed,
           tokenizer_dir=os.path.join(output_dir, TOKENIZER_DIR),
           tokenizer=start_from.preset_tokenizer)

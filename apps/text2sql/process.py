@@ -27,6 +27,7 @@ from tff_nlp import algorithms
 from tff_nlp import templates
 
 from tff_nlp import aggregators
+from tff_nlp import training as training_lib
 from apps.text2sql import vocab_sliced
 from tff_nlp.data import text2sql
 from tff_nlp.models import keras_nlp_preset
@@ -171,8 +172,8 @@ def build_parser(task: text2sql_task.Text2SqlTask, model, batch_size: int,
   """The parser of `model`'s kind, sized to `task`.
 
   Args:
-    task: The prepared task (`text2sql.prepare_task` for a
-      `seq2seq.Seq2SeqConfig`, `text2sql.prepare_template_task` for a
+    task: The prepared task (`task_data.prepare_task` for a
+      `seq2seq.Seq2SeqConfig`, `task_data.prepare_template_task` for a
       `text2sql_templates.TemplateParserConfig`).
     model: The parser's configuration. A `Seq2SeqConfig` gets the task's
       vocabulary, lengths and copying (`Text2SqlTask.model_config`).
@@ -281,6 +282,19 @@ def unit_learning_rate(training: text2sql_task.TrainingConfig,
   if training.paradigm == 'finetune':
     return training.learning_rates[unit.train_clients[0]]
   return training.learning_rates.default
+
+
+def frozen_weights_digest(parser: Seq2SeqParser | TemplateParser
+                          ) -> Optional[str]:
+  """Of the base weights a LoRA parser's computations carry; else None.
+
+  Part of a process cache key (`tff_nlp.training.ProcessCache`): two LoRA
+  runs of one configuration from different pre-trained weights (the same
+  `init_from` path, rewritten) build different computations.
+  """
+  if not isinstance(parser, LoraSeq2SeqParser):
+    return None
+  return training_lib.weights_digest(parser.keras_model().get_weights())
 
 
 def build_process(training: text2sql_task.TrainingConfig,

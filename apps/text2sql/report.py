@@ -32,6 +32,7 @@ import math
 import types
 from typing import Any, Optional, Union
 
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql
 
@@ -420,7 +421,7 @@ def run_markdown(
     method: MethodKey,
     evaluation: text2sql.Text2SqlEvaluation,
     *,
-    bootstrap: intervals.AccuracyIntervals,
+    bootstrap: bootstrap_lib.AccuracyIntervals,
     token_accuracy: Mapping[str, float],
     best_rounds: Mapping[str, Optional[int]],
     token_accuracy_of: str = 'the gold SQL, teacher-forced',
@@ -436,7 +437,7 @@ def run_markdown(
   Args:
     method: The run's method.
     evaluation: Its test evaluation.
-    bootstrap: `intervals.bootstrap_accuracy` of its exact-match outcomes.
+    bootstrap: `bootstrap_lib.bootstrap_accuracy` of its exact-match outcomes.
     token_accuracy: Client -> test token accuracy (a fraction).
     best_rounds: Trained unit ('federated', 'centralized' or a client) ->
       the round (epoch) of its selected model; None if it never evaluated.

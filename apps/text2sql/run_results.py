@@ -22,7 +22,7 @@ from apps.text2sql import summary_markdown as text2sql_summary_markdown
 from apps.text2sql import template_parser as text2sql_templates
 from tff_nlp import training as training_lib
 from tff_nlp.data import text2sql
-from tff_nlp.metrics import intervals
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import text2sql as text2sql_metrics
 
 RESULTS_FILE = 'results.json'
@@ -102,7 +102,7 @@ def write_results(output_dir: str, *, spec: spec_lib.Text2SqlSpec,
     output_dir: The run directory.
     spec: The run.
     config: The run's recorded config (`config.json`).
-    task: The prepared task (`text2sql_task.prepare_task` or
+    task: The prepared task (`task_data.prepare_task` or
       `prepare_template_task`).
     parser: The parser (`text2sql_process.build_parser`).
     slices: Per client: (its vocabulary, its sliced train split, ids made
@@ -122,7 +122,7 @@ def write_results(output_dir: str, *, spec: spec_lib.Text2SqlSpec,
       name: best_round(records) for name, records in trained.records.items()}
   # One seed: the interval covers test-set sampling only; the benchmark
   # (`text2sql_summary`) adds seed variation over several runs.
-  bootstrap = intervals.bootstrap_accuracy(
+  bootstrap = bootstrap_lib.bootstrap_accuracy(
       {c: [[text2sql_metrics.exact_match(p, g) for p, g in scores.pairs(c)]]
        for c in task.clients})
   training = spec.training

@@ -59,6 +59,7 @@ from tff_nlp import training as training_lib
 from apps.text2sql import reference as text2sql_reference
 from apps.text2sql import seed_runs as text2sql_seed_runs
 from apps.text2sql import summary_markdown as text2sql_summary_markdown
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from apps.text2sql import report as text2sql_report
@@ -160,7 +161,7 @@ class Bootstrap:
                 confidence=self.confidence, seed=self.seed)
 
   def accuracy(self, table: engine.Table, method: str,
-               resample_seeds: bool) -> Optional[intervals.AccuracyIntervals]:
+               resample_seeds: bool) -> Optional[bootstrap_lib.AccuracyIntervals]:
     """A method's exact match (`engine.bootstrap_method`)."""
     return engine.bootstrap_method(table, method, EM_MACRO,
                                    resample_seeds=resample_seeds,
@@ -374,9 +375,9 @@ def _entry(difference: float, found: Sequence[engine.Difference], *,
       difference=difference, **extra,
       seed_ci95=text2sql_report.interval_json(seed),
       seed_verdict=intervals.verdict(seed, a_name, b_name))
-  average = (intervals.MACRO_AVG
+  average = (bootstrap_lib.MACRO_AVG
              if found[0].comparison.average == engine.MACRO
-             else intervals.MICRO_AVG)
+             else bootstrap_lib.MICRO_AVG)
   for key, result in zip(('bootstrap', 'bootstrap_seeds'), found):
     interval = result.bootstrap
     if client is not None and interval is not None:
@@ -407,7 +408,7 @@ def summarize_runs(
     baseline: Optional[text2sql_seed_runs.BaselinePredictions] = None,
     command: str = '',
     expect_full_splits: bool = False,
-    num_replicates: int = intervals.DEFAULT_NUM_REPLICATES,
+    num_replicates: int = bootstrap_lib.DEFAULT_NUM_REPLICATES,
     confidence: float = intervals.DEFAULT_CONFIDENCE,
     bootstrap_seed: int = 0,
     federated_aggregation: Optional[Mapping[str, Any]] = None,

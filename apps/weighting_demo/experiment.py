@@ -177,19 +177,30 @@ def train_with_weighting(
         clients_per_round=min(loop.clients_per_round, len(task.clients)),
         population=len(task.clients), rounds=loop.rounds)
   spec = task.model_spec(embedding_dim=training.embedding_dim, seed=loop.seed)
-  process = algorithms.build_fl_process(
-      models.build_model_fn(spec),
-      algorithm=training.algorithm,
-      weighting=weighting,
-      client_optimizer_fn=templates.CLIENT_OPTIMIZERS[
-          training.client_optimizer](
-              learning_rate=training.client_learning_rate),
-      proximal_strength=training.proximal_strength,
-      model_aggregator=aggregator,
-      with_client_config=True,
-      # Each client's weight, losses and fallback, in metrics.jsonl.
-      client_outputs=True,
-  )
+
+  def build():
+    return algorithms.build_fl_process(
+        models.build_model_fn(spec),
+        algorithm=training.algorithm,
+        weighting=weighting,
+        client_optimizer_fn=templates.CLIENT_OPTIMIZERS[
+            training.client_optimizer](
+                learning_rate=training.client_learning_rate),
+        proximal_strength=training.proximal_strength,
+        model_aggregator=aggregator,
+        with_client_config=True,
+        # Each client's weight, losses and fallback, in metrics.jsonl.
+        client_outputs=True,
+    )
+
+  # Built once per configuration in this Python process (the weightings of
+  # a comparison on one task, seeds of equal shapes): a function of the
+  # model spec (vocabulary, lengths, classes, seed), the weighting and the
+  # client training. Runs with an aggregator (robust or DP) build their own.
+  process = build() if aggregator is not None else (
+      training_lib.shared_processes().get(
+          ('weighting_demo', training_lib.config_digest(
+              [spec, training, weighting]), weighting), build))
   run = training_lib.run_training(
       process,
       client_data_fn=_client_data_fn(task, training, loop.seed),

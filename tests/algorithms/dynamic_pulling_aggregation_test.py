@@ -55,8 +55,8 @@ class DynamicPullingAggregatorComputationTest(tf.test.TestCase):
     aggregator = factory.create(_value_type(), tff.TensorType(_F32))
     state_type = process.initialize.type_signature.result.member
     self.assertEqual(tff.structure.name_list(state_type),
-                     ['global_model_weights', 'client_work', 'aggregator',
-                      'round_num'])
+                     ['global_model_weights', 'distributor', 'client_work',
+                      'aggregator', 'finalizer', 'round_num'])
     tff.test.assert_types_equivalent(
         state_type.aggregator,
         aggregator.initialize.type_signature.result.member)
@@ -80,9 +80,10 @@ class DynamicPullingAggregatorComputationTest(tf.test.TestCase):
     self.assertEqual(tff.structure.name_list(metrics_type.weight_cap),
                      ['max_share_before', 'max_share_after', 'num_capped',
                       'cap_infeasible'])
-    # Without a model aggregator the state is today's.
-    self.assertNotIn('aggregator', tff.structure.name_list(
-        process.initialize.type_signature.result.member))
+    # Without a model aggregator the state's aggregator is empty.
+    tff.test.assert_types_equivalent(
+        process.initialize.type_signature.result.member.aggregator,
+        tff.StructType([]))
 
   def test_bad_arguments_raise(self):
     with self.assertRaisesRegex(TypeError, 'model_aggregator'):

@@ -35,8 +35,8 @@ class ServerOptimizerComputationTest(tf.test.TestCase):
     process = _process('dp_l', server_optimizer_fn=optimizer)
     state_type = process.initialize.type_signature.result.member
     self.assertEqual(tff.structure.name_list(state_type),
-                     ['global_model_weights', 'client_work', 'aggregator',
-                      'finalizer', 'round_num'])
+                     ['global_model_weights', 'distributor', 'client_work',
+                      'aggregator', 'finalizer', 'round_num'])
     # Without a model aggregator its field is the empty struct.
     tff.test.assert_types_equivalent(state_type.aggregator,
                                      tff.StructType([]))

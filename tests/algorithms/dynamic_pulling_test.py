@@ -219,9 +219,12 @@ class DynamicPullingComputationTest(tf.test.TestCase, parameterized.TestCase):
   def test_type_signatures(self):
     process = _process('dp_l')
     self.assertIsInstance(process, tff.templates.IterativeProcess)
+    # One server state type for every option (absent parts are <>).
     state = collections.OrderedDict(
         global_model_weights=_weights_type(),
+        distributor=(),
         client_work=collections.OrderedDict(learning_rate=_F32),
+        aggregator=(), finalizer=(),
         round_num=_I32)
     client_state = tff.FederatedType(
         collections.OrderedDict(weights=_weights_type(),
@@ -241,10 +244,11 @@ class DynamicPullingComputationTest(tf.test.TestCase, parameterized.TestCase):
         parameters_pulled_per_client=_F64, parameters_pushed_per_client=_F64,
         bytes_pulled_per_client=_F64, bytes_pushed_per_client=_F64,
         tensors_sent=collections.OrderedDict(encoder=_I32, decoder=_I32),
-        tensors_updated=_I32, non_finite_clients=_I32,
+        non_finite_clients=_I32,
         train=collections.OrderedDict(loss=_F32, num_examples=_I64,
                                       num_batches=_I64),
-        weighting=weighting)
+        weighting=weighting,
+        tensors_updated=_I32)
     server_state = tff.FederatedType(state, tff.SERVER)
     tff.test.assert_types_equivalent(
         process.initialize.type_signature,

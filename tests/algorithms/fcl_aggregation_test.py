@@ -102,6 +102,26 @@ class FclAggregatorComputationTest(tf.test.TestCase):
         process.start_task.type_signature.result['state'].member,
         server_type)
 
+  def test_one_server_state_type_with_or_without_an_aggregator(self):
+    # One type, `fcl.ServerState`: the aggregator field is always there,
+    # `()` without a model aggregator (as TFF's LearningAlgorithmState).
+    plain = _process('fedweit')
+    aggregated = _process(
+        'fedweit', model_aggregator=tff.aggregators.MeanFactory())
+    plain_type = plain.initialize.type_signature.result.member
+    aggregated_type = aggregated.initialize.type_signature.result.member
+    self.assertEqual(tff.structure.name_list(plain_type),
+                     list(fcl.ServerState._fields))
+    self.assertEqual(tff.structure.name_list(aggregated_type),
+                     list(fcl.ServerState._fields))
+    self.assertEmpty(tff.structure.name_list(plain_type.aggregator))
+    self.assertLen(plain_type.aggregator, 0)
+    for process in (plain, aggregated):
+      state = process.initialize()
+      self.assertIsInstance(state, fcl.ServerState)
+    self.assertEqual(plain.initialize().aggregator, ())
+    self.assertFalse(hasattr(fcl, 'ServerStateWithAggregator'))
+
   def test_weight_cap_metrics_type(self):
     process = _process('fedavg', max_weight_share=0.5)
     metrics_type = process.next.type_signature.result['metrics'].member

@@ -188,7 +188,9 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
         ('stored', tff.TensorType(np.bool_, [_C * _T])),
         ('representations', tff.TensorType(_F32, [_C * _T, rows, dim])),
         ('representation_counts', tff.TensorType(_I32, [_C * _T])),
-        ('task', _I32), ('round_num', _I32)]))
+        ('task', _I32), ('round_num', _I32),
+        # No model aggregator: its part of the one state type is empty.
+        ('aggregator', tff.StructType([]))]))
 
     # The client state: every model weight, θ* per bank, Adam, the task.
     client_type = process.initial_client_state.type_signature.result

@@ -86,14 +86,16 @@ _SPARSE_FLOWS = [
 ]
 _DENSE_FLOWS = _weighted_mean_flows('<float32[13,4]>')
 
+# The client work's statistics, then the aggregator's masked sums (the
+# order of `stateful_composer`'s parts).
 _DP_FLOWS = _weighted_mean_flows(None)[:4] + [
-    ('federated_sum', 'update+weights',
-     '<weighted=<float32[3,4],float32[4],float32[4,3],float32[3],'
-     'float32[3,2],float32[2],float32[2,1],float32[1]>,weights=float32[8]>'),
     ('federated_sum', 'scalars',
      '<num_clients=int32,parameters_pulled=int64,parameters_pushed=int64,'
      'bytes_pulled=int64,bytes_pushed=int64,'
      'tensors_sent=<encoder=int32,decoder=int32>>'),
+    ('federated_sum', 'update+weights',
+     '<weighted=<float32[3,4],float32[4],float32[4,3],float32[3],'
+     'float32[3,2],float32[2],float32[2,1],float32[1]>,weights=float32[8]>'),
 ]
 
 _FCL_START_STATS = (

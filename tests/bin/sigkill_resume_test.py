@@ -1,13 +1,13 @@
-"""SIGKILL at a random round, rerun: the same final model as without the kill.
+"""SIGKILL between checkpoints, rerun: the same final model as without the kill.
 
 For every experiment binary but the weighting demo (covered, with the same
 mechanics, by weighting_demo_binary_test.py): `python -m apps.<application>.bin.<binary>`
 in a subprocess with its smoke preset shrunk further, killed with SIGKILL
 (its whole session, so the TFF worker goes too, as with a killed terminal or
-a preempted job) once a round chosen by a seeded `random.Random` is
-recorded, then run again with the same command. An uninterrupted run with
-the same flags runs at the same time in another directory. The two output
-trees must hold
+a preempted job) once a chosen round (`_Case.kill_at`: between checkpoints,
+after an evaluation) is recorded, then run again with the same command. An
+uninterrupted run with the same flags runs at the same time in another
+directory. The two output trees must hold
 
 *   the same final model: the variables of the last checkpoint of every
     `checkpoints/` folder, every saved weights file (`*.npz`) and every
@@ -25,7 +25,6 @@ import glob
 import json
 import math
 import os
-import random
 import re
 import signal
 import subprocess
@@ -75,17 +74,24 @@ class _Case:
   args: tuple[str, ...]
   rounds: int
   progress: Callable[[str], int]
+  kill_at: int  # The round after which the run is killed.
 
 
-_ROUNDS = 6
+# 4 rounds, checkpointed after rounds 2 and 4, evaluated after 2 and 4: the
+# kill after round 3 lands between checkpoints, after an evaluation (the
+# selected model so far must survive it), and the rerun resumes from round
+# 2, runs round 3 again (recorded once) and round 4 with its evaluation.
+# What resuming must reproduce needs no more rounds than that.
+_ROUNDS = 4
+_KILL_AT = 3
 _T2S_ARGS = (
     _flagfile('train_text2sql'),
     '--clients=geography,restaurants',
     '--max_train_examples=8',
     '--max_eval_examples=4',
     f'--rounds={_ROUNDS}',
-    '--checkpoint_every=2',  # So a kill usually lands between checkpoints.
-    '--eval_every=3',
+    '--checkpoint_every=2',  # So the kill lands between checkpoints.
+    '--eval_every=2',
     '--progress=off',
     # Dropout stays on (the preset's 0.1): its masks are keyed by the round's
     # global model, batch and step, so a resumed run redraws the same ones.
@@ -94,36 +100,34 @@ _CASES = (
     _Case('train_text2sql',
           (*_T2S_ARGS, '--paradigm=federated', '--algorithm=fedopt',
            '--weighting=lorar'),
-          _ROUNDS, _jsonl_rounds(os.path.join('federated', 'metrics.jsonl'))),
+          _ROUNDS, _jsonl_rounds(os.path.join('federated', 'metrics.jsonl')),
+          _KILL_AT),
     _Case('text2sql_benchmark',
           (*_T2S_ARGS, '--methods=fedavg/num_examples', '--seeds=0'),
           _ROUNDS, _jsonl_rounds(os.path.join('runs', '*', 'federated',
-                                              'metrics.jsonl'))),
+                                              'metrics.jsonl')), _KILL_AT),
     _Case('train_nmt',
           (_flagfile('train_nmt'), '--domains=wmt_news,php_docs',
            '--max_train_examples=16', '--max_eval_examples=4',
            '--engines=federated:dp_l', f'--rounds={_ROUNDS}', '--local_steps=1',
-           '--checkpoint_every=2', '--eval_every=3', '--progress=off'),
+           '--checkpoint_every=2', '--eval_every=2', '--progress=off'),
           _ROUNDS, _jsonl_rounds(os.path.join('engines', 'federated-*',
-                                              'metrics.jsonl'))),
+                                              'metrics.jsonl')), _KILL_AT),
     _Case('train_sparse_tags',
           (_flagfile('train_sparse_tags'), '--methods=dense,sparse',
            f'--rounds={_ROUNDS}', '--clients_per_round=3',
-           '--checkpoint_every=2', '--eval_every=3', '--progress=off'),
-          _ROUNDS, _jsonl_rounds(os.path.join('dense', 'metrics.jsonl'))),
-    # No --rounds: the preset's 1 round per task, so 5 rounds; a run is
-    # checkpointed after every task.
+           '--checkpoint_every=2', '--eval_every=2', '--progress=off'),
+          _ROUNDS, _jsonl_rounds(os.path.join('dense', 'metrics.jsonl')),
+          _KILL_AT),
+    # No --rounds: the preset's 1 round per task, so 4 rounds; a run is
+    # checkpointed after every task. Killed after task 2 of 4 (the second
+    # method's tasks and the report come after the rerun too).
     _Case('train_fcl',
           (_flagfile('train_fcl'), '--methods=fedavg,fedweit',
-           '--tasks_per_client=5', '--max_train_per_task=16',
+           '--tasks_per_client=4', '--max_train_per_task=16',
            '--max_test_per_task=8'),
-          5, _jsonl_rounds(os.path.join('runs', '*', 'metrics.jsonl'))),
+          4, _jsonl_rounds(os.path.join('runs', '*', 'metrics.jsonl')), 2),
 )
-# The round after which each case is killed: one of the
-# middle ones, drawn once with a fixed seed so every run of the file kills at
-# the same place.
-_RNG = random.Random(20240611)
-_KILL_AT = {case.binary: _RNG.randint(2, case.rounds - 2) for case in _CASES}
 
 
 def _command(case: _Case, output_dir: str) -> list[str]:
@@ -289,10 +293,10 @@ def _assert_same(resumed: Any, reference: Any, where: str) -> None:
 class SigkillResumeExecutionTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.named_parameters(
-      (f'{c.binary}_kill_after_{_KILL_AT[c.binary]}_of_{c.rounds}', c)
+      (f'{c.binary}_kill_after_{c.kill_at}_of_{c.rounds}', c)
       for c in _CASES)
   def test_sigkill_then_rerun_resumes_to_the_uninterrupted_model(self, case):
-    kill_at = _KILL_AT[case.binary]
+    kill_at = case.kill_at
     about = f'{case.binary} killed after round {kill_at} of {case.rounds}'
     mark = uuid.uuid4().hex
     tmp_path = self.create_tempdir().full_path

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from apps.common import report_engine as engine
 from tff_nlp import errors
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 
 # t_{1, 0.975} and t_{2, 0.975}.
@@ -168,12 +169,12 @@ class CompareExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_one_unit_is_the_client_difference_bit_for_bit(self):
     # A report moved onto the engine keeps its numbers: the one-unit shared
-    # bootstrap is `intervals.client_difference` exactly.
+    # bootstrap is `bootstrap_lib.client_difference` exactly.
     outcomes = {m: {s: {'': u['x'] + u['y']} for s, u in seeds.items()}
                 for m, seeds in _OUTCOMES.items()}
     result = engine.compare(engine.Table(_records(outcomes)),
                             engine.Comparison('A', 'B', 'hits'))
-    want = intervals.client_difference(
+    want = bootstrap_lib.client_difference(
         [outcomes['A'][s][''] for s in (0, 1)],
         [outcomes['B'][s][''] for s in (0, 1)])
     self.assertEqual(tuple(result.bootstrap), tuple(want))
@@ -358,7 +359,7 @@ class SizedExamplesExecutionTest(tf.test.TestCase, parameterized.TestCase):
         engine.Comparison('A', 'B', 'tokens', average=average,
                           resample_seeds=resample_seeds),
         num_replicates=300, seed=5)
-    want = intervals.bootstrap_difference(
+    want = bootstrap_lib.bootstrap_difference(
         _stacked(_TOKENS, 'A'), _stacked(_TOKENS, 'B'), num_replicates=300,
         seed=5, resample_seeds=resample_seeds,
         units={u: np.array(v, np.float64) for u, v in _SIZES.items()})
@@ -373,7 +374,7 @@ class SizedExamplesExecutionTest(tf.test.TestCase, parameterized.TestCase):
     result = engine.compare(
         table, engine.Comparison('A', 'B', 'hits', resample_seeds=True),
         num_replicates=200)
-    want = intervals.bootstrap_difference(
+    want = bootstrap_lib.bootstrap_difference(
         _stacked(_OUTCOMES, 'A'), _stacked(_OUTCOMES, 'B'),
         num_replicates=200, resample_seeds=True)
     self.assertEqual(tuple(result.bootstrap), tuple(want.micro))
@@ -388,7 +389,7 @@ class SizedExamplesExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(
         engine.bootstrap_method(table, 'A', 'tokens', num_replicates=100,
                                 seed=2, resample_seeds=resample_seeds),
-        intervals.bootstrap_accuracy(
+        bootstrap_lib.bootstrap_accuracy(
             _stacked(_TOKENS, 'A'), num_replicates=100, seed=2,
             resample_seeds=resample_seeds,
             units={u: np.array(v, np.float64) for u, v in _SIZES.items()}))
@@ -443,6 +444,52 @@ class RenderTest(tf.test.TestCase):
     self.assertEqual(engine.markdown_row(['a', 'b']), '| a | b |')
     self.assertEqual(engine.interval_cell(None, missing='(n=1)'), '(n=1)')
     self.assertEqual(engine.verdict_note().count(intervals.VERDICT_RULE), 1)
+
+  def test_digits_and_missing(self):
+    # 0.0126 -> 1.26 points -> 1.3 to one decimal; 0.0044 -> 0.4.
+    self.assertEqual(
+        engine.difference_cells(0.0123, None, [-0.0126, 0.0044], 'x',
+                                digits=1, missing='–'),
+        ['+1.2', '–', '[-1.3, +0.4]', 'x'])
+    self.assertEqual(engine.interval_cell([0.1234, 0.5], digits=1),
+                     '[12.3, 50.0]')
+
+  def test_with_bootstrap(self):
+    # Seed records only: A - B = 0.4 in both seeds, a seed interval above 0
+    # and no bootstrap (undetermined). SacreBLEU's bootstrap, say, above 0
+    # too: A higher; containing 0: no difference.
+    table = engine.Table(
+        engine.Record(m, s, 'bleu', v) for m, s, v in (
+            ('a', 0, 0.5), ('a', 1, 0.6), ('b', 0, 0.1), ('b', 1, 0.2)))
+    difference = engine.compare(
+        table, engine.Comparison('a', 'b', 'bleu', names=('A', 'B')))
+    self.assertIsNone(difference.bootstrap)
+    self.assertEqual(difference.verdict, intervals.UNDETERMINED)
+    above = intervals.Interval(0.3, 0.1, 0.5)
+    called = difference.with_bootstrap(above)
+    self.assertEqual((called.bootstrap, called.verdict), (above, 'A higher'))
+    self.assertEqual(called.seed, difference.seed)
+    self.assertEqual(difference.with_bootstrap(
+        intervals.Interval(0.0, -0.1, 0.1)).verdict, intervals.NO_DIFFERENCE)
+
+  def test_stored_bounds(self):
+    self.assertEqual(engine.stored_bounds([0.1, 0.2]), (0.1, 0.2))
+    self.assertEqual(engine.stored_bounds(
+        {'estimate': 0.15, 'low': 0.1, 'high': 0.2}), (0.1, 0.2))
+    for missing in (None, [], {'estimate': 0.1, 'low': None, 'high': None},
+                    [None, None]):
+      self.assertIsNone(engine.stored_bounds(missing))
+
+  def test_stored_verdict(self):
+    # Both intervals above 0: A higher; one of them missing: undetermined;
+    # one containing 0: no difference.
+    self.assertEqual(engine.stored_verdict(
+        [0.1, 0.2], {'estimate': 0.2, 'low': 0.05, 'high': 0.3}, 'A', 'B'),
+                     'A higher')
+    self.assertEqual(engine.stored_verdict(None, [0.1, 0.2]),
+                     intervals.UNDETERMINED)
+    self.assertEqual(engine.stored_verdict([-0.1, 0.2], [0.1, 0.2]),
+                     intervals.NO_DIFFERENCE)
 
 
 if __name__ == '__main__':

@@ -30,6 +30,7 @@ from tff_nlp.models import seq2seq
 from tff_nlp.models import seq2seq_model_fn
 from tff_nlp.models import span_corruption
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -146,7 +147,7 @@ class PretrainExecutionTest(tf.test.TestCase):
     text2sql_start.copy_tokenizer_file(
         text2sql_start.tokenizer_file(output_dir, 'subword', '--init_from'),
         tokenizer_dir)
-    task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
+    task = text2sql_task_data.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=tokenizer_dir)
     self.assertEqual(task.tokenizer.vocabulary_size(), 500)
     self.assertEqual(task.tokenizer.id_to_token(499), '<extra_id_0>')

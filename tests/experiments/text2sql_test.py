@@ -33,7 +33,7 @@ from apps.text2sql import benchmark as text2sql_benchmark
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.data import text2sql_source
 from apps.text2sql import experiment
-from tff_nlp.metrics import intervals
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from apps.text2sql import report as text2sql_report
 from tff_nlp.models import copy_tokenizer
 from tff_nlp.models import seq2seq
@@ -42,6 +42,7 @@ from tff_nlp.models import seq2seq_loss
 from tff_nlp.models import seq2seq_model_fn
 from apps.common import seq2seq_examples
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 from apps.text2sql import process as text2sql_process
 from apps.text2sql import template_parser as text2sql_templates
 
@@ -160,7 +161,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
     assert results['test']['exact_match']['micro_avg'] == pytest.approx(
         expected.micro)
     # The bootstrap intervals are those of the written outcomes.
-    bootstrap = intervals.bootstrap_accuracy(
+    bootstrap = bootstrap_lib.bootstrap_accuracy(
         {c: [outcomes[c]] for c in _CLIENTS}).to_json()
     assert json.loads(json.dumps(
         results['test_exact_match_bootstrap_ci95'])) == json.loads(
@@ -250,7 +251,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         max_train_examples=text2sql_task.PerClient(
             5, (('imdb', 9), ('yelp', 0))),
         max_eval_examples=2)
-    task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
+    task = text2sql_task_data.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=str(tmp_path))
     sizes = {c: len(task.splits[c]['train']) for c in task.clients}
     # yelp=0 keeps all 78 training questions of the paper's split.
@@ -265,7 +266,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         tokenizer='copy_words', sql_merges=50, vocabulary_size=400,
         max_source_length=0, max_target_length=0, max_train_examples=20,
         max_eval_examples=0)
-    task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
+    task = text2sql_task_data.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=str(tmp_path))
     for client in task.clients:
       # The longest gold SQL of the client, in words, plus END; every
@@ -290,7 +291,7 @@ class Text2SqlExecutionTest(tf.test.TestCase, parameterized.TestCase):
         clients=clients, schema_columns=False, tokenizer='copy_words',
         sql_merges=50, vocabulary_size=400, max_source_length=0,
         max_target_length=0, retrieved_sql=True, with_values=with_values)
-    task = text2sql_task.prepare_task(data, data_dir=None, seed=0,
+    task = text2sql_task_data.prepare_task(data, data_dir=None, seed=0,
                                       tokenizer_dir=str(tmp_path))
     raw = text2sql_data.load_clients(clients, with_values=True)
     baseline = template_retrieval.predict_clients(raw, split='test')

@@ -7,6 +7,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 
 _NAN = math.nan
@@ -317,12 +318,12 @@ class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(num_replicates=num_replicates, confidence=confidence,
                   seed=seed, resample_seeds=resample_seeds)
     if method == 'difference':
-      result = intervals.bootstrap_difference(_A, _B, **kwargs)
+      result = bootstrap_lib.bootstrap_difference(_A, _B, **kwargs)
       methods, point, num_seeds = [_A, _B], _POINT_A_MINUS_B, (2, 3)
     else:
       outcomes, point, num_seeds = {
           'a': (_A, _POINT_A, (2,)), 'b': (_B, _POINT_B, (3,))}[method]
-      result = intervals.bootstrap_accuracy(outcomes, **kwargs)
+      result = bootstrap_lib.bootstrap_accuracy(outcomes, **kwargs)
       methods = [outcomes]
     self._assert_point(result, point)
     self._assert_matches(
@@ -343,7 +344,7 @@ class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
     sizes = {'p': 23, 'q': 7, 'r': 41}
     a = {c: rng.random((3, n)) < 0.6 for c, n in sizes.items()}
     b = {c: rng.random((4, n)) < 0.5 for c, n in reversed(sizes.items())}
-    result = intervals.bootstrap_difference(
+    result = bootstrap_lib.bootstrap_difference(
         a, b, num_replicates=300, seed=3, resample_seeds=resample_seeds)
     self._assert_matches(result, _reference([a, b], 300, resample_seeds, 3,
                                             0.95))
@@ -356,12 +357,12 @@ class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(num_replicates=300, seed=5, resample_seeds=resample_seeds,
                   units=_UNITS)
     if method == 'difference':
-      result = intervals.bootstrap_difference(_UNITS_A, _UNITS_B, **kwargs)
+      result = bootstrap_lib.bootstrap_difference(_UNITS_A, _UNITS_B, **kwargs)
       methods, point = [_UNITS_A, _UNITS_B], _UNITS_POINT_A_MINUS_B
     else:
       outcomes, point = {'a': (_UNITS_A, _UNITS_POINT_A),
                          'b': (_UNITS_B, _UNITS_POINT_B)}[method]
-      result = intervals.bootstrap_accuracy(outcomes, **kwargs)
+      result = bootstrap_lib.bootstrap_accuracy(outcomes, **kwargs)
       methods = [outcomes]
     self._assert_point(result, point)
     self._assert_matches(
@@ -377,7 +378,7 @@ class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
          for c, n in sizes.items()}
     b = {c: rng.binomial(units[c], 0.4, size=(2, n))
          for c, n in sizes.items()}
-    result = intervals.bootstrap_difference(
+    result = bootstrap_lib.bootstrap_difference(
         a, b, num_replicates=300, seed=4, resample_seeds=resample_seeds,
         units=units)
     self._assert_matches(result, _reference(
@@ -389,8 +390,8 @@ class BootstrapReferenceExecutionTest(tf.test.TestCase, parameterized.TestCase):
     ones = {c: np.ones(len(v[0])) for c, v in _A.items()}
     kwargs = dict(num_replicates=200, seed=2, resample_seeds=resample_seeds)
     self.assertEqual(
-        intervals.bootstrap_difference(_A, _B, units=ones, **kwargs),
-        intervals.bootstrap_difference(_A, _B, **kwargs))
+        bootstrap_lib.bootstrap_difference(_A, _B, units=ones, **kwargs),
+        bootstrap_lib.bootstrap_difference(_A, _B, **kwargs))
 
 
 class BootstrapPropertiesExecutionTest(tf.test.TestCase,
@@ -404,7 +405,7 @@ class BootstrapPropertiesExecutionTest(tf.test.TestCase,
     rng = np.random.default_rng(0)
     outcomes = {c: np.tile(rng.random(n) < 0.4, (3, 1))
                 for c, n in (('x', 50), ('y', 80))}
-    result = intervals.bootstrap_difference(outcomes, outcomes,
+    result = bootstrap_lib.bootstrap_difference(outcomes, outcomes,
                                             resample_seeds=resample_seeds)
     for interval in [result.macro, result.micro,
                      *result.per_client.values()]:
@@ -417,7 +418,7 @@ class BootstrapPropertiesExecutionTest(tf.test.TestCase,
     rng = np.random.default_rng(1)
     outcomes = {c: rng.random((3, n)) < 0.5 for c, n in (('x', 30),
                                                          ('y', 9))}
-    result = intervals.bootstrap_difference(outcomes, outcomes)
+    result = bootstrap_lib.bootstrap_difference(outcomes, outcomes)
     self.assertEqual(tuple(result.macro), (0.0, 0.0, 0.0))
     self.assertEqual(tuple(result.micro), (0.0, 0.0, 0.0))
 
@@ -425,14 +426,14 @@ class BootstrapPropertiesExecutionTest(tf.test.TestCase,
   def test_all_correct_against_all_wrong(self, resample_seeds):
     a = {'x': np.ones((3, 20)), 'y': np.ones((3, 5), dtype=bool)}
     b = {'x': np.zeros((2, 20)), 'y': np.zeros((2, 5))}
-    result = intervals.bootstrap_difference(a, b,
+    result = bootstrap_lib.bootstrap_difference(a, b,
                                             resample_seeds=resample_seeds)
     for interval in [result.macro, result.micro,
                      *result.per_client.values()]:
       self.assertEqual(tuple(interval), (1.0, 1.0, 1.0))
     self.assertEqual(intervals.verdict(result.macro, 'A', 'B'), 'A higher')
     self.assertEqual(intervals.verdict(
-        intervals.bootstrap_difference(b, a).micro), 'B higher')
+        bootstrap_lib.bootstrap_difference(b, a).micro), 'B higher')
 
   def test_width_matches_normal_approximation(self):
     # One client, 1700 examples, one seed, 510 correct (p = 0.3): the
@@ -440,7 +441,7 @@ class BootstrapPropertiesExecutionTest(tf.test.TestCase,
     # = 0.021784.
     outcomes = np.zeros((1, 1700))
     outcomes[0, np.random.default_rng(5).permutation(1700)[:510]] = 1
-    result = intervals.bootstrap_accuracy({'c': outcomes}, seed=11)
+    result = bootstrap_lib.bootstrap_accuracy({'c': outcomes}, seed=11)
     expected = 1.959964 * math.sqrt(0.3 * 0.7 / 1700)
     self.assertAlmostEqual(result.macro.estimate, 0.3, places=14)
     self.assertAlmostEqual((result.macro.high - result.macro.low) / 2,
@@ -453,15 +454,15 @@ class BootstrapPropertiesExecutionTest(tf.test.TestCase,
     outcomes = np.zeros((3, 200))
     for s, correct in enumerate((40, 100, 160)):
       outcomes[s, :correct] = 1
-    fixed = intervals.bootstrap_accuracy({'c': outcomes})
-    both = intervals.bootstrap_accuracy({'c': outcomes}, resample_seeds=True)
+    fixed = bootstrap_lib.bootstrap_accuracy({'c': outcomes})
+    both = bootstrap_lib.bootstrap_accuracy({'c': outcomes}, resample_seeds=True)
     self.assertEqual(fixed.macro.estimate, both.macro.estimate)
     self.assertGreater(both.macro.high - both.macro.low,
                        3 * (fixed.macro.high - fixed.macro.low))
 
   @parameterized.product(resample_seeds=(False, True))
   def test_client_difference(self, resample_seeds):
-    interval = intervals.client_difference(
+    interval = bootstrap_lib.client_difference(
         _A['x'], _B['x'], num_replicates=500, seed=4,
         resample_seeds=resample_seeds)
     # 2/3 - 1/3 (see the tiny example).
@@ -474,14 +475,14 @@ class BootstrapPropertiesExecutionTest(tf.test.TestCase,
     rng = np.random.default_rng(2)
     a = {'x': rng.random((3, 60)) < 0.5, 'y': rng.random((3, 90)) < 0.5}
     b = {'x': rng.random((2, 60)) < 0.4, 'y': rng.random((2, 90)) < 0.4}
-    first = intervals.bootstrap_difference(a, b, seed=5)
-    self.assertEqual(first, intervals.bootstrap_difference(a, b, seed=5))
-    other = intervals.bootstrap_difference(a, b, seed=6)
+    first = bootstrap_lib.bootstrap_difference(a, b, seed=5)
+    self.assertEqual(first, bootstrap_lib.bootstrap_difference(a, b, seed=5))
+    other = bootstrap_lib.bootstrap_difference(a, b, seed=6)
     self.assertEqual(first.macro.estimate, other.macro.estimate)
     self.assertNotEqual(first.macro, other.macro)
 
   def test_to_json(self):
-    result = intervals.bootstrap_accuracy(_A, num_replicates=10)
+    result = bootstrap_lib.bootstrap_accuracy(_A, num_replicates=10)
     data = json.loads(json.dumps(result.to_json()))
     self.assertEqual(list(data), [
         'macro_avg', 'micro_avg', 'per_client', 'num_seeds',
@@ -508,7 +509,7 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_invalid_outcomes(self, a, b, message):
     with self.assertRaisesRegex(ValueError, message):
-      intervals.bootstrap_difference(a, b)
+      bootstrap_lib.bootstrap_difference(a, b)
 
   @parameterized.named_parameters(
       ('above_units', {'x': [[1, 2, 2]], 'y': [[3, 0]]}, _UNITS,
@@ -528,7 +529,7 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_invalid_units(self, a, units, message):
     with self.assertRaisesRegex(ValueError, message):
-      intervals.bootstrap_difference(a, _UNITS_B, units=units)
+      bootstrap_lib.bootstrap_difference(a, _UNITS_B, units=units)
 
   def test_a_client_whose_replicates_draw_no_units_is_reported_not_raised(
       self):
@@ -538,7 +539,7 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # keep their intervals (the demo's academic client, issue 63).
     outcomes = {'x': [[1, 0, 0, 0]], 'y': [[2, 0, 1]]}
     units = {'x': [1, 0, 0, 0], 'y': [2, 1, 3]}
-    result = intervals.bootstrap_accuracy(outcomes, units=units,
+    result = bootstrap_lib.bootstrap_accuracy(outcomes, units=units,
                                           num_replicates=200, seed=3)
     # Reference: the same draws (`_draw`'s order: x's, then y's).
     rng = np.random.default_rng(3)
@@ -569,7 +570,7 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(result.to_json()['undefined'], result.undefined)
     # Without units every interval is drawn and nothing is reported.
     self.assertNotIn('undefined',
-                     intervals.bootstrap_accuracy(outcomes={'x': [[1, 0]]})
+                     bootstrap_lib.bootstrap_accuracy(outcomes={'x': [[1, 0]]})
                      .to_json())
 
   @parameterized.named_parameters(
@@ -578,7 +579,7 @@ class BootstrapInputExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_invalid_arguments(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
-      intervals.bootstrap_accuracy(_A, **kwargs)
+      bootstrap_lib.bootstrap_accuracy(_A, **kwargs)
 
 
 if __name__ == '__main__':

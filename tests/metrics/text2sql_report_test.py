@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tff_nlp import aggregators
 from tff_nlp import data
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import text2sql
 from apps.text2sql import report
@@ -278,7 +279,7 @@ class RunMarkdownExecutionTest(tf.test.TestCase, parameterized.TestCase):
                                               (4, 2)),
         execution=text2sql.ClientAccuracies(('geography',), (3,), (4,)),
         gold_errors={'geography': 1})
-    bootstrap = intervals.bootstrap_accuracy(outcomes, num_replicates=200)
+    bootstrap = bootstrap_lib.bootstrap_accuracy(outcomes, num_replicates=200)
     text = report.run_markdown(
         ('federated', 'fedavg', 'lorar'), evaluation, bootstrap=bootstrap,
         token_accuracy={'geography': 0.875, 'imdb': 0.5},
@@ -305,7 +306,7 @@ class RunMarkdownExecutionTest(tf.test.TestCase, parameterized.TestCase):
         text2sql.Text2SqlEvaluation(
             exact_match=text2sql.ClientAccuracies(('yelp',), (0,), (2,)),
             execution=None, gold_errors={}),
-        bootstrap=intervals.bootstrap_accuracy({'yelp': [[0, 0]]},
+        bootstrap=bootstrap_lib.bootstrap_accuracy({'yelp': [[0, 0]]},
                                                num_replicates=50),
         token_accuracy={}, best_rounds={'yelp': None})
     self.assertIn('| yelp | 2 | 0.00 [0.00, 0.00] | – (no database) | – | – |',

@@ -9,6 +9,7 @@ from tff_nlp import training
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.models import copy_tokenizer
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 
 # ATIS states dates as weekdays ("on monday") and annotates them as
 # day_number0 = 21, month_number0 = 2: the values the stated filling keeps
@@ -42,7 +43,7 @@ class HintValuesTest(tf.test.TestCase, parameterized.TestCase):
   def test_hints_follow_the_filling(self):
     hints = {}
     for values in text2sql_data.VALUE_SOURCES:
-      task = text2sql_task.prepare_task(
+      task = text2sql_task_data.prepare_task(
           dataclasses.replace(_DATA, retrieved_sql_values=values),
           data_dir=None, seed=0,
           tokenizer_dir=self.create_tempdir().full_path)

@@ -11,7 +11,7 @@ from tff_nlp import training
 from tff_nlp.data import text2sql as text2sql_data
 from tff_nlp.metrics import text2sql as text2sql_metrics
 from tff_nlp.models import seq2seq
-from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 
 _DATA = dataclasses.replace(tiny_text2sql.DATA, max_target_length=160)
 
@@ -19,7 +19,7 @@ _DATA = dataclasses.replace(tiny_text2sql.DATA, max_target_length=160)
 class LowercaseSqlTest(tf.test.TestCase, parameterized.TestCase):
 
   def _task(self, **changes):
-    return text2sql_task.prepare_task(
+    return text2sql_task_data.prepare_task(
         dataclasses.replace(_DATA, **changes), data_dir=None, seed=0,
         tokenizer_dir=self.create_tempdir().full_path)
 

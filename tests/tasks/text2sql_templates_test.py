@@ -17,6 +17,7 @@ from tff_nlp.data import text2sql
 from tff_nlp.data import text2sql_source
 from apps.text2sql import experiment
 from apps.text2sql import task as text2sql_task
+from apps.text2sql import task_data as text2sql_task_data
 from apps.text2sql import template_parser as text2sql_templates
 from tff_nlp.models import text_classifier
 
@@ -36,7 +37,7 @@ def _query(sql, *texts, variables=None):
 @functools.cache
 def _full_task():
   """Every client's template task, built once per test process."""
-  return text2sql_task.prepare_template_task(
+  return text2sql_task_data.prepare_template_task(
       text2sql_task.DataConfig(vocabulary_size=20000), data_dir=None, seed=0,
       ngrams=2)
 
@@ -168,7 +169,7 @@ class Text2SqlTemplatesExecutionTest(tf.test.TestCase, parameterized.TestCase):
                 batch_sizes=text2sql_task.PerClient(8)),
             loop=training.LoopConfig(rounds=2, eval_every=1, progress=False)),
         data_dir=None, output_dir=str(tmp_path))
-    task = text2sql_task.prepare_template_task(_DATA, data_dir=None, seed=0,
+    task = text2sql_task_data.prepare_template_task(_DATA, data_dir=None, seed=0,
                                                ngrams=_MODEL.ngrams)
     inventory = task.tokenizer.inventory
     outcomes = {}

@@ -9,7 +9,9 @@ send only LoRA adapters; the frozen pre-trained weights never move in a round.
 IndexedSlices aggregation (keys, row selection and the composer).
 `build_dynamic_pulling_process` (module `dynamic_pulling`, its selection
 rules in `tensor_selection`): dynamic pulling with stateful clients (Passban
-et al., NAACL 2022), a `tff.templates.IterativeProcess`;
+et al., NAACL 2022), a `tff.templates.IterativeProcess` composed by
+`templates.compose_stateful_clients_process` (options of the selection in
+one `tensor_selection.Selection`);
 `build_simulation_process` wraps it for the training loop.
 `build_fcl_process` (package `fcl`, imported on first use): local, FedAvg,
 FedProx, FedWeIT, FedSeIT and FedSeIT + SIT for federated continual learning.

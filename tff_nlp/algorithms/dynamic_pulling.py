@@ -93,16 +93,26 @@ Metrics (all clients of the round; 4 bytes per float32 parameter):
 *   non_finite_clients, and the client work's `train` (model metrics) and
     `weighting` statistics (see `client_work`).
 
-A `DynamicPullingProcess` is a `tff.templates.IterativeProcess` (a
-`LearningProcess` cannot return CLIENTS-placed state); see
-`build_dynamic_pulling_process` for its type signatures.
+The process is composed from parts by
+`stateful_composer.compose_stateful_clients_process`, as `tff.learning`'s
+processes are by `compose_learning_process`: TFF's broadcast as the
+distributor; the client work (start weights, the library's weighted client
+work, the change norms and the tensor selection: `_build_client_work`);
+the aggregator (the masked per-tensor weighted mean or the
+`delta_aggregation.DeltaAggregator` of a `model_aggregator`, with the
+optional weight cap: `_build_aggregator`); the finalizer (the average as
+the new model, or the server optimizer with unsent tensors kept:
+`_build_finalizer`). Its server state is one type for every option,
+`StatefulClientsState` (absent parts `()`). A `DynamicPullingProcess` is a
+`tff.templates.IterativeProcess` (a `LearningProcess` cannot return
+CLIENTS-placed state); see `build_dynamic_pulling_process` for its type
+signatures.
 """
 
 import collections
-from collections.abc import Callable, Sequence
-import enum
+from collections.abc import Callable
 import math
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -112,216 +122,64 @@ from tff_nlp.templates import client_work as client_work_lib
 from tff_nlp.aggregators import delta_aggregation
 from tff_nlp.algorithms import dynamic_pulling_state
 from tff_nlp.templates import stateful_clients
+from tff_nlp.templates import stateful_composer
 from tff_nlp.algorithms import tensor_selection
 from tff_nlp.aggregators import weight_cap
 from tff_nlp.aggregators import weighting as weighting_lib
 
-# The states, the client data and the process class live in
-# `dynamic_pulling_state` (re-exported here, the public place).
+# The client state, the client data and the process class live in
+# `dynamic_pulling_state`, the tensor-selection options in
+# `tensor_selection` (re-exported here, the public place).
 TRAINING_DATA = dynamic_pulling_state.TRAINING_DATA
 SEED = dynamic_pulling_state.SEED
 DATA_SIZE = dynamic_pulling_state.DATA_SIZE
 ClientState = dynamic_pulling_state.ClientState
-ServerState = dynamic_pulling_state.ServerState
-ServerStateWithAggregator = dynamic_pulling_state.ServerStateWithAggregator
-ServerStateWithOptimizer = dynamic_pulling_state.ServerStateWithOptimizer
 DynamicPullingProcess = dynamic_pulling_state.DynamicPullingProcess
 client_data = dynamic_pulling_state.client_data
 get_model_weights = dynamic_pulling_state.get_model_weights
 initial_client_state = dynamic_pulling_state.initial_client_state
-CHANGE_NORMS = ('l2', 'rms')
+StatefulClientsState = stateful_composer.StatefulClientsState
+CHANGE_NORMS = tensor_selection.CHANGE_NORMS
+Push = tensor_selection.Push
+Selection = tensor_selection.Selection
+
+_UPDATE = 'update'
+_CLIENT_STATES = 'client_states'
 
 
-class Push(enum.Enum):
-  """Which tensors the server sends a client."""
-
-  ALL = 'all'
-  SHARED = 'shared'
-
-
-def _defaults(mode, keep_private, push):
-  if keep_private is None:
-    keep_private = mode is not tensor_selection.Mode.DEFAULT
-  if push is None:
-    push = (Push.SHARED if mode in (tensor_selection.Mode.DP_L_33,
-                                    tensor_selection.Mode.CONTROLLERS)
-            else Push.ALL)
-  push = weighting_lib.parse_option(push, Push, 'push')
-  if push is Push.SHARED and not keep_private:
-    raise ValueError(
-        "push='shared' needs keep_private=True: a client that takes every "
-        'tensor needs the server to send every tensor.'
-    )
-  return keep_private, push
+def _sizes(tensor_types):
+  sizes = [math.prod(t.shape) for t in tensor_types]
+  return sizes, [size * np.dtype(t.dtype).itemsize
+                 for size, t in zip(sizes, tensor_types)]
 
 
-def build_dynamic_pulling_process(
-    model_fn: Callable[[], tff.learning.models.VariableModel],
-    *,
-    mode: Union[str, tensor_selection.Mode],
-    tensor_groups: Sequence[str],
-    client_optimizer_fn: tff.learning.optimizers.Optimizer,
-    exchanged: Optional[Sequence[bool]] = None,
-    keep_private: Optional[bool] = None,
-    push: Union[str, Push, None] = None,
-    with_client_config: bool = False,
-    metrics_aggregator: Optional[
-        tff.learning.metrics.MetricsAggregatorType] = None,
-    change_norm: str = 'l2',
-    model_aggregator: Optional[
-        tff.aggregators.WeightedAggregationFactory] = None,
-    max_weight_share: Optional[float] = None,
-    split_by: str = 'tensors',
-    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> DynamicPullingProcess:
-  """Builds dynamic pulling with stateful clients (see the module docstring).
-
-  Type signatures, with M the model weights type (`ModelWeights`), T the
-  number of trainable tensors, H the client optimizer's hparams:
-
-  *   `initialize`: `( -> S@SERVER)`, S = `ServerState<global_model_weights=M,
-      client_work=H, round_num=int32>`, or with a `model_aggregator` whose
-      process has state type A and measurements type Am,
-      `ServerStateWithAggregator<global_model_weights=M, client_work=H,
-      aggregator=A, round_num=int32>`, or with a `server_optimizer_fn`
-      whose state has type O, `ServerStateWithOptimizer<global_model_weights=
-      M, client_work=H, aggregator=A (<> without a model_aggregator),
-      finalizer=O, round_num=int32>`;
-  *   `next`: `(<state=S@SERVER, client_data={D}@CLIENTS,
-      client_states={C}@CLIENTS> -> RoundOutput<state=S@SERVER,
-      client_states={C}@CLIENTS, metrics=X@SERVER>)` with
-      C = `ClientState<weights=M, shared=bool[T]>`,
-      D = `<training_data=B*, seed=int64[2], data_size=float32>`
-      (`client_data`), or with
-      `with_client_config` training_data = `<examples=B*,
-      config=<learning_rate=float32,num_epochs=int32>*>`, and
-      X = `<parameters_pulled=int64, parameters_pushed=int64,
-      parameters_pulled_per_client=float64, parameters_pushed_per_client=
-      float64, bytes_pulled_per_client=float64, bytes_pushed_per_client=
-      float64, tensors_sent=<g=int32 for each group g>, tensors_updated=int32,
-      non_finite_clients=int32, train=..., weighting=...>` (`train` and
-      `weighting` as in `client_work.build_weighted_client_work`), followed
-      by `aggregator=Am` with a `model_aggregator` and by
-      `weight_cap=<max_share_before=float32, max_share_after=float32,
-      num_capped=int32, cap_infeasible=int32>` with `max_weight_share`
-      and by `finalizer=<update_non_finite=int32>` with a
-      `server_optimizer_fn`;
-  *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
-
-  In simulation `next` returns `client_states` as a list in the order of the
-  clients; pass each client's state back in its next round (start from
-  `initial_client_state`).
-
-  Args:
-    model_fn: No-arg callable returning a new
-      `tff.learning.models.VariableModel`.
-    mode: 'default', 'dp_g', 'dp_l', 'random', 'dp_l_33' or 'controllers'.
-    tensor_groups: The group of each trainable tensor, in the order of
-      `ModelWeights.trainable` (e.g. `[t.group for t in
-      seq2seq_layout.tensor_layout(config)]`); medians and quantiles are per
-      group.
-    client_optimizer_fn: The client `tff.learning.optimizers.Optimizer`.
-    exchanged: For 'controllers' (only), the T bools of the tensors to send.
-    keep_private: Whether a client keeps the tensors it did not send and takes
-      only the others from the server; None: False for 'default', True
-      otherwise.
-    push: 'all' or 'shared' (the server sends only the tensors a client takes;
-      needs `keep_private`); None: 'shared' for 'dp_l_33' and 'controllers',
-      'all' otherwise.
-    with_client_config: Whether client data carries a per-client learning
-      rate and number of epochs (`templates.with_client_config`).
-    metrics_aggregator: Aggregator of the model's metrics;
-      `tff.learning.metrics.sum_then_finalize` if None.
-    change_norm: 'l2' (the paper: the norm of a tensor's change) or 'rms'
-      (that norm over sqrt(tensor size)).
-    model_aggregator: A `tff.aggregators.WeightedAggregationFactory` for the
-      trainable tensors' deltas from the global model (e.g.
-      `tff.learning.robust_aggregator(weighted=True)`, clipping, zeroing or
-      DP factories), its state carried in the server state; None: the
-      plain weighted average of the module docstring. Deltas, because
-      clipping, zeroing and DP noise are defined on updates (how far a
-      client moves the model), not on weights; the server rescales the
-      mean delta per tensor (`delta_aggregation`), so that
-      `tff.aggregators.MeanFactory()` gives the plain average.
-    max_weight_share: Caps each client's share of the round's weight at
-      this value in (0, 1] before the per-tensor sums
-      (`weight_cap.cap_client_weights`); None: no cap.
-    split_by: What the modes' median (or 1/3 quantile) counts within a
-      group: 'tensors' (the paper's rule: half the tensors) or 'parameters'
-      (half the parameters: tensors in order of change until the group's
-      budget is filled; `tensor_selection`).
-    server_optimizer_fn: A `tff.learning.optimizers.Optimizer` the server
-      applies to the pseudo-gradient (the global model minus the average;
-      module docstring); None: the average is the new model (the paper).
-
-  Returns:
-    A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
-
-  Raises:
-    ValueError: For an unknown `mode` or `push`, `tensor_groups` or
-      `exchanged` of the wrong length, `exchanged` given without
-      'controllers' or missing with it, or `push='shared'` without
-      `keep_private`.
-      Also for a `max_weight_share` outside (0, 1] or an unknown
-      `split_by`.
-    TypeError: If `client_optimizer_fn` or `server_optimizer_fn` is not a
-      TFF optimizer or `model_aggregator` not a weighted aggregation
-      factory.
-  """
-  mode = weighting_lib.parse_option(mode, tensor_selection.Mode, 'mode')
-  keep_private, push = _defaults(mode, keep_private, push)
-  if change_norm not in CHANGE_NORMS:
-    raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
-                     f'{change_norm!r}.')
-  tensor_selection.check_split_by(split_by)
-  optimizers = {'client_optimizer_fn': client_optimizer_fn}
-  if server_optimizer_fn is not None:
-    optimizers['server_optimizer_fn'] = server_optimizer_fn
-  for name, optimizer in optimizers.items():
-    if not isinstance(optimizer, tff.learning.optimizers.Optimizer):
-      raise TypeError(f'{name} must be a tff.learning.optimizers.Optimizer, '
-                      f'got {type(optimizer)}.')
-  if model_aggregator is not None:
-    delta_aggregation.check_factory(model_aggregator)
-  tensor_groups = [str(g) for g in tensor_groups]
-
-  @tff.tensorflow.computation
-  def initial_model_weights():
-    return tff.learning.models.ModelWeights.from_model(model_fn())
-
-  weights_type = initial_model_weights.type_signature.result
-  num_tensors = len(weights_type.trainable)
-  if len(tensor_groups) != num_tensors:
-    raise ValueError(f'tensor_groups has {len(tensor_groups)} entries; the '
-                     f'model has {num_tensors} trainable tensors.')
-  if (exchanged is not None) != (mode is tensor_selection.Mode.CONTROLLERS):
-    raise ValueError("exchanged is needed by mode='controllers' and only by "
-                     f'it (mode={mode.value!r}).')
-  if exchanged is not None:
-    exchanged = [bool(e) for e in exchanged]
-    if len(exchanged) != num_tensors:
-      raise ValueError(f'exchanged has {len(exchanged)} entries; the model '
-                       f'has {num_tensors} trainable tensors.')
-
-  groups = tensor_selection.group_indices(tensor_groups)
-  sizes = [math.prod(t.shape) for t in weights_type.trainable]
-  num_bytes = [size * np.dtype(t.dtype).itemsize
-               for size, t in zip(sizes, weights_type.trainable)]
-  non_trainable_sizes = [math.prod(t.shape) for t in weights_type.non_trainable]
-  non_trainable_bytes = sum(
-      size * np.dtype(t.dtype).itemsize
-      for size, t in zip(non_trainable_sizes, weights_type.non_trainable))
-
-  client_work = client_work_lib.build_weighted_client_work(
-      model_fn,
-      optimizer=client_optimizer_fn,
-      weighting=weighting_lib.Weighting.NUM_EXAMPLES,
-      with_client_config=with_client_config,
-      metrics_aggregator=metrics_aggregator,
+def _masked_aggregand(trained, sent, weight):
+  return collections.OrderedDict(
+      weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
+                for t, w in enumerate(trained)],
+      weights=tf.where(sent, weight, 0.0),
   )
-  work_data_type = client_work.next.type_signature.parameter[2]
-  result_type = client_work.next.type_signature.result.result.member
-  measurements_type = client_work.next.type_signature.result.measurements.member
+
+
+def _build_client_work(
+    selection: Selection, weights_type,
+    weighted_work: client_work_lib.WeightedClientWorkProcess,
+) -> tff.templates.MeasuredProcess:
+  """Steps 1-6 of the module docstring: `(<H@SERVER, M@CLIENTS, {D}@CLIENTS,
+  {C}@CLIENTS> -> <state=H@SERVER, result=<client_states=C,
+  update=<trained=M.trainable, sent=bool[T], weight=float32>>@CLIENTS,
+  measurements=X@SERVER>)`, H the weighted client work's state and X the
+  process's metrics up to `weighting` (without `tensors_updated`)."""
+  num_tensors = len(weights_type.trainable)
+  groups = tensor_selection.group_indices(selection.tensor_groups)
+  sizes, num_bytes = _sizes(weights_type.trainable)
+  non_trainable_sizes, non_trainable_bytes = _sizes(
+      weights_type.non_trainable)
+  keep_private, push = selection.keep_private, selection.push
+  work_data_type = weighted_work.next.type_signature.parameter[2]
+  result_type = weighted_work.next.type_signature.result.result.member
+  measurements_type = (
+      weighted_work.next.type_signature.result.measurements.member)
   data_type = tff.StructWithPythonType(
       [(TRAINING_DATA, work_data_type.member),
        (SEED, tff.TensorType(np.int64, [2])),
@@ -345,13 +203,6 @@ def build_dynamic_pulling_process(
     return tff.learning.models.ModelWeights(
         trainable=trainable, non_trainable=list(pushed.non_trainable))
 
-  def weighted_aggregand(trained, sent, weight):
-    return collections.OrderedDict(
-        weighted=[tf.where(sent[t], weight * w, tf.zeros_like(w))
-                  for t, w in enumerate(trained)],
-        weights=tf.where(sent, weight, 0.0),
-    )
-
   def masked_sum(mask, values):
     return tf.reduce_sum(tf.where(mask, tf.constant(values, tf.int64),
                                   tf.zeros([num_tensors], tf.int64)))
@@ -363,12 +214,14 @@ def build_dynamic_pulling_process(
     trained = [s - u for s, u in zip(start.trainable, result.update)]
     norms = tf.stack([
         tf.norm(tf.cast(w - p, tf.float32)) / (
-            math.sqrt(size) if change_norm == 'rms' else 1.0)
+            math.sqrt(size) if selection.change_norm == 'rms' else 1.0)
         for w, p, size in zip(trained, state.weights.trainable, sizes)
     ])
     mask = tensor_selection.select_tensors(
-        norms, seed, mode=mode, tensor_groups=tensor_groups,
-        exchanged=exchanged, split_by=split_by, sizes=sizes)
+        norms, seed, mode=selection.mode,
+        tensor_groups=selection.tensor_groups,
+        exchanged=selection.exchanged, split_by=selection.split_by,
+        sizes=sizes)
     weight = tf.where(result.update_weight > 0.0,
                       tf.where(data_size > 0.0, data_size,
                                result.update_weight), 0.0)
@@ -379,79 +232,94 @@ def build_dynamic_pulling_process(
             trainable=trained, non_trainable=list(start.non_trainable)),
         shared=mask,
     )
-    aggregand = weighted_aggregand(trained, sent, weight)
     stats = collections.OrderedDict(
         num_clients=tf.constant(1, tf.int32),
         parameters_pulled=masked_sum(sent, sizes),
         parameters_pushed=masked_sum(pushed, sizes)
         + sum(non_trainable_sizes),
         bytes_pulled=masked_sum(sent, num_bytes),
-        bytes_pushed=masked_sum(pushed, num_bytes) + non_trainable_bytes,
+        bytes_pushed=masked_sum(pushed, num_bytes) + sum(non_trainable_bytes),
         tensors_sent=collections.OrderedDict(
             (group, tf.reduce_sum(tf.cast(tf.gather(sent, indices),
                                           tf.int32)))
             for group, indices in groups.items()),
     )
-    return collections.OrderedDict(
-        state=new_state, aggregand=aggregand, stats=stats, weight=weight)
+    output = collections.OrderedDict([
+        (_CLIENT_STATES, new_state),
+        (_UPDATE, collections.OrderedDict(
+            trained=trained, sent=mask, weight=weight)),
+    ])
+    return collections.OrderedDict(output=output, stats=stats)
 
-  aggregand_type = client_round.type_signature.result['aggregand']
   stats_type = client_round.type_signature.result['stats']
 
-  @tff.tensorflow.computation(client_state_type, np.float32)
-  def reweighted_aggregand(state, weight):
+  @tff.tensorflow.computation(stats_type, measurements_type)
+  def work_metrics(stats, measurements):
+    n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
+
+    def per_client(total):
+      return tf.cast(total, tf.float64) / n
+
+    return collections.OrderedDict(
+        parameters_pulled=stats['parameters_pulled'],
+        parameters_pushed=stats['parameters_pushed'],
+        parameters_pulled_per_client=per_client(stats['parameters_pulled']),
+        parameters_pushed_per_client=per_client(stats['parameters_pushed']),
+        bytes_pulled_per_client=per_client(stats['bytes_pulled']),
+        bytes_pushed_per_client=per_client(stats['bytes_pushed']),
+        tensors_sent=stats['tensors_sent'],
+        non_finite_clients=measurements['weighting']['num_non_finite_clients'],
+        train=measurements['train'],
+        weighting=measurements['weighting'],
+    )
+
+  @tff.federated_computation(
+      weighted_work.initialize.type_signature.result,
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(data_type, tff.CLIENTS),
+      tff.FederatedType(client_state_type, tff.CLIENTS),
+  )
+  def next_fn(state, pushed, data, client_states):
+    # A dense broadcast; with push='shared' the metrics count only the
+    # tensors the client takes.
+    start = tff.federated_map(start_weights, (pushed, client_states))
+    work = weighted_work.next(state, start, getattr(data, TRAINING_DATA))
+    outputs = tff.federated_map(
+        client_round, (start, client_states, work.result,
+                       getattr(data, SEED), getattr(data, DATA_SIZE)))
+    metrics = tff.federated_map(
+        work_metrics, (tff.federated_sum(outputs.stats), work.measurements))
+    return tff.templates.MeasuredProcessOutput(
+        state=work.state, result=outputs.output, measurements=metrics)
+
+  return tff.templates.MeasuredProcess(weighted_work.initialize, next_fn)
+
+
+def _build_aggregator(
+    weights_type, model_aggregator, max_weight_share, update_type,
+) -> tff.templates.MeasuredProcess:
+  """The server's per-tensor weighted mean (module docstring):
+  `(<A@SERVER, M@SERVER, M@CLIENTS, {U}@CLIENTS> -> <state=A@SERVER,
+  result=<model_weights=M, tensor_weights=float32[T]>@SERVER,
+  measurements=<tensors_updated=int32, [aggregator=Am],
+  [weight_cap=...]>@SERVER>)`: the masked mean (A = `()`) or a
+  `model_aggregator`'s through `delta_aggregation.DeltaAggregator`, the
+  weights first capped with a `max_weight_share`; a tensor no client sent
+  keeps its global value, and `tensor_weights` are its sums of weights."""
+  num_tensors = len(weights_type.trainable)
+  delta = (delta_aggregation.DeltaAggregator(model_aggregator,
+                                             weights_type.trainable)
+           if model_aggregator is not None else None)
+
+  @tff.tensorflow.computation(update_type.trained, update_type.sent,
+                              np.float32)
+  def aggregand(trained, sent, weight):
     # A capped share is > 0 exactly where the weight was: `sent` is kept.
-    sent = tf.logical_and(state.shared, weight > 0.0)
-    return weighted_aggregand(state.weights.trainable, sent, weight)
+    return _masked_aggregand(trained, tf.logical_and(sent, weight > 0.0),
+                             weight)
 
-  @tff.tensorflow.computation(weights_type)
-  def trainable_of(weights):
-    return list(weights.trainable)
-
-  @tff.tensorflow.computation(client_state_type)
-  def client_parts(state):
-    return list(state.weights.trainable), state.shared
-
-  @tff.tensorflow.computation(weights_type, weights_type.trainable)
-  def with_trainable(weights, trainable):
-    return tff.learning.models.ModelWeights(
-        trainable=list(trainable), non_trainable=list(weights.non_trainable))
-
-  aggregator = (
-      delta_aggregation.DeltaAggregator(model_aggregator,
-                                        weights_type.trainable)
-      if model_aggregator is not None else None)
-
-  finalizer = (
-      tff.learning.templates.build_apply_optimizer_finalizer(
-          server_optimizer_fn, weights_type)
-      if server_optimizer_fn is not None else None)
-
-  def server_state(**fields):
-    if finalizer is not None:
-      return ServerStateWithOptimizer(**fields)
-    if aggregator is None:
-      return ServerState(**fields)
-    return ServerStateWithAggregator(**fields)
-
-  @tff.tensorflow.computation(weights_type, weights_type,
-                              tff.TensorType(np.float32, [num_tensors]))
-  def pseudo_gradient(weights, averaged, tensor_weights):
-    return [tf.where(tensor_weights[t] > 0.0, w - a, tf.zeros_like(w))
-            for t, (w, a) in enumerate(zip(weights.trainable,
-                                           averaged.trainable))]
-
-  @tff.tensorflow.computation(weights_type, weights_type,
-                              tff.TensorType(np.float32, [num_tensors]))
-  def keep_unsent(weights, stepped, tensor_weights):
-    # Momentum would otherwise move a tensor that no client sent.
-    return tff.learning.models.ModelWeights(
-        trainable=[tf.where(tensor_weights[t] > 0.0, s, w)
-                   for t, (w, s) in enumerate(zip(weights.trainable,
-                                                  stepped.trainable))],
-        non_trainable=list(weights.non_trainable))
-
-  @tff.tensorflow.computation(weights_type, aggregand_type)
+  @tff.tensorflow.computation(weights_type,
+                              aggregand.type_signature.result)
   def server_update(weights, sums):
     received = sums['weights'] > 0.0
     trainable = [
@@ -461,138 +329,264 @@ def build_dynamic_pulling_process(
     return tff.learning.models.ModelWeights(
         trainable=trainable, non_trainable=list(weights.non_trainable))
 
-  @tff.tensorflow.computation(stats_type,
-                              tff.TensorType(np.float32, [num_tensors]),
-                              measurements_type)
-  def round_metrics(stats, tensor_weights, measurements):
-    n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
+  @tff.tensorflow.computation(weights_type)
+  def trainable_of(weights):
+    return list(weights.trainable)
 
-    def per_client(total):
-      return tf.cast(total, tf.float64) / n
+  @tff.tensorflow.computation(weights_type, weights_type.trainable)
+  def with_trainable(weights, trainable):
+    return tff.learning.models.ModelWeights(
+        trainable=list(trainable), non_trainable=list(weights.non_trainable))
 
-    metrics = collections.OrderedDict(
-        parameters_pulled=stats['parameters_pulled'],
-        parameters_pushed=stats['parameters_pushed'],
-        parameters_pulled_per_client=per_client(stats['parameters_pulled']),
-        parameters_pushed_per_client=per_client(stats['parameters_pushed']),
-        bytes_pulled_per_client=per_client(stats['bytes_pulled']),
-        bytes_pushed_per_client=per_client(stats['bytes_pushed']),
-        tensors_sent=stats['tensors_sent'],
-        tensors_updated=tf.reduce_sum(
-            tf.cast(tensor_weights > 0.0, tf.int32)),
-        non_finite_clients=measurements['weighting']['num_non_finite_clients'],
-        train=measurements['train'],
-        weighting=measurements['weighting'],
-    )
-    return metrics
-
-  @tff.tensorflow.computation(np.int32)
-  def increment(round_num):
-    return round_num + 1
+  @tff.tensorflow.computation(tff.TensorType(np.float32, [num_tensors]))
+  def tensors_updated(tensor_weights):
+    return collections.OrderedDict(tensors_updated=tf.reduce_sum(
+        tf.cast(tensor_weights > 0.0, tf.int32)))
 
   @tff.federated_computation
   def initialize_fn():
-    fields = dict(
-        global_model_weights=tff.federated_eval(initial_model_weights,
-                                                tff.SERVER),
-        client_work=client_work.initialize(),
-        round_num=tff.federated_value(np.int32(0), tff.SERVER),
-    )
-    if aggregator is not None:
-      fields['aggregator'] = aggregator.initialize()
-    if finalizer is not None:
-      fields.setdefault('aggregator', tff.federated_value((), tff.SERVER))
-      fields['finalizer'] = finalizer.initialize()
-    return tff.federated_zip(server_state(**fields))
-
-  state_type = initialize_fn.type_signature.result
+    if delta is None:
+      return tff.federated_value((), tff.SERVER)
+    return delta.initialize()
 
   @tff.federated_computation(
-      state_type,
-      tff.FederatedType(data_type, tff.CLIENTS),
-      tff.FederatedType(client_state_type, tff.CLIENTS),
-  )
-  def next_fn(state, client_data, client_states):  # pylint: disable=redefined-outer-name
-    # A dense broadcast; with push='shared' the metrics count only the
-    # tensors the client takes.
-    pushed = tff.federated_broadcast(state.global_model_weights)
-    start = tff.federated_map(start_weights, (pushed, client_states))
-    work = client_work.next(
-        state.client_work, start, getattr(client_data, TRAINING_DATA))
-    outputs = tff.federated_map(
-        client_round,
-        (start, client_states, work.result, getattr(client_data, SEED),
-         getattr(client_data, DATA_SIZE)))
-    weights = outputs.weight
+      initialize_fn.type_signature.result,
+      tff.FederatedType(weights_type, tff.SERVER),
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(update_type, tff.CLIENTS))
+  def next_fn(state, global_weights, pushed, update):
+    weights = update.weight
     extra_metrics = collections.OrderedDict()
     if max_weight_share is not None:
       weights, cap_metrics = weight_cap.cap_client_weights(
           weights, max_weight_share)
-    fields = dict(client_work=work.state,
-                  round_num=tff.federated_map(increment, state.round_num))
-    if aggregator is None:
-      aggregand = (outputs.aggregand if max_weight_share is None else
-                   tff.federated_map(reweighted_aggregand,
-                                     (outputs.state, weights)))
-      sums = tff.federated_sum(aggregand)
-      fields['global_model_weights'] = tff.federated_map(
-          server_update, (state.global_model_weights, sums))
+    if delta is None:
+      sums = tff.federated_sum(tff.federated_map(
+          aggregand, (update.trained, update.sent, weights)))
+      averaged = tff.federated_map(server_update, (global_weights, sums))
       tensor_weights = sums.weights
     else:
-      trained, sent = tff.federated_map(client_parts, outputs.state)
-      aggregated = aggregator.next(
-          state.aggregator,
-          tff.federated_map(trainable_of, state.global_model_weights),
-          tff.federated_map(trainable_of, pushed), trained, weights, sent)
-      fields['global_model_weights'] = tff.federated_map(
-          with_trainable, (state.global_model_weights, aggregated.result))
-      fields['aggregator'] = aggregated.state
+      aggregated = delta.next(
+          state, tff.federated_map(trainable_of, global_weights),
+          tff.federated_map(trainable_of, pushed), update.trained, weights,
+          update.sent)
+      averaged = tff.federated_map(with_trainable,
+                                   (global_weights, aggregated.result))
+      state = aggregated.state
       tensor_weights = getattr(aggregated.sums,
                                delta_aggregation.TENSOR_WEIGHTS)
       extra_metrics['aggregator'] = aggregated.measurements
     if max_weight_share is not None:
       extra_metrics['weight_cap'] = cap_metrics
-    if finalizer is not None:
-      if aggregator is None:
-        fields['aggregator'] = state.aggregator
-      averaged = fields['global_model_weights']
-      stepped = finalizer.next(
-          state.finalizer, state.global_model_weights,
-          tff.federated_map(pseudo_gradient, (
-              state.global_model_weights, averaged, tensor_weights)))
-      fields['global_model_weights'] = tff.federated_map(
-          keep_unsent, (state.global_model_weights, stepped.result,
-                        tensor_weights))
-      fields['finalizer'] = stepped.state
-      extra_metrics['finalizer'] = stepped.measurements
-    new_state = tff.federated_zip(server_state(**fields))
-    metrics = delta_aggregation.with_measurements(
-        tff.federated_map(
-            round_metrics,
-            (tff.federated_sum(outputs.stats), tensor_weights,
-             work.measurements)),
-        extra_metrics)
-    return stateful_clients.RoundOutput(
-        state=new_state, client_states=outputs.state, metrics=metrics)
+    return tff.templates.MeasuredProcessOutput(
+        state=state,
+        result=tff.federated_zip(collections.OrderedDict(
+            model_weights=averaged, tensor_weights=tensor_weights)),
+        measurements=delta_aggregation.with_measurements(
+            tff.federated_map(tensors_updated, tensor_weights),
+            extra_metrics))
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights_fn(state):
-    return state.global_model_weights
+  return tff.templates.MeasuredProcess(initialize_fn, next_fn)
 
-  @tff.tensorflow.computation(state_type.member, weights_type)
-  def set_model_weights_fn(state, weights):
-    return state._replace(global_model_weights=weights)
 
-  return DynamicPullingProcess(
-      initialize_fn,
-      next_fn,
-      get_model_weights_fn=get_model_weights_fn,
-      set_model_weights_fn=set_model_weights_fn,
-      mode=mode,
-      tensor_groups=tensor_groups,
-      keep_private=keep_private,
-      push=push,
-  )
+def _build_finalizer(
+    weights_type, server_optimizer_fn, aggregate_type,
+) -> tff.learning.templates.FinalizerProcess:
+  """`(<F@SERVER, M@SERVER, R@SERVER> -> <state=F@SERVER, result=M@SERVER,
+  measurements=Z@SERVER>)`, R the aggregator's result: without a server
+  optimizer the average is the new model (F = Z = `()`); with one, TFF's
+  `build_apply_optimizer_finalizer` steps along the pseudo-gradient of the
+  sent tensors and the others keep their values (F its state, Z =
+  `<finalizer=<update_non_finite=int32>>`)."""
+  num_tensors = len(weights_type.trainable)
+  tensor_weights_type = tff.TensorType(np.float32, [num_tensors])
+  server_type = tff.FederatedType(aggregate_type, tff.SERVER)
+  weights_at_server = tff.FederatedType(weights_type, tff.SERVER)
+  if server_optimizer_fn is None:
+
+    @tff.federated_computation
+    def empty():
+      return tff.federated_value((), tff.SERVER)
+
+    @tff.federated_computation(empty.type_signature.result,
+                               weights_at_server, server_type)
+    def average_next(state, weights, aggregate):
+      del weights  # The average is the new model.
+      return tff.templates.MeasuredProcessOutput(
+          state=state, result=aggregate.model_weights, measurements=empty())
+
+    return tff.learning.templates.FinalizerProcess(empty, average_next)
+
+  optimizer = tff.learning.templates.build_apply_optimizer_finalizer(
+      server_optimizer_fn, weights_type)
+
+  @tff.tensorflow.computation(weights_type, weights_type, tensor_weights_type)
+  def pseudo_gradient(weights, averaged, tensor_weights):
+    return [tf.where(tensor_weights[t] > 0.0, w - a, tf.zeros_like(w))
+            for t, (w, a) in enumerate(zip(weights.trainable,
+                                           averaged.trainable))]
+
+  @tff.tensorflow.computation(weights_type, weights_type, tensor_weights_type)
+  def keep_unsent(weights, stepped, tensor_weights):
+    # Momentum would otherwise move a tensor that no client sent.
+    return tff.learning.models.ModelWeights(
+        trainable=[tf.where(tensor_weights[t] > 0.0, s, w)
+                   for t, (w, s) in enumerate(zip(weights.trainable,
+                                                  stepped.trainable))],
+        non_trainable=list(weights.non_trainable))
+
+  @tff.federated_computation(optimizer.initialize.type_signature.result,
+                             weights_at_server, server_type)
+  def optimizer_next(state, weights, aggregate):
+    stepped = optimizer.next(state, weights, tff.federated_map(
+        pseudo_gradient, (weights, aggregate.model_weights,
+                          aggregate.tensor_weights)))
+    return tff.templates.MeasuredProcessOutput(
+        state=stepped.state,
+        result=tff.federated_map(keep_unsent, (
+            weights, stepped.result, aggregate.tensor_weights)),
+        measurements=tff.federated_zip(collections.OrderedDict(
+            finalizer=stepped.measurements)))
+
+  return tff.learning.templates.FinalizerProcess(optimizer.initialize,
+                                                 optimizer_next)
+
+
+def build_dynamic_pulling_process(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    *,
+    client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    selection: Optional[Selection] = None,
+    with_client_config: bool = False,
+    metrics_aggregator: Optional[
+        tff.learning.metrics.MetricsAggregatorType] = None,
+    model_aggregator: Optional[
+        tff.aggregators.WeightedAggregationFactory] = None,
+    max_weight_share: Optional[float] = None,
+    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
+    **selection_options,
+) -> DynamicPullingProcess:
+  """Builds dynamic pulling with stateful clients (see the module docstring).
+
+  Type signatures, with M the model weights type (`ModelWeights`), T the
+  number of trainable tensors, H the client optimizer's hparams:
+
+  *   `initialize`: `( -> S@SERVER)`, S = `StatefulClientsState<
+      global_model_weights=M, distributor=<>, client_work=H, aggregator=A,
+      finalizer=F, round_num=int32>` for every option: A is the state of a
+      `model_aggregator`'s process (measurements type Am), else `<>`; F the
+      state of a `server_optimizer_fn` (TFF's
+      `build_apply_optimizer_finalizer`), else `<>`;
+  *   `next`: `(<state=S@SERVER, client_data={D}@CLIENTS,
+      client_states={C}@CLIENTS> -> RoundOutput<state=S@SERVER,
+      client_states={C}@CLIENTS, metrics=X@SERVER>)` with
+      C = `ClientState<weights=M, shared=bool[T]>`,
+      D = `<training_data=B*, seed=int64[2], data_size=float32>`
+      (`client_data`), or with
+      `with_client_config` training_data = `<examples=B*,
+      config=<learning_rate=float32,num_epochs=int32>*>`, and
+      X = `<parameters_pulled=int64, parameters_pushed=int64,
+      parameters_pulled_per_client=float64, parameters_pushed_per_client=
+      float64, bytes_pulled_per_client=float64, bytes_pushed_per_client=
+      float64, tensors_sent=<g=int32 for each group g>,
+      non_finite_clients=int32, train=..., weighting=...,
+      tensors_updated=int32>` (`train` and `weighting` as in
+      `client_work.build_weighted_client_work`), followed by
+      `aggregator=Am` with a `model_aggregator`, by
+      `weight_cap=<max_share_before=float32, max_share_after=float32,
+      num_capped=int32, cap_infeasible=int32>` with `max_weight_share`
+      and by `finalizer=<update_non_finite=int32>` with a
+      `server_optimizer_fn`;
+  *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
+
+  In simulation `next` returns `client_states` as a list in the order of the
+  clients; pass each client's state back in its next round (start from
+  `initial_client_state`).
+
+  Args:
+    model_fn: No-arg callable returning a new
+      `tff.learning.models.VariableModel`.
+    client_optimizer_fn: The client `tff.learning.optimizers.Optimizer`.
+    selection: Which tensors clients send and take (a
+      `tensor_selection.Selection`: mode, tensor_groups, exchanged,
+      keep_private, push, change_norm, split_by).
+    with_client_config: Whether client data carries a per-client learning
+      rate and number of epochs (`templates.with_client_config`).
+    metrics_aggregator: Aggregator of the model's metrics;
+      `tff.learning.metrics.sum_then_finalize` if None.
+    model_aggregator: A `tff.aggregators.WeightedAggregationFactory` for the
+      trainable tensors' deltas from the global model (e.g.
+      `tff.learning.robust_aggregator(weighted=True)`, clipping, zeroing or
+      DP factories), its state carried in the server state; None: the
+      plain weighted average of the module docstring. Deltas, because
+      clipping, zeroing and DP noise are defined on updates; the server
+      rescales the mean delta per tensor (`delta_aggregation`), so that
+      `tff.aggregators.MeanFactory()` gives the plain average.
+    max_weight_share: Caps each client's share of the round's weight at
+      this value in (0, 1] before the per-tensor sums
+      (`weight_cap.cap_client_weights`); None: no cap.
+    server_optimizer_fn: A `tff.learning.optimizers.Optimizer` the server
+      applies to the pseudo-gradient (the global model minus the average;
+      module docstring); None: the average is the new model (the paper).
+    **selection_options: Instead of `selection`, its fields as keywords
+      (`mode=..., tensor_groups=..., ...`).
+
+  Returns:
+    A `DynamicPullingProcess` (a `tff.templates.IterativeProcess`).
+
+  Raises:
+    ValueError: For invalid selection options (`Selection.resolved`), both
+      or neither of `selection` and its fields, or a `max_weight_share`
+      outside (0, 1].
+    TypeError: If `client_optimizer_fn` or `server_optimizer_fn` is not a
+      TFF optimizer or `model_aggregator` not a weighted aggregation
+      factory.
+  """
+  if (selection is None) == (not selection_options):
+    raise ValueError('Give selection or its fields as keywords (mode=, '
+                     f'tensor_groups=, ...), one of them; got {selection!r} '
+                     f'and {sorted(selection_options)}.')
+  if selection is None:
+    selection = Selection(**selection_options)
+  optimizers = {'client_optimizer_fn': client_optimizer_fn}
+  if server_optimizer_fn is not None:
+    optimizers['server_optimizer_fn'] = server_optimizer_fn
+  for name, optimizer in optimizers.items():
+    if not isinstance(optimizer, tff.learning.optimizers.Optimizer):
+      raise TypeError(f'{name} must be a tff.learning.optimizers.Optimizer, '
+                      f'got {type(optimizer)}.')
+  if model_aggregator is not None:
+    delta_aggregation.check_factory(model_aggregator)
+  if max_weight_share is not None:
+    weight_cap.check_max_share(max_weight_share)
+
+  @tff.tensorflow.computation
+  def initial_model_weights():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+
+  weights_type = initial_model_weights.type_signature.result
+  selection = selection.resolved(len(weights_type.trainable))
+  work = _build_client_work(
+      selection, weights_type,
+      client_work_lib.build_weighted_client_work(
+          model_fn, optimizer=client_optimizer_fn,
+          weighting=weighting_lib.Weighting.NUM_EXAMPLES,
+          with_client_config=with_client_config,
+          metrics_aggregator=metrics_aggregator))
+  update_type = work.next.type_signature.result.result.member[_UPDATE]
+  aggregator = _build_aggregator(weights_type, model_aggregator,
+                                 max_weight_share, update_type)
+  finalizer = _build_finalizer(
+      weights_type, server_optimizer_fn,
+      aggregator.next.type_signature.result.result.member)
+  return stateful_composer.compose_stateful_clients_process(
+      initial_model_weights,
+      tff.learning.templates.build_broadcast_process(weights_type),
+      work, aggregator, finalizer,
+      initial_client_state_fn=dynamic_pulling_state.new_client_state,
+      process_class=DynamicPullingProcess,
+      mode=selection.mode, tensor_groups=selection.tensor_groups,
+      keep_private=selection.keep_private, push=selection.push)
 
 
 def build_simulation_process(

@@ -1,4 +1,7 @@
-"""The states, client data and process class of dynamic pulling.
+"""The client state, client data and process class of dynamic pulling.
+
+The server state is `stateful_composer.StatefulClientsState`, one type
+for every option.
 
 See `dynamic_pulling` (which re-exports every name here) for the process.
 """
@@ -10,6 +13,8 @@ from typing import Any, NamedTuple, Union
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from tff_nlp.templates import stateful_composer
 
 TRAINING_DATA = 'training_data'
 SEED = 'seed'
@@ -29,96 +34,27 @@ class ClientState(NamedTuple):
   shared: Any
 
 
-class ServerState(NamedTuple):
-  """The server state.
-
-  Attributes:
-    global_model_weights: `tff.learning.models.ModelWeights`.
-    client_work: The client optimizer's hparams (`<learning_rate=float32>`
-      for SGD).
-    round_num: Rounds run so far (int32).
-  """
-
-  global_model_weights: Any
-  client_work: Any
-  round_num: Any
-
-
-class ServerStateWithAggregator(NamedTuple):
-  """The server state of a process built with a `model_aggregator`.
-
-  Attributes:
-    global_model_weights: `tff.learning.models.ModelWeights`.
-    client_work: The client optimizer's hparams.
-    aggregator: The model aggregator's state, carried between rounds.
-    round_num: Rounds run so far (int32).
-  """
-
-  global_model_weights: Any
-  client_work: Any
-  aggregator: Any
-  round_num: Any
-
-
-class ServerStateWithOptimizer(NamedTuple):
-  """The server state of a process built with a `server_optimizer_fn`.
-
-  Attributes:
-    global_model_weights: `tff.learning.models.ModelWeights`.
-    client_work: The client optimizer's hparams.
-    aggregator: The model aggregator's state, or `()` without one.
-    finalizer: The server optimizer's state (`tff.learning.templates.
-      build_apply_optimizer_finalizer`, as in `tff.learning`'s FedAvg).
-    round_num: Rounds run so far (int32).
-  """
-
-  global_model_weights: Any
-  client_work: Any
-  aggregator: Any
-  finalizer: Any
-  round_num: Any
-
-
-SERVER_STATES = (ServerState, ServerStateWithAggregator,
-                 ServerStateWithOptimizer)
-
-
-class DynamicPullingProcess(tff.templates.IterativeProcess):
+class DynamicPullingProcess(stateful_composer.ComposedProcess):
   """The process of `build_dynamic_pulling_process`.
 
-  Besides `initialize` and `next`: `get_model_weights` `(S -> M)` and
-  `set_model_weights` `(<S, M> -> S)` (TFF computations), the settings it
-  was built with (`mode`, `tensor_groups`, `keep_private`, `push`), and the
-  methods of a `stateful_clients.StatefulClientsProcess`.
+  A `stateful_composer.ComposedProcess` (its server state a
+  `StatefulClientsState`, `get_model_weights` `(S -> M)`,
+  `set_model_weights` `(<S, M> -> S)`, the methods of a
+  `stateful_clients.StatefulClientsProcess`), with the settings it was
+  built with: `mode`, `tensor_groups`, `keep_private`, `push`.
   """
 
   def __init__(self, initialize_fn, next_fn, *, get_model_weights_fn,
-               set_model_weights_fn, mode, tensor_groups, keep_private, push):
-    super().__init__(initialize_fn, next_fn)
-    self._get_model_weights = get_model_weights_fn
-    self._set_model_weights = set_model_weights_fn
+               set_model_weights_fn, initial_client_state_fn, mode,
+               tensor_groups, keep_private, push):
+    super().__init__(initialize_fn, next_fn,
+                     get_model_weights_fn=get_model_weights_fn,
+                     set_model_weights_fn=set_model_weights_fn,
+                     initial_client_state_fn=initial_client_state_fn)
     self.mode = mode
     self.tensor_groups = tuple(tensor_groups)
     self.keep_private = keep_private
     self.push = push
-
-  @property
-  def get_model_weights(self) -> tff.Computation:
-    return self._get_model_weights
-
-  @property
-  def set_model_weights(self) -> tff.Computation:
-    return self._set_model_weights
-
-  def initial_client_states(self, state: Any,
-                            num_clients: int) -> list['ClientState']:
-    """K clients' states before their first round, from server `state`."""
-    return [initial_client_state(self, state) for _ in range(num_clients)]
-
-  def round_computation_for(self, state: Any) -> tff.Computation:
-    """The round (`next`), the same from every state."""
-    del state  # Unused.
-    return self.next
 
 
 def client_data(training_data: Any, seed=(0, 0),
@@ -145,9 +81,14 @@ def client_data(training_data: Any, seed=(0, 0),
 
 def get_model_weights(state) -> tff.learning.models.ModelWeights:
   """The global model weights of a server state (Python side)."""
-  if isinstance(state, SERVER_STATES):
-    return state.global_model_weights
-  return state['global_model_weights']
+  return stateful_composer.model_weights_of(state)
+
+
+def new_client_state(weights) -> ClientState:
+  """A client's state before its first round from the global `weights`:
+  all tensors shared, so every client takes every tensor in round 1."""
+  return ClientState(
+      weights=weights, shared=np.ones([len(weights.trainable)], np.bool_))
 
 
 def _as_numpy_weights(weights) -> tff.learning.models.ModelWeights:
@@ -180,17 +121,10 @@ def initial_client_state(
     A `ClientState` of numpy arrays.
   """
   if isinstance(process_or_model_fn, DynamicPullingProcess):
-    if state is None:
-      state = process_or_model_fn.initialize()
-    weights = get_model_weights(state)
-  else:
-    if state is not None:
-      raise ValueError('state needs a DynamicPullingProcess, not a model_fn.')
-    model = process_or_model_fn()
-    weights = tf.nest.map_structure(
-        lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model)
-    )
-  weights = _as_numpy_weights(weights)
-  return ClientState(
-      weights=weights, shared=np.ones([len(weights.trainable)], np.bool_)
-  )
+    return process_or_model_fn.initial_client_state(state)
+  if state is not None:
+    raise ValueError('state needs a DynamicPullingProcess, not a model_fn.')
+  model = process_or_model_fn()
+  weights = tf.nest.map_structure(
+      lambda v: v.numpy(), tff.learning.models.ModelWeights.from_model(model))
+  return new_client_state(_as_numpy_weights(weights))

@@ -23,10 +23,16 @@ import enum
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
+# TFF's composer's argument checks and its check of the client data type,
+# reused by the one composition here that TFF's composer cannot do (not
+# exported by `tff.learning.templates`; TFF 0.87).
+from tensorflow_federated.python.learning.templates import composers as tff_composers
+from tensorflow_federated.python.learning.templates import type_checks as tff_type_checks
+
 from tff_nlp.templates import client_work as client_work_lib
+from tff_nlp.templates import extended_outputs
 from tff_nlp.aggregators import delta_aggregation
 from tff_nlp.aggregators import weight_cap
 from tff_nlp.aggregators import weighting as weighting_lib
@@ -73,52 +79,30 @@ class FLProcess(tff.learning.templates.LearningProcess):
 
   `tff.learning.templates.LearningProcess`'s constructor accepts only a
   `LearningProcessOutput` (state, metrics) result with SERVER-placed
-  metrics, so this class checks the rest of its contract itself: the
-  same placements, `client_outputs@CLIENTS`, and the four other
-  computations of the process it is built from (`compose_learning_process`
-  below).
+  metrics, so this class checks the rest of its contract itself
+  (`templates.extended_outputs`, shared with the client work's process):
+  the same placements plus `client_outputs@CLIENTS`. The parts' fit is
+  checked where it is composed (`compose_learning_process` below).
   """
 
-  def __init__(self, process: tff.learning.templates.LearningProcess,
-               next_fn: tff.Computation):
-    result = next_fn.type_signature.result
-    if not (isinstance(result, tff.StructWithPythonType)
-            and result.python_container is FLProcessOutput):
-      raise TypeError(f'next_fn must return an FLProcessOutput, got {result}.')
-    for name, placement in (('state', tff.SERVER), ('metrics', tff.SERVER),
-                            ('client_outputs', tff.CLIENTS)):
-      value_type = getattr(result, name)
-      if not (isinstance(value_type, tff.FederatedType)
-              and value_type.placement is placement):
-        raise TypeError(f'next_fn\'s {name} must be placed at {placement}, '
-                        f'got {value_type}.')
-    if next_fn.type_signature.parameter != process.next.type_signature.parameter:
-      raise TypeError(
-          'next_fn must take the parameter of process.next, '
-          f'{process.next.type_signature.parameter}; got '
-          f'{next_fn.type_signature.parameter}.')
-    tff.templates.IterativeProcess.__init__(
-        self, process.initialize, next_fn)
-    self._get_model_weights = process.get_model_weights
-    self._set_model_weights = process.set_model_weights
-    self._get_hparams_fn = process.get_hparams
-    self._set_hparams_fn = process.set_hparams
-
-  @property
-  def get_model_weights(self) -> tff.Computation:
-    return self._get_model_weights
-
-  @property
-  def set_model_weights(self) -> tff.Computation:
-    return self._set_model_weights
-
-  @property
-  def get_hparams(self) -> tff.Computation:
-    return self._get_hparams_fn
-
-  @property
-  def set_hparams(self) -> tff.Computation:
-    return self._set_hparams_fn
+  def __init__(self, initialize_fn: tff.Computation,
+               next_fn: tff.Computation,
+               get_model_weights: tff.Computation,
+               set_model_weights: tff.Computation, *,
+               get_hparams_fn: tff.Computation,
+               set_hparams_fn: tff.Computation):
+    extended_outputs.check_output_placements(
+        next_fn, FLProcessOutput,
+        (('state', tff.SERVER), ('metrics', tff.SERVER),
+         ('client_outputs', tff.CLIENTS)),
+        name='next_fn')
+    extended_outputs.init_process(
+        self, initialize_fn, next_fn, next_is_multi_arg=None,
+        get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
+    # What `LearningProcess`'s `get_model_weights` and `set_model_weights`
+    # properties read.
+    self._get_model_weights = get_model_weights
+    self._set_model_weights = set_model_weights
 
 
 def build_fl_process(
@@ -299,15 +283,16 @@ def compose_learning_process(
   For client work without per-client outputs, TFF's composer's process
   itself. For client work whose `next` returns a
   `client_work.ClientWorkOutput` (`build_weighted_client_work(...,
-  client_outputs=True)`), an `FLProcess`: TFF's composer still checks the
-  parts and builds `initialize`, `get_model_weights`, `set_model_weights`
-  and the hparams getter and setter (its `next`, which drops the client
-  outputs, is not used), and `next` is composed here, the same round (a
-  test checks both give the same state and metrics) that also returns the
-  client work's `client_outputs`. TFF's composer (0.87,
-  `learning/templates/composers.py`) cannot give them: its `next_fn` is
-  built inside it and returns only `LearningProcessOutput(state, metrics)`,
-  metrics being SERVER-placed. This is the library's one such composer.
+  client_outputs=True)`), an `FLProcess` composed here, once: TFF's composer
+  (0.87, `learning/templates/composers.py`) cannot give the client outputs
+  (its `next_fn` is built inside it and returns only
+  `LearningProcessOutput(state, metrics)`, metrics being SERVER-placed), so
+  this reuses its checks (`_validate_args`, the parts fit together; the
+  client data is a CLIENTS-placed structure of sequences) and builds the
+  process's computations as it does (`_compose_with_client_outputs`): the
+  same round (a test checks both give the same state and metrics) that also
+  returns the client work's `client_outputs`. This is the library's one
+  such composer.
 
   Args:
     initial_model_weights_fn: As TFF's composer's.
@@ -320,15 +305,59 @@ def compose_learning_process(
   Returns:
     A `tff.learning.templates.LearningProcess`, an `FLProcess` if
     `client_work` returns per-client outputs.
-  """
-  process = tff.learning.templates.compose_learning_process(
-      initial_model_weights_fn, distributor, client_work, aggregator, finalizer
-  )
-  if not getattr(client_work, 'client_outputs', False):
-    return process
-  state_type, client_data_type = process.next.type_signature.parameter
 
-  @tff.federated_computation(state_type, client_data_type)
+  Raises:
+    TypeError: If the parts do not fit together (TFF's composer's errors).
+  """
+  if not getattr(client_work, 'client_outputs', False):
+    return tff.learning.templates.compose_learning_process(
+        initial_model_weights_fn, distributor, client_work, aggregator,
+        finalizer)
+  tff_composers._validate_args(  # pylint: disable=protected-access
+      initial_model_weights_fn, distributor, client_work, aggregator,
+      finalizer)
+  process = _compose_with_client_outputs(
+      initial_model_weights_fn, distributor, client_work, aggregator,
+      finalizer)
+  client_data_type = process.next.type_signature.parameter[1]
+  try:
+    tff_type_checks.check_is_client_placed_structure_of_sequences(
+        client_data_type)
+  except tff_type_checks.ClientSequenceTypeError as error:
+    raise TypeError(
+        'The second argument of next must be a CLIENTS-placed structure of '
+        f'sequences, got {client_data_type}.') from error
+  return process
+
+
+def _compose_with_client_outputs(
+    initial_model_weights_fn: tff.Computation,
+    distributor: tff.learning.templates.DistributionProcess,
+    client_work: tff.learning.templates.ClientWorkProcess,
+    aggregator: tff.templates.AggregationProcess,
+    finalizer: tff.learning.templates.FinalizerProcess,
+) -> FLProcess:
+  """The `FLProcess` of `compose_learning_process`; parts already checked.
+
+  Its `initialize`, `get_model_weights`, `set_model_weights`, `get_hparams`
+  and `set_hparams` are those TFF's composer builds (the same state
+  `LearningAlgorithmState`, hparams `<client_work=..., finalizer=...>`);
+  `next` is TFF's round plus `client_outputs`.
+  """
+  state_class = tff.learning.templates.LearningAlgorithmState
+
+  @tff.federated_computation()
+  def init_fn():
+    return tff.federated_zip(state_class(
+        tff.federated_eval(initial_model_weights_fn, tff.SERVER),
+        distributor.initialize(),
+        client_work.initialize(),
+        aggregator.initialize(),
+        finalizer.initialize(),
+    ))
+
+  @tff.federated_computation(init_fn.type_signature.result,
+                             client_work.next.type_signature.parameter[2])
   def next_fn(state, client_data):
     distributor_output = distributor.next(
         state.distributor, state.global_model_weights
@@ -344,15 +373,13 @@ def compose_learning_process(
     finalizer_output = finalizer.next(
         state.finalizer, state.global_model_weights, aggregator_output.result
     )
-    new_state = tff.federated_zip(
-        tff.learning.templates.LearningAlgorithmState(
-            finalizer_output.result,
-            distributor_output.state,
-            client_work_output.state,
-            aggregator_output.state,
-            finalizer_output.state,
-        )
-    )
+    new_state = tff.federated_zip(state_class(
+        finalizer_output.result,
+        distributor_output.state,
+        client_work_output.state,
+        aggregator_output.state,
+        finalizer_output.state,
+    ))
     metrics = tff.federated_zip(
         collections.OrderedDict(
             distributor=distributor_output.measurements,
@@ -364,4 +391,33 @@ def compose_learning_process(
     return FLProcessOutput(
         new_state, metrics, client_work_output.client_outputs)
 
-  return FLProcess(process, next_fn)
+  state_type = init_fn.type_signature.result.member
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights_fn(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(state_type, state_type.global_model_weights)
+  def set_model_weights_fn(state, model_weights):
+    return state_class(model_weights, state.distributor, state.client_work,
+                       state.aggregator, state.finalizer)
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams_fn(state):
+    return collections.OrderedDict(
+        client_work=client_work.get_hparams(state.client_work),
+        finalizer=finalizer.get_hparams(state.finalizer))
+
+  @tff.tensorflow.computation(state_type, get_hparams_fn.type_signature.result)
+  def set_hparams_fn(state, hparams):
+    return state_class(
+        state.global_model_weights,
+        state.distributor,
+        client_work.set_hparams(state.client_work, hparams['client_work']),
+        state.aggregator,
+        finalizer.set_hparams(state.finalizer, hparams['finalizer']),
+    )
+
+  return FLProcess(init_fn, next_fn, get_model_weights_fn,
+                   set_model_weights_fn, get_hparams_fn=get_hparams_fn,
+                   set_hparams_fn=set_hparams_fn)

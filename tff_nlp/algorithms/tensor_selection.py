@@ -16,7 +16,7 @@ separately:
     priorities u = tf.random.stateless_uniform([T], seed) within the
     group. The same seed gives the same choice.
 *   dp_l_33: the stricter "both directions, 33%" variant: d_t below the
-    group's 1/3 quantile, and a restricted push (`dynamic_pulling.Push`).
+    group's 1/3 quantile, and a restricted push (`Push`).
 *   controllers: the caller's fixed mask `exchanged` (e.g. the tensors of
     encoder and decoder layers 0 and 3, `seq2seq_layout.controller_mask`).
 
@@ -47,10 +47,15 @@ same budget, not the same tensors' count. A tensor of more than B_g
 parameters is never below: on Transformer base dp_l sends 49 % of the
 parameters (by tensor count 0.1 %), on the `small` preset, whose tied
 token embedding is 69 % of the encoder group, 36 %.
+
+`Selection` holds a process's options of these rules (mode, groups, mask,
+what a client keeps and what the server pushes, the change norm and
+`split_by`), checked against the model by `Selection.resolved`.
 """
 
 import collections
 from collections.abc import Sequence
+import dataclasses
 import enum
 from typing import Optional, Union
 
@@ -82,6 +87,93 @@ _QUANTILES = {
 
 # What a mode's quantile counts within a group (module docstring).
 SPLIT_BY = ('tensors', 'parameters')
+
+
+# How a client measures a tensor's change (`dynamic_pulling`).
+CHANGE_NORMS = ('l2', 'rms')
+
+
+class Push(enum.Enum):
+  """Which tensors the server sends a client (`dynamic_pulling`)."""
+
+  ALL = 'all'
+  SHARED = 'shared'
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+  """Which tensors dynamic pulling's clients send and take, and how.
+
+  Attributes:
+    mode: 'default', 'dp_g', 'dp_l', 'random', 'dp_l_33' or 'controllers'
+      (a `Mode`).
+    tensor_groups: The group of each trainable tensor, in the order of
+      `ModelWeights.trainable`; medians and quantiles are per group.
+    exchanged: For 'controllers' (only), the T bools of the tensors to send.
+    keep_private: Whether a client keeps the tensors it did not send and
+      takes only the others from the server; None: False for 'default',
+      True otherwise.
+    push: 'all' or 'shared' (the server sends only the tensors a client
+      takes; needs `keep_private`); None: 'shared' for 'dp_l_33' and
+      'controllers', 'all' otherwise.
+    change_norm: 'l2' (the paper: the norm of a tensor's change) or 'rms'
+      (that norm over sqrt(tensor size)); one of `CHANGE_NORMS`.
+    split_by: What the median (or 1/3 quantile) counts within a group:
+      'tensors' (the paper) or 'parameters'; one of `SPLIT_BY`.
+  """
+
+  mode: Union[str, Mode]
+  tensor_groups: Sequence[str]
+  exchanged: Optional[Sequence[bool]] = None
+  keep_private: Optional[bool] = None
+  push: Union[str, Push, None] = None
+  change_norm: str = 'l2'
+  split_by: str = 'tensors'
+
+  def resolved(self, num_tensors: int) -> 'Selection':
+    """These options checked against a model of `num_tensors` trainable
+    tensors, with enums and the defaults of None filled in.
+
+    Raises:
+      ValueError: For an unknown `mode`, `push`, `change_norm` or
+        `split_by`, `tensor_groups` or `exchanged` of the wrong length,
+        `exchanged` given without 'controllers' or missing with it, or
+        `push='shared'` without `keep_private`.
+    """
+    mode = weighting_lib.parse_option(self.mode, Mode, 'mode')
+    keep_private = self.keep_private
+    if keep_private is None:
+      keep_private = mode is not Mode.DEFAULT
+    push = self.push
+    if push is None:
+      push = (Push.SHARED if mode in (Mode.DP_L_33, Mode.CONTROLLERS)
+              else Push.ALL)
+    push = weighting_lib.parse_option(push, Push, 'push')
+    if push is Push.SHARED and not keep_private:
+      raise ValueError(
+          "push='shared' needs keep_private=True: a client that takes every "
+          'tensor needs the server to send every tensor.')
+    if self.change_norm not in CHANGE_NORMS:
+      raise ValueError(f'change_norm must be one of {CHANGE_NORMS}, got '
+                       f'{self.change_norm!r}.')
+    check_split_by(self.split_by)
+    tensor_groups = tuple(str(g) for g in self.tensor_groups)
+    if len(tensor_groups) != num_tensors:
+      raise ValueError(f'tensor_groups has {len(tensor_groups)} entries; the '
+                       f'model has {num_tensors} trainable tensors.')
+    if (self.exchanged is not None) != (mode is Mode.CONTROLLERS):
+      raise ValueError("exchanged is needed by mode='controllers' and only "
+                       f'by it (mode={mode.value!r}).')
+    exchanged = self.exchanged
+    if exchanged is not None:
+      exchanged = tuple(bool(e) for e in exchanged)
+      if len(exchanged) != num_tensors:
+        raise ValueError(f'exchanged has {len(exchanged)} entries; the '
+                         f'model has {num_tensors} trainable tensors.')
+    return dataclasses.replace(
+        self, mode=mode, tensor_groups=tensor_groups, exchanged=exchanged,
+        keep_private=keep_private, push=push)
+
 
 
 def check_split_by(split_by: str) -> None:

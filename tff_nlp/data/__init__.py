@@ -1,9 +1,13 @@
 """Readers of the datasets in `shared/data` and federated splits of them.
 
 `data_root` finds the `shared/data` folder (the one search order of every
-reader); `vocabulary` builds word vocabularies from training texts. Names
-that only make sense with their dataset's module (`text2sql.CLIENTS`,
-`text2sql.Example`, `text_classification.Split`) are reached through it.
+reader); `vocabulary` builds word vocabularies from training texts.
+`text2sql` reads the text-to-SQL clients; their queries and the filling of
+their variables are module `text2sql_queries` (its names also reachable as
+`text2sql.<name>`). `continual_tasks` builds continual task sequences, cut
+with `stratified` samples. Names that only make sense with their dataset's
+module (`text2sql.CLIENTS`, `text2sql.Example`, `text_classification.Split`)
+are reached through it.
 """
 
 from tff_nlp.data import continual_tasks
@@ -18,6 +22,7 @@ from tff_nlp.data.nmt import read_parallel
 from tff_nlp.data.partition import dirichlet_label_skew
 from tff_nlp.data.partition import Partition
 from tff_nlp.data import tags
+from tff_nlp.data import stratified
 from tff_nlp.data import text2sql
 from tff_nlp.data.text2sql import FoldSplit
 from tff_nlp.data.text2sql import load_client
@@ -33,6 +38,7 @@ from tff_nlp.data.text2sql import Sentence
 from tff_nlp.data.text2sql import serialize_schema
 from tff_nlp.data.text2sql import Table
 from tff_nlp.data.text2sql import Text2SqlClientData
+from tff_nlp.data import text2sql_queries
 from tff_nlp.data.text2sql_source import find_text2sql_dir
 from tff_nlp.data.text2sql_stats import ClientStats
 from tff_nlp.data.text2sql_stats import load_stats

@@ -87,12 +87,12 @@ It needs M distinct label sets (C(|pool|, labels_per_task) >= C + T - 1,
 refused by name otherwise) and makes exactly C * T tasks (another
 `num_tasks` is refused).
 
-Stratified samples (steps 5 and 7) of size k from N documents of P present
-classes: every present class first gets one document, and the other k - P
-are shared out in proportion to the classes' remaining counts (n_c - 1) by
-the largest-remainder method (ties to the lower label id), then each class's
-documents are a seeded random subset, kept in file order. The caps must be at
-least `labels_per_task`.
+Stratified samples (steps 5 and 7; module `stratified`) of size k from N
+documents of P present classes: every present class first gets one
+document, and the other k - P are shared out in proportion to the classes'
+remaining counts (n_c - 1) by the largest-remainder method (ties to the
+lower label id), then each class's documents are a seeded random subset,
+kept in file order. The caps must be at least `labels_per_task`.
 
 Seeds. Every random draw uses numpy's `np.random.default_rng`; steps 5, 6
 and 7 of task i use `default_rng([seed, i, 1])`, `([seed, i, 2])` and
@@ -113,6 +113,7 @@ fewer distinct label sets than a client's tasks (a 2-label dataset: every
 task is the same {a, b} task) is refused unless `allow_repeated_label_sets`.
 """
 
+from collections.abc import Sequence
 import dataclasses
 import itertools
 import math
@@ -122,6 +123,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tff_nlp import errors
+from tff_nlp.data import stratified
 from tff_nlp.data import text_classification
 
 # How label sets are drawn and assigned (module docstring): the authors'
@@ -202,84 +204,6 @@ def _check_positive_int(name: str, value) -> None:
         f'{name} must be a positive integer, got {value!r}.')
 
 
-def _stratified_counts(counts: np.ndarray, size: int) -> np.ndarray:
-  """How many documents of each class a stratified sample of `size` takes.
-
-  Args:
-    counts: Documents per class (>= 0).
-    size: The sample size, at least the number of present classes and less
-      than `counts.sum()`.
-
-  Returns:
-    int64 array like `counts`: 1 per present class plus the other
-    `size - present` shared in proportion to `counts - 1` (largest
-    remainder, ties to the lower index).
-  """
-  counts = np.asarray(counts, np.int64)
-  present = counts > 0
-  spare = np.where(present, counts - 1, 0)
-  extra = size - int(present.sum())
-  exact = spare * extra / spare.sum() if extra else np.zeros(len(counts))
-  quota = np.floor(exact).astype(np.int64)
-  remainder = exact - quota
-  # Stable sort on -remainder: ties go to the lower class index.
-  order = np.argsort(-remainder, kind='stable')
-  quota[order[:extra - int(quota.sum())]] += 1
-  return present.astype(np.int64) + quota
-
-
-def _take_per_class(
-    indices: np.ndarray,
-    labels: np.ndarray,
-    classes: np.ndarray,
-    quotas: np.ndarray,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-  """Draws `quotas[j]` random members of class `classes[j]`.
-
-  Returns:
-    `(taken, rest)`, both sorted (file order).
-  """
-  taken = []
-  for k, quota in zip(classes, quotas):
-    members = indices[labels == k]
-    taken.append(members[rng.permutation(len(members))[:quota]])
-  taken = np.sort(np.concatenate(taken)) if taken else indices[:0]
-  rest = np.setdiff1d(indices, taken)
-  return taken, rest
-
-
-def _stratified_sample(
-    indices: np.ndarray, labels: np.ndarray, size: int,
-    rng: np.random.Generator,
-) -> np.ndarray:
-  """A seeded stratified sample of `size` of `indices` (all if fewer)."""
-  if len(indices) <= size:
-    return indices
-  classes, counts = np.unique(labels[indices], return_counts=True)
-  taken, _ = _take_per_class(indices, labels[indices], classes,
-                             _stratified_counts(counts, size), rng)
-  return taken
-
-
-def _valid_counts(counts: np.ndarray, fraction: float) -> np.ndarray:
-  """Validation documents per class; see rule 6 of the module docstring."""
-  counts = np.asarray(counts, np.int64)
-  wanted = np.maximum(1, np.floor(counts * fraction + 0.5).astype(np.int64))
-  return np.where(counts >= 2, np.minimum(counts - 1, wanted), 0)
-
-
-def _split_valid(
-    indices: np.ndarray, labels: np.ndarray, fraction: float,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-  """Splits `indices` into `(train, valid)`, stratified by `labels`."""
-  classes, counts = np.unique(labels[indices], return_counts=True)
-  valid, train = _take_per_class(indices, labels[indices], classes,
-                                 _valid_counts(counts, fraction), rng)
-  return train, valid
-
-
 def _check_task(
     dataset: str,
     name: str,
@@ -351,6 +275,190 @@ def _assign_exhausting(tasks: list[Task], num_clients: int,
   return clients
 
 
+def _check_task_counts(
+    data: text_classification.TextClassificationData, pool: np.ndarray, *,
+    num_clients, tasks_per_client, labels_per_task, num_tasks,
+) -> tuple[int, int]:
+  """Checks `build_task_sequences`' counts: `(labels_per_task, num_tasks)`."""
+  for name, value in (('num_clients', num_clients),
+                      ('tasks_per_client', tasks_per_client)):
+    _check_positive_int(name, value)
+  if labels_per_task is None:
+    labels_per_task = (BINARY_LABELS_PER_TASK if data.num_classes == 2
+                       else DEFAULT_LABELS_PER_TASK)
+  if not _is_int(labels_per_task) or labels_per_task < 2:
+    raise errors.InputError(
+        f'labels_per_task must be an integer >= 2 (a task needs two '
+        f'classes), got {labels_per_task!r}.'
+    )
+  if labels_per_task > len(pool):
+    raise errors.InputError(
+        f'labels_per_task={labels_per_task} exceeds the {len(pool)} labels '
+        f'of dataset {data.name!r} that have test documents '
+        f'({data.num_classes} training labels).'
+    )
+  minimum_tasks = num_clients * tasks_per_client
+  if num_tasks is None:
+    num_tasks = minimum_tasks
+  _check_positive_int('num_tasks', num_tasks)
+  if num_tasks < minimum_tasks:
+    raise errors.InputError(
+        f'num_tasks={num_tasks} is less than num_clients * tasks_per_client '
+        f'= {num_clients} * {tasks_per_client} = {minimum_tasks}; no task is '
+        'shared between clients.'
+    )
+  return labels_per_task, num_tasks
+
+
+def _check_sampling(*, valid_fraction, seed, labels_per_task,
+                    max_train_per_task, max_test_per_task) -> None:
+  """Checks the validation share, the seed and the caps of the splits."""
+  if (not isinstance(valid_fraction, numbers.Real)
+      or isinstance(valid_fraction, bool)
+      or not 0 < valid_fraction < 1):
+    raise errors.InputError(
+        f'valid_fraction must be in (0, 1), got {valid_fraction!r}.'
+    )
+  if not _is_int(seed) or seed < 0:
+    raise errors.InputError(
+        f'seed must be a non-negative integer, got {seed!r}.'
+    )
+  for name, cap in (('max_train_per_task', max_train_per_task),
+                    ('max_test_per_task', max_test_per_task)):
+    if cap is not None and (not _is_int(cap) or cap < labels_per_task):
+      raise errors.InputError(
+          f'{name} must be None or an integer >= labels_per_task '
+          f'({labels_per_task}), so that every class keeps a document; got '
+          f'{cap!r}.'
+      )
+
+
+def _check_label_sets(
+    data: text_classification.TextClassificationData, pool: np.ndarray, *,
+    construction: str, num_clients: int, tasks_per_client: int,
+    labels_per_task: int, allow_repeated_label_sets: bool,
+) -> None:
+  """Checks that the dataset has the label sets `construction` needs."""
+  if construction not in CONSTRUCTIONS:
+    raise errors.InputError(
+        f'Unknown task construction {construction!r}; expected one of '
+        f'{list(CONSTRUCTIONS)}.')
+  distinct_sets = math.comb(len(pool), labels_per_task)
+  relayed_sets = num_clients + tasks_per_client - 1
+  if construction == 'shared_labels' and distinct_sets < relayed_sets:
+    raise errors.InputError(
+        f'construction=shared_labels needs num_clients + tasks_per_client - '
+        f'1 = {relayed_sets} distinct label sets, but dataset {data.name!r} '
+        f'has {len(pool)} labels with test documents, which make '
+        f'{distinct_sets} of labels_per_task={labels_per_task}. Use fewer '
+        'clients or tasks, or fewer labels per task.')
+  if distinct_sets < tasks_per_client and not allow_repeated_label_sets:
+    raise errors.InputError(
+        f'Dataset {data.name!r} has {len(pool)} labels with test documents '
+        f'({", ".join(data.label_names[k] for k in pool)}), which make '
+        f'{distinct_sets} distinct label set(s) of labels_per_task='
+        f'{labels_per_task}: fewer than the tasks_per_client='
+        f'{tasks_per_client} tasks of a client, so every client would repeat '
+        'a task and its forgetting and backward transfer would mean nothing. '
+        'Use a dataset with more labels or fewer tasks per client, or allow '
+        'repeated label sets (allow_repeated_label_sets, '
+        '--allow_repeated_label_sets: the paper\'s Subj setting).')
+
+
+def _draw_label_sets(
+    data: text_classification.TextClassificationData, pool: np.ndarray, *,
+    construction: str, num_clients: int, tasks_per_client: int,
+    labels_per_task: int, num_tasks: int, seed: int,
+) -> list[list[int]]:
+  """Steps 1-3 (or 1'-2'): every task's labels, sorted by name."""
+  task_labels = []
+  if construction == 'shared_labels':
+    minimum_tasks = num_clients * tasks_per_client
+    if num_tasks != minimum_tasks:
+      raise errors.InputError(
+          f'num_tasks={num_tasks}: construction=shared_labels makes exactly '
+          f'num_clients * tasks_per_client = {minimum_tasks} tasks; leave '
+          'num_tasks unset.')
+    combinations = list(itertools.combinations(pool.tolist(),
+                                               labels_per_task))
+    order = np.random.default_rng(seed).permutation(len(combinations))
+    relayed = [combinations[j]
+               for j in order[:num_clients + tasks_per_client - 1]]
+    for c in range(num_clients):
+      for t in range(tasks_per_client):
+        task_labels.append(sorted(relayed[c + t],
+                                  key=lambda k: data.label_names[k]))
+  else:
+    shuffled = np.random.default_rng(seed).permutation(pool)
+    for i in range(num_tasks):
+      drawn = np.random.default_rng(seed + i).choice(
+          shuffled, size=labels_per_task, replace=False)
+      task_labels.append(sorted((int(k) for k in drawn),
+                                key=lambda k: data.label_names[k]))
+  return task_labels
+
+
+def _training_chunks(
+    data: text_classification.TextClassificationData,
+    task_labels: Sequence[Sequence[int]],
+) -> list[list[np.ndarray]]:
+  """Step 4: each label's training documents, one chunk per task (indices)."""
+  tasks_of_label: dict[int, list[int]] = {}
+  for i, labels in enumerate(task_labels):
+    for k in labels:
+      tasks_of_label.setdefault(k, []).append(i)
+  chunks = [[] for _ in range(len(task_labels))]
+  for k, tasks in tasks_of_label.items():
+    members = np.flatnonzero(data.train.labels == k)
+    size = len(members) // len(tasks)
+    for j, i in enumerate(tasks):
+      end = size * (j + 1) if j < len(tasks) - 1 else len(members)
+      chunks[i].append(members[size * j:end])
+  return chunks
+
+
+def _build_tasks(
+    data: text_classification.TextClassificationData,
+    task_labels: Sequence[Sequence[int]],
+    chunks: Sequence[Sequence[np.ndarray]], *,
+    valid_fraction: float, seed: int,
+    max_train_per_task: Optional[int], max_test_per_task: Optional[int],
+) -> list[Task]:
+  """Steps 5-8: the splits of every task, checked, relabelled locally."""
+  width = max(2, len(str(len(task_labels) - 1)))
+  tasks = []
+  for i, labels in enumerate(task_labels):
+    name = f'{data.name}-t{i:0{width}d}'
+    label_names = tuple(data.label_names[k] for k in labels)
+    chunk = np.sort(np.concatenate(chunks[i]))
+    if max_train_per_task is not None:
+      chunk = stratified.stratified_sample(
+          chunk, data.train.labels, max_train_per_task,
+          np.random.default_rng([seed, i, _TRAIN_CAP_PURPOSE]))
+    train, valid = stratified.split_valid(
+        chunk, data.train.labels, valid_fraction,
+        np.random.default_rng([seed, i, _VALID_PURPOSE]))
+    test = np.flatnonzero(np.isin(data.test.labels, labels))
+    if max_test_per_task is not None:
+      test = stratified.stratified_sample(
+          test, data.test.labels, max_test_per_task,
+          np.random.default_rng([seed, i, _TEST_CAP_PURPOSE]))
+    _check_task(data.name, name, label_names, len(chunk),
+                data.train.labels[train], data.train.labels[valid],
+                data.test.labels[test])
+    to_local = np.full(data.num_classes, -1, np.int64)
+    to_local[labels] = np.arange(len(labels))
+    tasks.append(Task(
+        name=name,
+        dataset=data.name,
+        label_names=label_names,
+        train=_local_split(data.train, train, to_local),
+        valid=_local_split(data.train, valid, to_local),
+        test=_local_split(data.test, test, to_local),
+    ))
+  return tasks
+
+
 def build_task_sequences(
     data: text_classification.TextClassificationData,
     *,
@@ -399,148 +507,31 @@ def build_task_sequences(
     InputError: If an argument is out of range (the message names it) or a
       task cannot be used (the message names the dataset, task and labels).
   """
-  for name, value in (('num_clients', num_clients),
-                      ('tasks_per_client', tasks_per_client)):
-    _check_positive_int(name, value)
   pool = np.unique(data.test.labels).astype(np.int64)
-  if labels_per_task is None:
-    labels_per_task = (BINARY_LABELS_PER_TASK if data.num_classes == 2
-                       else DEFAULT_LABELS_PER_TASK)
-  if not _is_int(labels_per_task) or labels_per_task < 2:
-    raise errors.InputError(
-        f'labels_per_task must be an integer >= 2 (a task needs two '
-        f'classes), got {labels_per_task!r}.'
-    )
-  if labels_per_task > len(pool):
-    raise errors.InputError(
-        f'labels_per_task={labels_per_task} exceeds the {len(pool)} labels '
-        f'of dataset {data.name!r} that have test documents '
-        f'({data.num_classes} training labels).'
-    )
-  minimum_tasks = num_clients * tasks_per_client
-  if num_tasks is None:
-    num_tasks = minimum_tasks
-  _check_positive_int('num_tasks', num_tasks)
-  if num_tasks < minimum_tasks:
-    raise errors.InputError(
-        f'num_tasks={num_tasks} is less than num_clients * tasks_per_client '
-        f'= {num_clients} * {tasks_per_client} = {minimum_tasks}; no task is '
-        'shared between clients.'
-    )
-  if (not isinstance(valid_fraction, numbers.Real)
-      or isinstance(valid_fraction, bool)
-      or not 0 < valid_fraction < 1):
-    raise errors.InputError(
-        f'valid_fraction must be in (0, 1), got {valid_fraction!r}.'
-    )
-  if not _is_int(seed) or seed < 0:
-    raise errors.InputError(
-        f'seed must be a non-negative integer, got {seed!r}.'
-    )
-  for name, cap in (('max_train_per_task', max_train_per_task),
-                    ('max_test_per_task', max_test_per_task)):
-    if cap is not None and (not _is_int(cap) or cap < labels_per_task):
-      raise errors.InputError(
-          f'{name} must be None or an integer >= labels_per_task '
-          f'({labels_per_task}), so that every class keeps a document; got '
-          f'{cap!r}.'
-      )
-  if construction not in CONSTRUCTIONS:
-    raise errors.InputError(
-        f'Unknown task construction {construction!r}; expected one of '
-        f'{list(CONSTRUCTIONS)}.')
-  distinct_sets = math.comb(len(pool), labels_per_task)
-  relayed_sets = num_clients + tasks_per_client - 1
-  if construction == 'shared_labels' and distinct_sets < relayed_sets:
-    raise errors.InputError(
-        f'construction=shared_labels needs num_clients + tasks_per_client - '
-        f'1 = {relayed_sets} distinct label sets, but dataset {data.name!r} '
-        f'has {len(pool)} labels with test documents, which make '
-        f'{distinct_sets} of labels_per_task={labels_per_task}. Use fewer '
-        'clients or tasks, or fewer labels per task.')
-  if distinct_sets < tasks_per_client and not allow_repeated_label_sets:
-    raise errors.InputError(
-        f'Dataset {data.name!r} has {len(pool)} labels with test documents '
-        f'({", ".join(data.label_names[k] for k in pool)}), which make '
-        f'{distinct_sets} distinct label set(s) of labels_per_task='
-        f'{labels_per_task}: fewer than the tasks_per_client='
-        f'{tasks_per_client} tasks of a client, so every client would repeat '
-        'a task and its forgetting and backward transfer would mean nothing. '
-        'Use a dataset with more labels or fewer tasks per client, or allow '
-        'repeated label sets (allow_repeated_label_sets, '
-        '--allow_repeated_label_sets: the paper\'s Subj setting).')
+  labels_per_task, num_tasks = _check_task_counts(
+      data, pool, num_clients=num_clients, tasks_per_client=tasks_per_client,
+      labels_per_task=labels_per_task, num_tasks=num_tasks)
+  _check_sampling(valid_fraction=valid_fraction, seed=seed,
+                  labels_per_task=labels_per_task,
+                  max_train_per_task=max_train_per_task,
+                  max_test_per_task=max_test_per_task)
+  _check_label_sets(data, pool, construction=construction,
+                    num_clients=num_clients,
+                    tasks_per_client=tasks_per_client,
+                    labels_per_task=labels_per_task,
+                    allow_repeated_label_sets=allow_repeated_label_sets)
   seed, num_tasks = int(seed), int(num_tasks)
   valid_fraction = float(valid_fraction)
 
-  # Steps 1-3 (or 1'-2'): the label sets.
-  task_labels = []
-  if construction == 'shared_labels':
-    if num_tasks != minimum_tasks:
-      raise errors.InputError(
-          f'num_tasks={num_tasks}: construction=shared_labels makes exactly '
-          f'num_clients * tasks_per_client = {minimum_tasks} tasks; leave '
-          'num_tasks unset.')
-    combinations = list(itertools.combinations(pool.tolist(),
-                                               labels_per_task))
-    order = np.random.default_rng(seed).permutation(len(combinations))
-    relayed = [combinations[j] for j in order[:relayed_sets]]
-    for c in range(num_clients):
-      for t in range(tasks_per_client):
-        task_labels.append(sorted(relayed[c + t],
-                                  key=lambda k: data.label_names[k]))
-  else:
-    shuffled = np.random.default_rng(seed).permutation(pool)
-    for i in range(num_tasks):
-      drawn = np.random.default_rng(seed + i).choice(
-          shuffled, size=labels_per_task, replace=False)
-      task_labels.append(sorted((int(k) for k in drawn),
-                                key=lambda k: data.label_names[k]))
-
-  # Step 4: each label's training documents, cut into one chunk per task.
-  tasks_of_label: dict[int, list[int]] = {}
-  for i, labels in enumerate(task_labels):
-    for k in labels:
-      tasks_of_label.setdefault(k, []).append(i)
-  chunks = [[] for _ in range(num_tasks)]
-  for k, tasks in tasks_of_label.items():
-    members = np.flatnonzero(data.train.labels == k)
-    size = len(members) // len(tasks)
-    for j, i in enumerate(tasks):
-      end = size * (j + 1) if j < len(tasks) - 1 else len(members)
-      chunks[i].append(members[size * j:end])
-
-  # Steps 5-8: the splits of every task.
-  width = max(2, len(str(num_tasks - 1)))
-  tasks = []
-  for i, labels in enumerate(task_labels):
-    name = f'{data.name}-t{i:0{width}d}'
-    label_names = tuple(data.label_names[k] for k in labels)
-    chunk = np.sort(np.concatenate(chunks[i]))
-    if max_train_per_task is not None:
-      chunk = _stratified_sample(
-          chunk, data.train.labels, max_train_per_task,
-          np.random.default_rng([seed, i, _TRAIN_CAP_PURPOSE]))
-    train, valid = _split_valid(
-        chunk, data.train.labels, valid_fraction,
-        np.random.default_rng([seed, i, _VALID_PURPOSE]))
-    test = np.flatnonzero(np.isin(data.test.labels, labels))
-    if max_test_per_task is not None:
-      test = _stratified_sample(
-          test, data.test.labels, max_test_per_task,
-          np.random.default_rng([seed, i, _TEST_CAP_PURPOSE]))
-    _check_task(data.name, name, label_names, len(chunk),
-                data.train.labels[train], data.train.labels[valid],
-                data.test.labels[test])
-    to_local = np.full(data.num_classes, -1, np.int64)
-    to_local[labels] = np.arange(len(labels))
-    tasks.append(Task(
-        name=name,
-        dataset=data.name,
-        label_names=label_names,
-        train=_local_split(data.train, train, to_local),
-        valid=_local_split(data.train, valid, to_local),
-        test=_local_split(data.test, test, to_local),
-    ))
+  task_labels = _draw_label_sets(
+      data, pool, construction=construction, num_clients=num_clients,
+      tasks_per_client=tasks_per_client, labels_per_task=labels_per_task,
+      num_tasks=num_tasks, seed=seed)
+  tasks = _build_tasks(
+      data, task_labels, _training_chunks(data, task_labels),
+      valid_fraction=valid_fraction, seed=seed,
+      max_train_per_task=max_train_per_task,
+      max_test_per_task=max_test_per_task)
 
   # Step 9 (or 2'): assignment to clients.
   if construction == 'shared_labels':

@@ -11,15 +11,19 @@ per-domain BLEU table beside a paper's numbers.
 `continual`: continual-learning evaluation (macro-F1, average accuracy,
 forgetting and backward transfer of an accuracy matrix, heatmaps, and the
 FedSeIT methods x datasets table with the average gain over baselines).
-`intervals`: 95 % intervals of results: Student-t over seeds, and a paired,
-client-stratified bootstrap over test examples (optionally also over seeds)
-of MacroAvg, MicroAvg and per-client accuracy and of a difference of two
-methods, with its verdict ('no difference', 'A higher', 'B higher').
+`intervals`: 95 % intervals of results: Student-t over seeds, and the
+verdict of a difference of two methods ('no difference', 'A higher',
+'B higher'; the one rule of every page, `intervals.comparison_verdict`).
+`bootstrap`: a paired, client-stratified bootstrap over test examples
+(optionally also over seeds) of MacroAvg, MicroAvg and per-client accuracy
+and of a difference of two methods (its names are also reachable as
+`intervals.<name>`).
 """
 
 from tff_nlp.metrics.bleu import BleuResult
 from tff_nlp.metrics.bleu import bleu_table_markdown
 from tff_nlp.metrics.bleu import corpus_bleu
+from tff_nlp.metrics import bootstrap
 from tff_nlp.metrics import continual
 from tff_nlp.metrics import intervals
 from tff_nlp.metrics import sql_execution

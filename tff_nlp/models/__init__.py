@@ -15,6 +15,8 @@ runs repeat and resume exactly; the seq2seq and FCL models use it.
 `lora` adds LoRA adapters to a built Keras model (`add_lora`, `LoraConfig`)
 and freezes the rest, so that a `tff.learning` model of it trains and sends
 only the adapters; `merge_lora` folds them back into the kernels for export.
+The adapter of one kernel, a Keras layer, is module `lora_adapter`'s
+`LoraAdapter` (also reachable as `lora.LoraAdapter`).
 `LoraModelFn` (module `lora_model_fn`) is the `model_fn` of federated LoRA:
 its model weights are the adapters only, the pre-trained weights being the
 frozen initial values of the model's variables.
@@ -28,6 +30,7 @@ from tff_nlp import _lazy
 
 from tff_nlp.models import dropout_seeds
 from tff_nlp.models import lora
+from tff_nlp.models import lora_adapter
 from tff_nlp.models.lora import add_lora
 from tff_nlp.models.lora import lora_parameter_count
 from tff_nlp.models.lora import LoraConfig

@@ -10,9 +10,9 @@ weights and says so in its measurements.
 
 Algorithm 1 of Zhang et al., ACL 2023 (https://arxiv.org/abs/2305.17221).
 
-Each training step runs inside `models.dropout_seeds.step_seed`, keyed by the
-round's start weights, the batch and the step, so a model with seeded dropout
-draws the same masks in a rerun or a resumed run.
+A client's local training is `local_training.build_client_update` (each
+step under `models.dropout_seeds.step_seed`, so seeded dropout draws the same
+masks in a rerun); this module composes it into the federated round.
 
 What leaves a client in a round (and reaches the server only summed over
 clients, or through the model aggregator):
@@ -39,11 +39,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_nlp.templates import batch_loop
 from tff_nlp.templates import client_data as client_data_lib
-from tff_nlp.templates import optimizers as optimizers_lib
+from tff_nlp.templates import extended_outputs
+from tff_nlp.templates import local_training
 from tff_nlp.aggregators import weighting as weighting_lib
-from tff_nlp.models import dropout_seeds
 
 # Per-client statistics of one round, in the order they are reported.
 CLIENT_STAT_KEYS = (
@@ -68,186 +67,6 @@ CLIENT_STAT_KEYS = (
 BATCH_LOSSES_KEY = 'batch_losses'
 
 
-def _client_stats_spec():
-  return collections.OrderedDict(
-      (key, tf.TensorSpec([], tf.float32)) for key in CLIENT_STAT_KEYS
-  )
-
-
-def _build_client_update(
-    model_fn: Callable[[], tff.learning.models.VariableModel],
-    optimizer: tff.learning.optimizers.Optimizer,
-    weighting: weighting_lib.Weighting,
-    proximal_strength: float,
-    with_client_config: bool,
-):
-  """Returns the `tf.function` that trains one client; builds its model."""
-  model = model_fn()
-  model_weights = tff.learning.models.ModelWeights.from_model(model)
-  trainable = tuple(tf.nest.flatten(model_weights.trainable))
-
-  @tf.function
-  def client_update(optimizer_hparams, initial_weights, data):
-    tf.nest.map_structure(
-        lambda v, t: v.assign(t), model_weights, initial_weights
-    )
-    initial_trainable = tuple(tf.nest.flatten(initial_weights.trainable))
-    # Keys the dropout masks of models built with seeded dropout (see
-    # `dropout_seeds`): same global model, batch and step, same masks.
-    round_key = dropout_seeds.fingerprint(initial_trainable)
-    hparams = collections.OrderedDict(optimizer_hparams)
-    if with_client_config:
-      config = data[client_data_lib.CONFIG_KEY].get_single_element()
-      hparams[tff.learning.optimizers.LEARNING_RATE_KEY] = config[
-          client_data_lib.LEARNING_RATE_KEY
-      ]
-      num_epochs = config[client_data_lib.NUM_EPOCHS_KEY]
-      dataset = data[client_data_lib.EXAMPLES_KEY].repeat(
-          tf.cast(num_epochs, tf.int64)
-      )
-    else:
-      num_epochs = tf.constant(1, tf.int32)
-      dataset = data
-
-    optimizer_state = optimizer.initialize(
-        tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-    )
-    optimizer_state = optimizers_lib.set_hparams(
-        optimizer, optimizer_state, hparams
-    )
-    zero = tf.constant(0.0, tf.float32)
-    initial_loop_state = (
-        collections.OrderedDict(
-            num_examples=zero,
-            num_batches=zero,
-            first_batch_loss=zero,
-            last_batch_loss=zero,
-            max_batch_loss=tf.constant(-np.inf, tf.float32),
-            min_batch_loss=tf.constant(np.inf, tf.float32),
-            loss_sum=zero,
-            losses_finite=tf.constant(True),
-            # Every batch's loss, in order: the paper's per-step curves.
-            batch_losses=tf.TensorArray(
-                tf.float32, size=0, dynamic_size=True, element_shape=[]),
-        ),
-        optimizer_state,
-    )
-
-    def train_on_batch(loop_state, batch):
-      stats, carried_optimizer_state = loop_state
-      optimizer_state = optimizers_lib.restore_python_bools(
-          initial_loop_state[1], carried_optimizer_state
-      )
-      step_key = dropout_seeds.fingerprint(
-          (round_key, batch, stats['num_batches']))
-      with tf.GradientTape() as tape, dropout_seeds.step_seed(step_key):
-        output = model.forward_pass(batch, training=True)
-      gradients = tape.gradient(output.loss, trainable)
-      if proximal_strength > 0.0:
-        # Gradient of (mu/2)·||w - w_global||².
-        gradients = tuple(
-            g + proximal_strength * (w - w0)
-            for g, w, w0 in zip(gradients, trainable, initial_trainable)
-        )
-      optimizer_state, new_weights = optimizer.next(
-          optimizer_state, trainable, gradients
-      )
-      for variable, value in zip(trainable, new_weights):
-        variable.assign(value)
-      optimizer_state = optimizers_lib.match_dtypes(
-          carried_optimizer_state, optimizer_state
-      )
-
-      loss = tf.cast(output.loss, tf.float32)
-      if output.num_examples is None:
-        batch_size = tf.shape(tf.nest.flatten(output.predictions)[0])[0]
-      else:
-        batch_size = output.num_examples
-      batch_size = tf.cast(batch_size, tf.float32)
-      stats = collections.OrderedDict(
-          num_examples=stats['num_examples'] + batch_size,
-          num_batches=stats['num_batches'] + 1.0,
-          # Tensor `==` is Python identity when TFF traces in graph mode.
-          first_batch_loss=tf.where(
-              tf.equal(stats['num_batches'], 0.0),
-              loss,
-              stats['first_batch_loss'],
-          ),
-          last_batch_loss=loss,
-          max_batch_loss=tf.maximum(stats['max_batch_loss'], loss),
-          min_batch_loss=tf.minimum(stats['min_batch_loss'], loss),
-          loss_sum=stats['loss_sum'] + loss * batch_size,
-          losses_finite=tf.logical_and(
-              stats['losses_finite'], tf.math.is_finite(loss)
-          ),
-          batch_losses=stats['batch_losses'].write(
-              tf.cast(stats['num_batches'], tf.int32), loss),
-      )
-      return stats, optimizer_state
-
-    loop_stats, _ = batch_loop.for_each_batch(
-        dataset, initial_loop_state, train_on_batch
-    )
-
-    delta = tf.nest.map_structure(
-        tf.subtract, initial_weights.trainable, model_weights.trainable
-    )
-    update_finite = tf.reduce_all(
-        [tf.reduce_all(tf.math.is_finite(d)) for d in tf.nest.flatten(delta)]
-    )
-    has_batches = loop_stats['num_batches'] > 0.0
-    is_non_finite = tf.logical_not(
-        tf.logical_and(update_finite, loop_stats['losses_finite'])
-    )
-    is_valid = tf.logical_and(has_batches, tf.logical_not(is_non_finite))
-    # A rejected client sends zeros, never NaN: 0·NaN would still poison the
-    # weighted sum in the aggregator.
-    delta = tf.nest.map_structure(
-        lambda d: tf.where(is_valid, d, tf.zeros_like(d)), delta
-    )
-    metrics = tf.nest.map_structure(
-        lambda m: tf.where(is_valid, m, tf.zeros_like(m)),
-        model.report_local_unfinalized_metrics(),
-    )
-
-    loss_reduction = tf.where(
-        is_valid,
-        loop_stats['max_batch_loss'] - loop_stats['min_batch_loss'],
-        0.0,
-    )
-    dataset_size = loop_stats['num_examples'] / tf.cast(num_epochs, tf.float32)
-    candidate = weighting_lib.raw_client_weight(
-        weighting, dataset_size, loss_reduction
-    )
-
-    def if_batches(value):
-      return tf.where(has_batches, value, 0.0)
-
-    stats = collections.OrderedDict(
-        num_examples=loop_stats['num_examples'],
-        num_batches=loop_stats['num_batches'],
-        dataset_size=dataset_size,
-        first_batch_loss=loop_stats['first_batch_loss'],
-        last_batch_loss=loop_stats['last_batch_loss'],
-        max_batch_loss=if_batches(loop_stats['max_batch_loss']),
-        min_batch_loss=if_batches(loop_stats['min_batch_loss']),
-        mean_batch_loss=tf.math.divide_no_nan(
-            loop_stats['loss_sum'], loop_stats['num_examples']
-        ),
-        loss_reduction=loss_reduction,
-        is_empty=tf.cast(tf.logical_not(has_batches), tf.float32),
-        is_non_finite=tf.cast(
-            tf.logical_and(has_batches, is_non_finite), tf.float32
-        ),
-        candidate_weight=tf.where(is_valid, candidate, 0.0),
-        fallback_weight=tf.where(is_valid, dataset_size, 0.0),
-        batch_losses=loop_stats['batch_losses'].stack(),
-    )
-    return collections.OrderedDict(update=delta, stats=stats, metrics=metrics)
-
-  return client_update
-
-
 class ClientWorkOutput(NamedTuple):
   """`tff.templates.MeasuredProcessOutput` plus the per-client outputs.
 
@@ -266,19 +85,11 @@ class ClientWorkOutput(NamedTuple):
 
 def _check_client_outputs_next(next_fn: tff.Computation) -> None:
   """What `ClientWorkProcess` checks of `next`, for a `ClientWorkOutput`."""
+  extended_outputs.check_output_placements(
+      next_fn, ClientWorkOutput,
+      (('result', tff.CLIENTS), ('measurements', tff.SERVER),
+       ('client_outputs', tff.CLIENTS)))
   result = next_fn.type_signature.result
-  if not (isinstance(result, tff.StructWithPythonType)
-          and result.python_container is ClientWorkOutput):
-    raise TypeError('next must return a ClientWorkOutput, got '
-                    f'{result}.')
-  for name, placement in (('result', tff.CLIENTS),
-                          ('measurements', tff.SERVER),
-                          ('client_outputs', tff.CLIENTS)):
-    value_type = getattr(result, name)
-    if not (isinstance(value_type, tff.FederatedType)
-            and value_type.placement is placement):
-      raise TypeError(f'next\'s {name} must be placed at {placement}, got '
-                      f'{value_type}.')
   if result.result.member.python_container is not (
       tff.learning.templates.ClientResult):
     raise TypeError('next\'s result must be a ClientResult, got '
@@ -309,23 +120,248 @@ class WeightedClientWorkProcess(tff.learning.templates.ClientWorkProcess):
                        set_hparams_fn=set_hparams_fn)
       return
     _check_client_outputs_next(next_fn)
-    tff.templates.IterativeProcess.__init__(
-        self, initialize_fn, next_fn, next_is_multi_arg=True)
-    self._get_hparams_fn = get_hparams_fn
-    self._set_hparams_fn = set_hparams_fn
+    extended_outputs.init_process(
+        self, initialize_fn, next_fn, next_is_multi_arg=True,
+        get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
 
   @property
   def client_outputs(self) -> bool:
     """Whether `next` returns a `ClientWorkOutput` (per-client outputs)."""
     return self._client_outputs
 
-  @property
-  def get_hparams(self) -> tff.Computation:
-    return self._get_hparams_fn
 
-  @property
-  def set_hparams(self) -> tff.Computation:
-    return self._set_hparams_fn
+def _client_data_type(
+    model: tff.learning.models.VariableModel, with_client_config: bool
+) -> tff.Type:
+  """D of `build_weighted_client_work`: `B*` or `<examples=B*, config=...*>`."""
+  examples_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
+  if not with_client_config:
+    return examples_type
+  return tff.StructWithPythonType(
+      [
+          (client_data_lib.EXAMPLES_KEY, examples_type),
+          (
+              client_data_lib.CONFIG_KEY,
+              tff.SequenceType(
+                  tff.types.tensorflow_to_type(
+                      client_data_lib.config_element_spec()
+                  )
+              ),
+          ),
+      ],
+      collections.OrderedDict,
+  )
+
+
+class _WeightComputations(NamedTuple):
+  """The TF computations that turn a client's statistics into its weight.
+
+  `stats` below is the `stats` of the client update's result (C's keys
+  plus `batch_losses`); all are `tff.tensorflow.computation`s.
+  """
+
+  is_zero: tff.Computation  # (float32 -> bool): ΣΔL = 0, fall back
+  choose_weight: tff.Computation  # (<stats, bool> -> float32)
+  candidate_weight: tff.Computation  # (stats -> float32)
+  client_result: tff.Computation  # (<T, float32> -> ClientResult<T, float32>)
+  client_output: tff.Computation  # (<stats, float32> -> C)
+
+
+def _build_weight_computations(
+    stats_type: tff.Type, update_type: tff.Type
+) -> _WeightComputations:
+  """The client-side computations of a round's weights and outputs.
+
+  Args:
+    stats_type: The type of the client update's `stats`.
+    update_type: T, the type of the client update's `update`.
+
+  Returns:
+    A `_WeightComputations`.
+  """
+
+  @tff.tensorflow.computation(np.float32)
+  def is_zero(total):
+    return tf.equal(total, 0.0)
+
+  @tff.tensorflow.computation(stats_type, np.bool_)
+  def choose_weight(stats, fall_back):
+    return tf.where(
+        fall_back, stats['fallback_weight'], stats['candidate_weight']
+    )
+
+  @tff.tensorflow.computation(stats_type)
+  def candidate_weight(stats):
+    return stats['candidate_weight']
+
+  @tff.tensorflow.computation(update_type, np.float32)
+  def client_result(update, weight):
+    return tff.learning.templates.ClientResult(
+        update=update, update_weight=weight
+    )
+
+  @tff.tensorflow.computation(stats_type, np.float32)
+  def client_output(stats, weight):
+    output = collections.OrderedDict(
+        (key, stats[key]) for key in CLIENT_STAT_KEYS
+    )
+    output['weight'] = weight
+    output[BATCH_LOSSES_KEY] = stats[BATCH_LOSSES_KEY]
+    return output
+
+  return _WeightComputations(
+      is_zero, choose_weight, candidate_weight, client_result, client_output)
+
+
+def _build_measurement_computations(
+    stats_type: tff.Type,
+) -> tuple[tff.Computation, tff.Computation]:
+  """The computations of the round statistics W (the `weighting` measurements).
+
+  Args:
+    stats_type: The type of the client update's `stats`.
+
+  Returns:
+    `(summable_stats, finalize_measurements)`: `(<stats, float32> -> S)`,
+    a client's summands, and `(<S, float32, float32, bool> -> W)`, W from
+    their sum over clients, the minimum and maximum weight and whether the
+    round fell back to `num_examples` weights.
+  """
+
+  @tff.tensorflow.computation(stats_type, np.float32)
+  def summable_stats(stats, weight):
+    finite = tf.equal(stats['is_non_finite'], 0.0)
+    return collections.OrderedDict(
+        num_clients=tf.constant(1.0),
+        num_examples=stats['num_examples'],
+        # NaN·0 is NaN: select, do not multiply, to drop non-finite clients.
+        loss_sum=tf.where(
+            finite, stats['mean_batch_loss'] * stats['num_examples'], 0.0
+        ),
+        valid_examples=tf.where(finite, stats['num_examples'], 0.0),
+        loss_reduction=stats['loss_reduction'],
+        num_empty_clients=stats['is_empty'],
+        num_non_finite_clients=stats['is_non_finite'],
+        weight=weight,
+        weight_squared=weight * weight,
+    )
+
+  @tff.tensorflow.computation(
+      summable_stats.type_signature.result, np.float32, np.float32, np.bool_
+  )
+  def finalize_measurements(sums, weight_min, weight_max, fell_back):
+    n = sums['num_clients']
+    mean_weight = tf.math.divide_no_nan(sums['weight'], n)
+    variance = tf.math.divide_no_nan(sums['weight_squared'], n) - tf.square(
+        mean_weight
+    )
+    return collections.OrderedDict(
+        num_clients=tf.cast(n, tf.int32),
+        num_examples=sums['num_examples'],
+        mean_training_loss=tf.math.divide_no_nan(
+            sums['loss_sum'], sums['valid_examples']
+        ),
+        mean_loss_reduction=tf.math.divide_no_nan(sums['loss_reduction'], n),
+        num_empty_clients=tf.cast(sums['num_empty_clients'], tf.int32),
+        num_non_finite_clients=tf.cast(
+            sums['num_non_finite_clients'], tf.int32
+        ),
+        fell_back_to_num_examples=tf.cast(fell_back, tf.int32),
+        weight_sum=sums['weight'],
+        weight_min=weight_min,
+        weight_max=weight_max,
+        weight_std=tf.sqrt(tf.maximum(variance, 0.0)),
+    )
+
+  return summable_stats, finalize_measurements
+
+
+def _build_next_fn(
+    parameter_types: tuple[tff.Type, tff.Type, tff.Type],
+    client_update: tff.Computation,
+    metrics_aggregation_fn: Callable[[Any], Any],
+    *,
+    fall_back: bool,
+    client_outputs: bool,
+) -> tff.Computation:
+  """The federated `next` of `build_weighted_client_work`.
+
+  Args:
+    parameter_types: `(H@SERVER, M@CLIENTS, D@CLIENTS)`.
+    client_update: `(<H, M, D> -> <update=T, stats=..., metrics=...>)`.
+    metrics_aggregation_fn: Aggregates the clients' unfinalized metrics.
+    fall_back: Whether a round whose candidate weights sum to 0 uses the
+      `num_examples` weights (a loss-reduction weighting with
+      `num_examples_fallback`); this needs the sum first, a second
+      aggregation stage.
+    client_outputs: Whether `next` returns a `ClientWorkOutput`.
+
+  Returns:
+    `next`, of the type signature in `build_weighted_client_work`.
+  """
+  result_type = client_update.type_signature.result
+  computations = _build_weight_computations(
+      result_type['stats'], result_type['update'])
+  summable_stats, finalize_measurements = _build_measurement_computations(
+      result_type['stats'])
+
+  @tff.federated_computation(*parameter_types)
+  def next_fn(state, weights, data):
+    hparams_at_clients = tff.federated_broadcast(state)
+    outputs = tff.federated_map(
+        client_update, (hparams_at_clients, weights, data)
+    )
+    stats = outputs.stats
+    if fall_back:
+      total = tff.federated_sum(
+          tff.federated_map(computations.candidate_weight, stats))
+      fell_back = tff.federated_map(computations.is_zero, total)
+      weight = tff.federated_map(
+          computations.choose_weight, (stats, tff.federated_broadcast(fell_back))
+      )
+    else:
+      fell_back = tff.federated_value(False, tff.SERVER)
+      weight = tff.federated_map(computations.candidate_weight, stats)
+    result = tff.federated_map(computations.client_result, (outputs.update, weight))
+    weighting_measurements = tff.federated_map(
+        finalize_measurements,
+        (
+            tff.federated_sum(tff.federated_map(summable_stats, (stats, weight))),
+            tff.federated_min(weight),
+            tff.federated_max(weight),
+            fell_back,
+        ),
+    )
+    measurements = tff.federated_zip(
+        collections.OrderedDict(
+            train=metrics_aggregation_fn(outputs.metrics),
+            weighting=weighting_measurements,
+        )
+    )
+    if not client_outputs:
+      return tff.templates.MeasuredProcessOutput(state, result, measurements)
+    return ClientWorkOutput(
+        state, result, measurements,
+        tff.federated_map(computations.client_output, (stats, weight)))
+
+  return next_fn
+
+
+def _build_hparams_fns(
+    hparams_type: tff.Type,
+) -> tuple[tff.Computation, tff.Computation]:
+  """`(get_hparams, set_hparams)`: the state is the optimizer's hparams H."""
+
+  @tff.tensorflow.computation(hparams_type)
+  def get_hparams_fn(state):
+    return state
+
+  @tff.tensorflow.computation(hparams_type, hparams_type)
+  def set_hparams_fn(state, hparams):
+    del state
+    return hparams
+
+  return get_hparams_fn, set_hparams_fn
 
 
 def build_weighted_client_work(
@@ -394,24 +430,7 @@ def build_weighted_client_work(
     model = model_fn()
     metrics_aggregation_fn = metrics_aggregator(model.metric_finalizers())
   weights_type = tff.learning.models.weights_type_from_model(model)
-  examples_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
-  if with_client_config:
-    data_type = tff.StructWithPythonType(
-        [
-            (client_data_lib.EXAMPLES_KEY, examples_type),
-            (
-                client_data_lib.CONFIG_KEY,
-                tff.SequenceType(
-                    tff.types.tensorflow_to_type(
-                        client_data_lib.config_element_spec()
-                    )
-                ),
-            ),
-        ],
-        collections.OrderedDict,
-    )
-  else:
-    data_type = examples_type
+  data_type = _client_data_type(model, with_client_config)
 
   initial_hparams = optimizer.get_hparams(
       optimizer.initialize(tf.TensorSpec([], tf.float32))
@@ -425,142 +444,23 @@ def build_weighted_client_work(
 
   @tff.tensorflow.computation(hparams_type, weights_type, data_type)
   def client_update(hparams, initial_weights, data):
-    update_fn = _build_client_update(
+    update_fn = local_training.build_client_update(
         model_fn, optimizer, weighting, proximal_strength, with_client_config
     )
     return update_fn(hparams, initial_weights, data)
 
-  stats_type = client_update.type_signature.result['stats']
-
-  @tff.tensorflow.computation(np.float32)
-  def is_zero(total):
-    return tf.equal(total, 0.0)
-
-  @tff.tensorflow.computation(stats_type, np.bool_)
-  def choose_weight(stats, fall_back):
-    return tf.where(
-        fall_back, stats['fallback_weight'], stats['candidate_weight']
-    )
-
-  @tff.tensorflow.computation(stats_type)
-  def candidate_weight(stats):
-    return stats['candidate_weight']
-
-  update_type = client_update.type_signature.result['update']
-
-  @tff.tensorflow.computation(update_type, np.float32)
-  def client_result(update, weight):
-    return tff.learning.templates.ClientResult(
-        update=update, update_weight=weight
-    )
-
-  @tff.tensorflow.computation(stats_type, np.float32)
-  def client_output(stats, weight):
-    output = collections.OrderedDict(
-        (key, stats[key]) for key in CLIENT_STAT_KEYS
-    )
-    output['weight'] = weight
-    output[BATCH_LOSSES_KEY] = stats[BATCH_LOSSES_KEY]
-    return output
-
-  @tff.tensorflow.computation(stats_type, np.float32)
-  def summable_stats(stats, weight):
-    finite = tf.equal(stats['is_non_finite'], 0.0)
-    return collections.OrderedDict(
-        num_clients=tf.constant(1.0),
-        num_examples=stats['num_examples'],
-        # NaN·0 is NaN: select, do not multiply, to drop non-finite clients.
-        loss_sum=tf.where(
-            finite, stats['mean_batch_loss'] * stats['num_examples'], 0.0
-        ),
-        valid_examples=tf.where(finite, stats['num_examples'], 0.0),
-        loss_reduction=stats['loss_reduction'],
-        num_empty_clients=stats['is_empty'],
-        num_non_finite_clients=stats['is_non_finite'],
-        weight=weight,
-        weight_squared=weight * weight,
-    )
-
-  @tff.tensorflow.computation(
-      summable_stats.type_signature.result, np.float32, np.float32, np.bool_
+  next_fn = _build_next_fn(
+      (
+          init_fn.type_signature.result,
+          tff.FederatedType(weights_type, tff.CLIENTS),
+          tff.FederatedType(data_type, tff.CLIENTS),
+      ),
+      client_update,
+      metrics_aggregation_fn,
+      fall_back=weighting.uses_loss_reduction and num_examples_fallback,
+      client_outputs=client_outputs,
   )
-  def finalize_measurements(sums, weight_min, weight_max, fell_back):
-    n = sums['num_clients']
-    mean_weight = tf.math.divide_no_nan(sums['weight'], n)
-    variance = tf.math.divide_no_nan(sums['weight_squared'], n) - tf.square(
-        mean_weight
-    )
-    return collections.OrderedDict(
-        num_clients=tf.cast(n, tf.int32),
-        num_examples=sums['num_examples'],
-        mean_training_loss=tf.math.divide_no_nan(
-            sums['loss_sum'], sums['valid_examples']
-        ),
-        mean_loss_reduction=tf.math.divide_no_nan(sums['loss_reduction'], n),
-        num_empty_clients=tf.cast(sums['num_empty_clients'], tf.int32),
-        num_non_finite_clients=tf.cast(
-            sums['num_non_finite_clients'], tf.int32
-        ),
-        fell_back_to_num_examples=tf.cast(fell_back, tf.int32),
-        weight_sum=sums['weight'],
-        weight_min=weight_min,
-        weight_max=weight_max,
-        weight_std=tf.sqrt(tf.maximum(variance, 0.0)),
-    )
-
-  next_parameter_types = (
-      init_fn.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS),
-  )
-
-  @tff.federated_computation(*next_parameter_types)
-  def next_fn(state, weights, data):
-    hparams_at_clients = tff.federated_broadcast(state)
-    outputs = tff.federated_map(
-        client_update, (hparams_at_clients, weights, data)
-    )
-    stats = outputs.stats
-    if weighting.uses_loss_reduction and num_examples_fallback:
-      total = tff.federated_sum(tff.federated_map(candidate_weight, stats))
-      fall_back = tff.federated_map(is_zero, total)
-      weight = tff.federated_map(
-          choose_weight, (stats, tff.federated_broadcast(fall_back))
-      )
-    else:
-      fall_back = tff.federated_value(False, tff.SERVER)
-      weight = tff.federated_map(candidate_weight, stats)
-    result = tff.federated_map(client_result, (outputs.update, weight))
-    weighting_measurements = tff.federated_map(
-        finalize_measurements,
-        (
-            tff.federated_sum(tff.federated_map(summable_stats, (stats, weight))),
-            tff.federated_min(weight),
-            tff.federated_max(weight),
-            fall_back,
-        ),
-    )
-    measurements = tff.federated_zip(
-        collections.OrderedDict(
-            train=metrics_aggregation_fn(outputs.metrics),
-            weighting=weighting_measurements,
-        )
-    )
-    if not client_outputs:
-      return tff.templates.MeasuredProcessOutput(state, result, measurements)
-    return ClientWorkOutput(
-        state, result, measurements,
-        tff.federated_map(client_output, (stats, weight)))
-
-  @tff.tensorflow.computation(hparams_type)
-  def get_hparams_fn(state):
-    return state
-
-  @tff.tensorflow.computation(hparams_type, hparams_type)
-  def set_hparams_fn(state, hparams):
-    del state
-    return hparams
-
+  get_hparams_fn, set_hparams_fn = _build_hparams_fns(hparams_type)
   return WeightedClientWorkProcess(
       init_fn,
       next_fn,

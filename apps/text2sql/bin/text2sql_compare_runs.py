@@ -27,6 +27,7 @@ from absl import flags
 import numpy as np
 
 from apps.text2sql import seed_runs as text2sql_seed_runs
+from tff_nlp.metrics import bootstrap as bootstrap_lib
 from tff_nlp.metrics import intervals
 from apps.text2sql import task as text2sql
 
@@ -42,7 +43,7 @@ def _outcomes(run: text2sql_seed_runs.SeedRun) -> dict:
   return {c: v.astype('int32')[None] for c, v in run.outcomes.items()}
 
 
-def _line(name: str, result: intervals.AccuracyIntervals) -> str:
+def _line(name: str, result: bootstrap_lib.AccuracyIntervals) -> str:
   def cell(interval):
     return '%.1f [%.1f, %.1f]' % tuple(100 * v for v in interval)
   clients = ' | '.join(f'{c} {cell(v)}'
@@ -87,13 +88,13 @@ def main(argv):
       baseline, {runs_a[0].seed: runs_a[0]})
   a, b = _stacked(runs_a), _stacked(runs_b)
   results = {
-      'a': intervals.bootstrap_accuracy(a),
-      'a_minus_b': intervals.bootstrap_difference(a, b),
-      'a_minus_retrieval': intervals.bootstrap_difference(
+      'a': bootstrap_lib.bootstrap_accuracy(a),
+      'a_minus_b': bootstrap_lib.bootstrap_difference(a, b),
+      'a_minus_retrieval': bootstrap_lib.bootstrap_difference(
           a, _outcomes(retrieval)),
   }
   if len(runs_a) > 1:
-    results['a_minus_b_with_seeds'] = intervals.bootstrap_difference(
+    results['a_minus_b_with_seeds'] = bootstrap_lib.bootstrap_difference(
         a, b, resample_seeds=True)
   for name, result in results.items():
     print(_line(name, result))

@@ -94,7 +94,6 @@ from tff_nlp.algorithms.fcl.core import REPRESENTATION_COUNTS
 from tff_nlp.algorithms.fcl.core import REPRESENTATION_TASKS
 from tff_nlp.algorithms.fcl.core import REPRESENTATIONS
 from tff_nlp.algorithms.fcl.core import ServerState
-from tff_nlp.algorithms.fcl.core import ServerStateWithAggregator
 from tff_nlp.algorithms.fcl.core import TASK
 from tff_nlp.algorithms.fcl.predictor import Predictor
 from tff_nlp.algorithms.fcl.process import build_fcl_process

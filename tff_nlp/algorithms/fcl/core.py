@@ -148,7 +148,7 @@ class ClientState(NamedTuple):
 
 
 class ServerState(NamedTuple):
-  """The server's state.
+  """The server's state, one type for every method and option.
 
   Attributes:
     shared: The federated weights (`fcl_cnn.shared_keys`).
@@ -160,6 +160,12 @@ class ServerState(NamedTuple):
     representation_counts: int32 `[C·T]`, rows of each.
     task: The current task index (-1 before the first `start_task`).
     round_num: Rounds run.
+    aggregator: With a `model_aggregator` (federated methods),
+      `<first_task=A0, later_tasks=A1>`: the states of the aggregators of
+      the shared weights' deltas in the rounds of task 0 (with the
+      embedding) and of later tasks, each carried between the rounds that
+      use it; without one, `()` (as TFF's `LearningAlgorithmState` holds
+      absent parts).
   """
 
   shared: Any
@@ -169,31 +175,13 @@ class ServerState(NamedTuple):
   representation_counts: Any
   task: Any
   round_num: Any
+  aggregator: Any = ()
 
 
 # The parts of the aggregator state of a process built with a
 # `model_aggregator`: the first task's rounds aggregate the embedding too, a
 # value of another type, so each kind of round has its own aggregator.
 AGGREGATOR_PHASES = ('first_task', 'later_tasks')
-
-
-class ServerStateWithAggregator(NamedTuple):
-  """The server's state with a `model_aggregator` (federated methods).
-
-  Attributes: those of `ServerState`, and `aggregator`:
-  `<first_task=A0, later_tasks=A1>`, the states of the aggregators of the
-  shared weights' deltas in the rounds of task 0 (with the embedding) and
-  of later tasks, each carried between the rounds that use it.
-  """
-
-  shared: Any
-  adaptive_store: Any
-  stored: Any
-  representations: Any
-  representation_counts: Any
-  task: Any
-  round_num: Any
-  aggregator: Any
 
 
 # Keys of `start_task`'s client input (`task_start_input`).

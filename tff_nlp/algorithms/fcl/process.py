@@ -31,16 +31,15 @@ def build_fcl_process(
   sets g - D for its mean D (`delta_aggregation`: deltas, because clipping,
   zeroing and DP noise act on updates, not on weights; with
   `tff.aggregators.MeanFactory()` this is the plain weighted average). The
-  server state is then S' = `ServerStateWithAggregator`, S's fields and
-  `aggregator=<first_task=A0, later_tasks=A1>`: the states of the
-  factory's processes for task 0's shared weights (with the embedding) and
-  for later tasks', each carried between the rounds of its phase. The type
-  signatures of the package docstring hold with S' for S, and the rounds'
-  metrics end with `aggregator=Am` (the measurements of the phase's
-  process), and with `config.max_weight_share` with
+  server state `ServerState` is the same type as without one but for its
+  `aggregator` field (`()` without one): `<first_task=A0, later_tasks=A1>`,
+  the states of the factory's processes for task 0's shared weights (with
+  the embedding) and for later tasks', each carried between the rounds of
+  its phase. The rounds' metrics then end with `aggregator=Am` (the
+  measurements of the phase's process), and with `config.max_weight_share` with
   `weight_cap=<max_share_before=float32, max_share_after=float32,
   num_capped=int32, cap_infeasible=int32>`. E.g. `next`:
-  `<S'@SERVER, {D}@CLIENTS, {C}@CLIENTS> -> <state=S'@SERVER,
+  `<S@SERVER, {D}@CLIENTS, {C}@CLIENTS> -> <state=S@SERVER,
   client_states={C}@CLIENTS, metrics=<..., aggregator=Am1>@SERVER>`.
 
   Args:
@@ -123,7 +122,8 @@ def build_fcl_process(
         representations=tf.zeros([num_slots, sit_rows, sit_dim]),
         representation_counts=tf.zeros([num_slots], tf.int32),
         task=tf.constant(-1, tf.int32),
-        round_num=tf.constant(0, tf.int32))
+        round_num=tf.constant(0, tf.int32),
+        aggregator=())
 
   base_type = initial_server_state.type_signature.result
   shared_type = base_type.shared
@@ -149,8 +149,7 @@ def build_fcl_process(
     @tff.tensorflow.computation(base_type,
                                 aggregator_state.type_signature.member)
     def with_aggregator(state, aggregator_state):
-      return core.ServerStateWithAggregator(
-          **state._asdict(), aggregator=aggregator_state)
+      return state._replace(aggregator=aggregator_state)
 
     return tff.federated_map(with_aggregator, (state, aggregator_state))
 

@@ -1,6 +1,6 @@
 """What a binary's terminal shows of TensorFlow's C++ logging.
 
-`tff_nlp/__init__.py` calls `start_if_binary()` before anything imports
+`apps/__init__.py` calls `start_if_binary()` before anything imports
 TensorFlow. In a process started as an application's binary (`python -m
 apps.<application>.bin.<name>`, or `apps/<application>/bin/<name>.py` run as
 a script, as `bazel run` does), and nowhere
@@ -112,7 +112,7 @@ def start_if_binary() -> None:
 
 
 def _start_filter() -> None:
-  # Imported here: a library user's `import tff_nlp` needs none of this.
+  # Imported here: only a binary needs them.
   import atexit  # pylint: disable=g-import-not-at-top
   import io  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
@@ -137,8 +137,8 @@ def _start_filter() -> None:
       line_buffering=True, write_through=True)
 
   def stop():
-    # Registered before tff_nlp's other exit handlers, so it runs after
-    # them (the TFF workers are stopped by then).
+    # Registered before tff_nlp's exit handlers (apps/__init__ runs
+    # first), so it runs after them: the TFF workers are stopped by then.
     try:
       sys.stderr.flush()
     except (OSError, ValueError):
