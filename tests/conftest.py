@@ -7,6 +7,8 @@ still running, since a leftover worker keeps CI's pipes open.
 """
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -14,6 +16,25 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 
 from tff_nlp import runtime  # pylint: disable=g-import-not-at-top
+from tff_nlp.training import process_store  # pylint: disable=g-import-not-at-top
+
+# One process store for the session (tff_nlp/training/process_store.py):
+# what one test builds through `training.shared_processes()`, the other
+# pytest worker and every program a test starts (binaries, notebooks'
+# kernels, a killed run's rerun) load instead of tracing it again. Made
+# here, before xdist starts its workers, which inherit the environment;
+# removed by the process that made it. An own folder given in the
+# environment is used as it is.
+_OWN_STORE = None
+if not os.environ.get(process_store.DIR_ENV_VAR):
+  _OWN_STORE = tempfile.mkdtemp(prefix='tff_nlp_test_processes_')
+  os.environ[process_store.DIR_ENV_VAR] = _OWN_STORE
+
+
+def pytest_unconfigure(config):
+  del config
+  if _OWN_STORE is not None:
+    shutil.rmtree(_OWN_STORE, ignore_errors=True)
 
 
 # Under pytest no absl app parses flags; tests read their defaults or set

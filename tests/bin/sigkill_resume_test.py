@@ -304,12 +304,19 @@ class SigkillResumeExecutionTest(parameterized.TestCase, tf.test.TestCase):
     output_dir = os.path.join(tmp_path, 'killed')
     processes = []
     try:
-      # The uninterrupted run goes along with the killed one: 2 cores.
+      # The uninterrupted run goes along with the killed one (2 cores), from
+      # its first recorded round on: by then it has built its processes and
+      # left them in the session's process store (tests/conftest.py), which
+      # the killed run and the rerun load instead of tracing them again.
       reference = _start(case, reference_dir, mark)
       processes.append(reference)
+      deadline = time.monotonic() + _TIMEOUT
+      while case.progress(reference_dir) < 1 and reference.poll() is None:
+        self.assertLess(time.monotonic(), deadline,
+                        f'{about}: the uninterrupted run made no progress')
+        time.sleep(0.05)
       killed = _start(case, output_dir, mark)
       processes.append(killed)
-      deadline = time.monotonic() + _TIMEOUT
       try:
         while case.progress(output_dir) < kill_at:
           self.assertIsNone(

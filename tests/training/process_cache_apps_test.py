@@ -16,6 +16,7 @@ from apps.partial_models import tag_experiment as experiment
 from tff_nlp import training
 from tff_nlp.data import tags
 from tff_nlp.training import process_cache
+from tff_nlp.training import process_store
 
 _TRAINING = experiment.TagTrainingConfig(max_keys=8, client_learning_rate=5.0,
                                          batch_size=8)
@@ -34,6 +35,10 @@ class SharedTagProcessTest(tf.test.TestCase):
     # Builds counted here are this test's, whatever ran before in this
     # process (the others' processes are only built again if needed).
     training.shared_processes().clear()
+    # Builds are counted: none may come from the session's process store
+    # (tests/conftest.py), which other tests and programs fill.
+    self.enter_context(mock.patch.dict(
+        os.environ, {process_store.DIR_ENV_VAR: ''}))
 
   def test_one_build_per_configuration(self):
     vocab = _vocab(11)

@@ -14,6 +14,7 @@ from tff_nlp.training.loop import TrainingRun
 from tff_nlp.training.process_cache import CacheStats
 from tff_nlp.training.process_cache import ProcessCache
 from tff_nlp.training.process_cache import shared_processes
+from tff_nlp.training.process_store import ProcessStore
 from tff_nlp.training.release import config_digest
 from tff_nlp.training.release import JsonLinesReleaseManager
 from tff_nlp.training.release import KEY_FIELD

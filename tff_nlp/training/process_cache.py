@@ -14,12 +14,20 @@ benchmark, a notebook's runs, the tests of one pytest worker) trace each
 configuration once. `TFF_NLP_PROCESS_CACHE=0` in the environment turns the
 sharing off (every `get` of the shared cache builds); an own `ProcessCache`
 shares only among the calls given it.
+
+Across Python processes: with `TFF_NLP_PROCESS_CACHE_DIR=<folder>` the
+shared cache also keeps what it builds in that folder (a
+`process_store.ProcessStore`), and a `get` that misses in memory loads from
+there before building, so the programs of a sweep (one per seed, a resumed
+run, the binaries `make test` starts) trace each configuration once.
 """
 
 import collections
 import dataclasses
 import os
 from typing import Callable, Hashable, Optional, TypeVar
+
+from tff_nlp.training import process_store
 
 _T = TypeVar('_T')
 
@@ -33,10 +41,13 @@ SHARED_MAX_SIZE = 64
 
 @dataclasses.dataclass(frozen=True)
 class CacheStats:
-  """Lookups of a cache: `hits` reused a built object, `misses` built one."""
+  """Lookups of a cache: `hits` reused a built object, `misses` built one,
+  `loaded` took one from the cache's `ProcessStore` (built by another
+  program)."""
   hits: int
   misses: int
   size: int
+  loaded: int = 0
 
 
 class ProcessCache:
@@ -53,15 +64,29 @@ class ProcessCache:
   identity, could match an object that has changed).
   """
 
-  def __init__(self, max_size: Optional[int] = None,
-               enabled: Callable[[], bool] = lambda: True):
+  def __init__(
+      self, max_size: Optional[int] = None,
+      enabled: Callable[[], bool] = lambda: True,
+      store: Callable[[], Optional[process_store.ProcessStore]] = (
+          lambda: None)):
+    """A cache.
+
+    Args:
+      max_size: Entries kept in memory (least recently used dropped first);
+        None: no limit.
+      enabled: False: every `get` builds (read at each `get`).
+      store: The `ProcessStore` that keeps built objects for other programs,
+        or None (read at each `get`).
+    """
     if max_size is not None and max_size < 1:
       raise ValueError(f'max_size must be >= 1 or None, got {max_size}.')
     self._built = collections.OrderedDict()
     self._max_size = max_size
     self._enabled = enabled
+    self._store = store
     self._hits = 0
     self._misses = 0
+    self._loaded = 0
 
   def get(self, key: Hashable, build_fn: Callable[[], _T]) -> _T:
     """`build_fn()`, or what it returned for an equal `key` before.
@@ -77,8 +102,15 @@ class ProcessCache:
       self._hits += 1
       self._built.move_to_end(key)
       return self._built[key]
-    self._misses += 1
-    built = build_fn()  # A failed build is not cached.
+    store = self._store()
+    built = store.get(key) if store is not None else None
+    if built is not None:
+      self._loaded += 1
+    else:
+      self._misses += 1
+      built = build_fn()  # A failed build is not cached.
+      if store is not None:
+        store.put(key, built)
     self._built[key] = built
     if self._max_size is not None and len(self._built) > self._max_size:
       self._built.popitem(last=False)
@@ -92,12 +124,12 @@ class ProcessCache:
 
   def stats(self) -> CacheStats:
     return CacheStats(hits=self._hits, misses=self._misses,
-                      size=len(self._built))
+                      size=len(self._built), loaded=self._loaded)
 
   def clear(self) -> None:
     """Forgets every built object and the counts."""
     self._built.clear()
-    self._hits = self._misses = 0
+    self._hits = self._misses = self._loaded = 0
 
 
 def _shared_enabled() -> bool:
@@ -105,7 +137,13 @@ def _shared_enabled() -> bool:
       '0', 'off', 'false', 'no')
 
 
-_SHARED = ProcessCache(max_size=SHARED_MAX_SIZE, enabled=_shared_enabled)
+def _shared_store() -> Optional[process_store.ProcessStore]:
+  directory = os.environ.get(process_store.DIR_ENV_VAR, '').strip()
+  return process_store.ProcessStore(directory) if directory else None
+
+
+_SHARED = ProcessCache(max_size=SHARED_MAX_SIZE, enabled=_shared_enabled,
+                       store=_shared_store)
 
 
 def shared_processes() -> ProcessCache:
