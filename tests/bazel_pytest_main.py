@@ -1,6 +1,6 @@
 """Bazel's `main` of every py_test: runs one test file under pytest.
 
-  bazel_pytest_main.py tests/<folder>/<name>_test.py
+  bazel_pytest_main.py tests/<path>/<name>_test.py
 
 The tests are pytest tests (`tests/conftest.py` installs the session's TFF
 context and checks that no worker outlives it), so each `py_test` target runs
@@ -23,8 +23,8 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 
 # Python put the folder of this script, resolved to the source checkout, first
 # on sys.path; tests must import what Bazel declared (the runfiles), not the
-# checkout, and `tests/` holds folders (data, models, ...) that would shadow
-# top-level modules of the same name.
+# checkout, and `tests/` holds folders (tff_nlp, apps) that would shadow the
+# top-level packages of the same name.
 if sys.path and os.path.realpath(sys.path[0] or os.curdir) == _HERE:
   del sys.path[0]
 

@@ -6,7 +6,7 @@
 - every tests/**/*_test.py has its py_test //tests:<path>_test, and every
   other module of tests/ is in //tests:test_support;
 - every target builds (`bazel build //...`), and a few small test targets,
-  one per layer (data, algorithms, the package's public API), pass under
+  one per layer (data, aggregators, the package's public API), pass under
   `bazel test`: they import the library and the test helper modules through
   Bazel's runfiles, which is where a missing dependency shows
   (`make bazel-test` runs every target).
@@ -33,10 +33,10 @@ from absl.testing import absltest
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BAZEL = shutil.which('bazel')
 # Small, fast targets (seconds each when the machine is idle), one per layer:
-# data, algorithms (with a helper module of tests/), the public API.
+# data, aggregators, the public API.
 _SMALL_TEST_TARGETS = (
-    '//tests:data/partition_test',
-    '//tests:algorithms/weighting_test',
+    '//tests:tff_nlp/data/partition_test',
+    '//tests:tff_nlp/aggregators/weighting_test',
     '//tests:package_test',
 )
 # Test files that are not Bazel targets (see _NOT_BAZEL_TESTS in tests/BUILD).

@@ -70,14 +70,14 @@ def tff_context():
 # the split files by their slowest test). It only decides when a file
 # starts: a file missing here runs as before, just later.
 _SLOW_FIRST = (
-    'tests/bin/sigkill_resume_test.py',  # 5 tests, 1-3 minutes each
-    'tests/experiments/nmt_test.py',  # two tests of about 3 minutes
+    'tests/apps/sigkill_resume_test.py',  # 5 tests, 1-3 minutes each
+    'tests/apps/nmt/nmt_test.py',  # two tests of about 3 minutes
     'tests/colabs/notebooks_test.py',  # 4 notebooks, 0.5-2.5 minutes each
-    'tests/experiments/text2sql_test.py',
-    'tests/experiments/fcl_test.py',
+    'tests/apps/text2sql/text2sql_test.py',
+    'tests/apps/fcl/fcl_test.py',
     'tests/bazel_test.py',
 )
-_PER_TEST = ('tests/bin/sigkill_resume_test.py',
+_PER_TEST = ('tests/apps/sigkill_resume_test.py',
              'tests/colabs/notebooks_test.py')
 
 

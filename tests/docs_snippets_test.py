@@ -4,7 +4,7 @@ A reader pastes the page's snippets into one session, in order, bringing
 only what the page says is theirs (a `model_fn`, client datasets, ...).
 Each snippet is named here by a line it holds: the cheap ones are executed
 in one namespace, in page order (they build processes of the tiny linear
-model of `tests/algorithms/linear_model.py`, and run one round of the first);
+model of `tests/linear_model.py`, and run one round of the first);
 the others are compiled only, with the reason. A snippet added to the page
 without an entry here fails `test_every_snippet_is_listed`.
 """
@@ -14,7 +14,7 @@ import re
 
 import tensorflow as tf
 
-from tests.algorithms import linear_model
+from tests import linear_model
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PAGE = os.path.join(_REPO, 'docs', 'algorithms.md')

@@ -12,7 +12,7 @@ are run on a read-only connection (`sql_execution`, which also shows the
 restaurants table under the gold SQL's column names, so all 378 of its gold
 queries run) and their results compared (see `execution_match`). On
 geography 872 of 877 gold queries run (5 are not valid SQLite; see
-`tests/metrics`). `gold_execution_counts` reports these counts per client and
+`tests/tff_nlp/metrics`). `gold_execution_counts` reports these counts per client and
 split, and `Text2SqlEvaluation.gold_errors` counts gold failures so that they
 stay visible next to the accuracy.
 """
@@ -241,7 +241,7 @@ def execution_match(
   which standard SQL reads as identifiers; SQLite falls back to a string
   when no column has that name. SQLite builds compiled with SQLITE_DQS=0
   lack that fallback and fail every such query (the gold-query counts in
-  `tests/metrics/text2sql_test.py` would show it).
+  `tests/tff_nlp/metrics/text2sql_test.py` would show it).
 
   Args:
     connection: From `connect_read_only`.

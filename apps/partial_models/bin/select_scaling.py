@@ -287,7 +287,7 @@ def measure(num_rows, *, examples, partition, batch_size, max_keys, blocks,
   dense_state = dense_process.initialize()
   dense_process.next(dense_state, dense_data)  # Warm-up.
   dense_traffic = analysis.round_communication(dense_process.next)
-  # Two resident processes share the worker (tests/runtime/resident_test.py).
+  # Two resident processes share the worker (tests/tff_nlp/runtime/resident_test.py).
   dense, dense_resident_data = _resident(dense_process, dense_state,
                                          dense_data, worker)
   with dense:

@@ -21,7 +21,7 @@ Writes `determinism.{json,md}` to `--output_dir` and prints the table.
   python -m apps.text2sql.bin.determinism                       # ~3 minutes, 2 cores
 
 A benchmark, not a test: which variants change the numbers depends on the
-machine's CPU and TensorFlow's kernels. `tests/experiments/text2sql_test.py`
+machine's CPU and TensorFlow's kernels. `tests/apps/text2sql/text2sql_test.py`
 checks the guarantee itself (same flags and seed, identical weights and
 metrics).
 """
