@@ -20,7 +20,7 @@ client deltas is orthogonal: see `weighting.Weighting`.
 import collections
 from collections.abc import Callable
 import enum
-from typing import Any, NamedTuple, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow_federated as tff
@@ -53,56 +53,11 @@ def default_server_optimizer(
   return tff.learning.optimizers.build_sgdm(learning_rate=1.0)
 
 
-class FLProcessOutput(NamedTuple):
-  """`tff.learning.templates.LearningProcessOutput` plus per-client outputs.
-
-  What the `next` of an `FLProcess` returns: `state` and `metrics` as a
-  `LearningProcessOutput`'s (so code reading only those two runs any
-  `LearningProcess`), and `client_outputs`, each client's round statistics
-  C (CLIENTS-placed; in simulation a list in the order of the client data).
-  """
-
-  state: Any
-  metrics: Any
-  client_outputs: Any
-
-
-class FLProcess(tff.learning.templates.LearningProcess):
-  """A `LearningProcess` whose one `next` also returns per-client outputs.
-
-  `next`: `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER,
-  client_outputs={C}@CLIENTS>)`, an `FLProcessOutput`: the state and
-  metrics of the process built without per-client outputs, plus each
-  client's statistics C (batch losses, ΔL, |D_i|, the weight used; see
-  `client_work.CLIENT_STAT_KEYS`). A simulation-only view: in a deployment
-  they stay on the clients.
-
-  `tff.learning.templates.LearningProcess`'s constructor accepts only a
-  `LearningProcessOutput` (state, metrics) result with SERVER-placed
-  metrics, so this class checks the rest of its contract itself
-  (`templates.extended_outputs`, shared with the client work's process):
-  the same placements plus `client_outputs@CLIENTS`. The parts' fit is
-  checked where it is composed (`compose_learning_process` below).
-  """
-
-  def __init__(self, initialize_fn: tff.Computation,
-               next_fn: tff.Computation,
-               get_model_weights: tff.Computation,
-               set_model_weights: tff.Computation, *,
-               get_hparams_fn: tff.Computation,
-               set_hparams_fn: tff.Computation):
-    extended_outputs.check_output_placements(
-        next_fn, FLProcessOutput,
-        (('state', tff.SERVER), ('metrics', tff.SERVER),
-         ('client_outputs', tff.CLIENTS)),
-        name='next_fn')
-    extended_outputs.init_process(
-        self, initialize_fn, next_fn, next_is_multi_arg=None,
-        get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
-    # What `LearningProcess`'s `get_model_weights` and `set_model_weights`
-    # properties read.
-    self._get_model_weights = get_model_weights
-    self._set_model_weights = set_model_weights
+# The process with per-client outputs and its output, defined below the
+# composers that build them (`templates.extended_outputs`; the partial-model
+# composer builds them too); their names here are kept for callers.
+FLProcessOutput = extended_outputs.FLProcessOutput
+FLProcess = extended_outputs.FLProcess
 
 
 def build_fl_process(
@@ -309,7 +264,7 @@ def compose_learning_process(
   Raises:
     TypeError: If the parts do not fit together (TFF's composer's errors).
   """
-  if not getattr(client_work, 'client_outputs', False):
+  if not client_work_lib.returns_client_outputs(client_work):
     return tff.learning.templates.compose_learning_process(
         initial_model_weights_fn, distributor, client_work, aggregator,
         finalizer)

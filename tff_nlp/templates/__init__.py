@@ -4,13 +4,15 @@
 `client_data`: a client's dataset with its round configuration (learning
 rate, epochs) beside the examples.
 `client_work`: `build_weighted_client_work`, TFF client work that trains
-locally and reports a Lorar-family weight and client statistics;
-`local_training`: a client's loop in it; `extended_outputs`: the checks of
-processes whose `next` also returns per-client outputs.
+locally and reports a Lorar-family weight and client statistics, and
+`MeasuredProcessWithClientOutputs`, any composer's client work with
+per-client outputs; `local_training`: a client's loop in it;
+`extended_outputs`: the checks of processes whose `next` also returns
+per-client outputs, and `FLProcess`, a `LearningProcess` with them.
 `optimizers`: the client optimizers by name, and what their states need to
 survive a round trip.
 `stateful_clients`: the protocol of processes whose clients keep state (one
-`RoundOutput`) and `SimulationProcess`, which keeps the clients' states in
+`RoundOutput`, or `RoundOutputWithClientOutputs`) and `SimulationProcess`, which keeps the clients' states in
 the training loop's state; `stateful_composer`:
 `compose_stateful_clients_process`, the one composer of such processes
 (one server state type, `StatefulClientsState`).

@@ -83,12 +83,17 @@ class ClientWorkOutput(NamedTuple):
   client_outputs: Any
 
 
+# The placements of a `ClientWorkOutput`'s fields (its state's is checked
+# against `initialize`).
+_CLIENT_WORK_OUTPUT_PLACEMENTS = (
+    ('result', tff.CLIENTS), ('measurements', tff.SERVER),
+    ('client_outputs', tff.CLIENTS))
+
+
 def _check_client_outputs_next(next_fn: tff.Computation) -> None:
   """What `ClientWorkProcess` checks of `next`, for a `ClientWorkOutput`."""
   extended_outputs.check_output_placements(
-      next_fn, ClientWorkOutput,
-      (('result', tff.CLIENTS), ('measurements', tff.SERVER),
-       ('client_outputs', tff.CLIENTS)))
+      next_fn, ClientWorkOutput, _CLIENT_WORK_OUTPUT_PLACEMENTS)
   result = next_fn.type_signature.result
   if result.result.member.python_container is not (
       tff.learning.templates.ClientResult):
@@ -128,6 +133,48 @@ class WeightedClientWorkProcess(tff.learning.templates.ClientWorkProcess):
   def client_outputs(self) -> bool:
     """Whether `next` returns a `ClientWorkOutput` (per-client outputs)."""
     return self._client_outputs
+
+
+class MeasuredProcessWithClientOutputs(tff.templates.MeasuredProcess):
+  """A `MeasuredProcess` whose one `next` also returns per-client outputs.
+
+  The client work of a composer other than TFF's, with per-client outputs:
+  `next` is `(<H@SERVER, ...> -> <state=H@SERVER, result=R@CLIENTS,
+  measurements=X@SERVER, client_outputs={C}@CLIENTS>)`, a
+  `ClientWorkOutput`, whatever its other arguments and R (e.g.
+  `stateful_composer`'s client work, R = `<client_states=..., update=...>`,
+  or `partial_model_composer`'s, which takes the weights @SERVER).
+  `tff.templates.MeasuredProcess`'s constructor accepts only a
+  `MeasuredProcessOutput` result, so this one checks those placements
+  instead (`extended_outputs`, as `WeightedClientWorkProcess` does), then
+  `tff.templates.IterativeProcess`'s checks. Its `client_outputs` property
+  is True, as a `WeightedClientWorkProcess`'s with per-client outputs: what
+  the composers read.
+  """
+
+  def __init__(self, initialize_fn: tff.Computation,
+               next_fn: tff.Computation,
+               next_is_multi_arg: Optional[bool] = None):
+    extended_outputs.check_output_placements(
+        next_fn, ClientWorkOutput, _CLIENT_WORK_OUTPUT_PLACEMENTS)
+    tff.templates.IterativeProcess.__init__(
+        self, initialize_fn, next_fn, next_is_multi_arg=next_is_multi_arg)
+
+  @property
+  def client_outputs(self) -> bool:
+    """True: `next` returns a `ClientWorkOutput`."""
+    return True
+
+
+def returns_client_outputs(client_work: tff.templates.MeasuredProcess) -> bool:
+  """Whether `client_work`'s `next` returns per-client outputs.
+
+  What every composer reads to choose its `next`: the `client_outputs`
+  property of a `WeightedClientWorkProcess` or a
+  `MeasuredProcessWithClientOutputs` (False for any other process, whose
+  `next` returns a `MeasuredProcessOutput`).
+  """
+  return bool(getattr(client_work, 'client_outputs', False))
 
 
 def _client_data_type(

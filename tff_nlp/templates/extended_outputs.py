@@ -1,21 +1,32 @@
 """Processes whose `next` returns more than TFF's template allows.
 
-`client_work.WeightedClientWorkProcess` and `algorithms.fl_process.FLProcess`
-subclass TFF templates (`ClientWorkProcess`, `LearningProcess`) whose
-constructors accept only TFF's output structure (`MeasuredProcessOutput`,
-`LearningProcessOutput`), while with per-client outputs their one `next`
-returns that structure plus a CLIENTS-placed `client_outputs` field. Both
-then skip the template's constructor and check their contract here, the one
-place that does it: the output's container and the placement of each field,
-then `tff.templates.IterativeProcess`'s own checks (initialize and next
-agree on the state), and the hparams computations the templates' properties
-read.
+`client_work.WeightedClientWorkProcess`,
+`client_work.MeasuredProcessWithClientOutputs` and `FLProcess` (below)
+subclass TFF templates (`ClientWorkProcess`, `MeasuredProcess`,
+`LearningProcess`) whose constructors accept only TFF's output structure
+(`MeasuredProcessOutput`, `LearningProcessOutput`), while with per-client
+outputs their one `next` returns that structure plus a CLIENTS-placed
+`client_outputs` field. They then skip the template's constructor and check
+their contract here, the one place that does it: the output's container and
+the placement of each field, then `tff.templates.IterativeProcess`'s own
+checks (initialize and next agree on the state), and the hparams
+computations the templates' properties read.
+
+`FLProcess` and its output `FLProcessOutput` live here, below the
+composers that build them: `algorithms.fl_process.compose_learning_process`
+and `partial_model_composer.compose_partial_model_process` (with client
+work that returns per-client outputs). A process with stateful clients
+returns `stateful_clients.RoundOutputWithClientOutputs` instead, checked
+with `check_output_placements` by its composer.
 """
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import tensorflow_federated as tff
+# What `tff.learning.templates.LearningProcess` builds when it is given no
+# hparams computations (not exported; TFF 0.87).
+from tensorflow_federated.python.learning.templates import hparams_base
 
 
 def check_output_placements(
@@ -81,3 +92,67 @@ def init_process(
       process, initialize_fn, next_fn, next_is_multi_arg=next_is_multi_arg)
   process._get_hparams_fn = get_hparams_fn  # pylint: disable=protected-access
   process._set_hparams_fn = set_hparams_fn  # pylint: disable=protected-access
+
+
+class FLProcessOutput(NamedTuple):
+  """`tff.learning.templates.LearningProcessOutput` plus per-client outputs.
+
+  What the `next` of an `FLProcess` returns: `state` and `metrics` as a
+  `LearningProcessOutput`'s (so code reading only those two runs any
+  `LearningProcess`), and `client_outputs`, each client's round statistics
+  C (CLIENTS-placed; in simulation a list in the order of the client data).
+  """
+
+  state: Any
+  metrics: Any
+  client_outputs: Any
+
+
+class FLProcess(tff.learning.templates.LearningProcess):
+  """A `LearningProcess` whose one `next` also returns per-client outputs.
+
+  `next`: `(<S@SERVER, {D}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER,
+  client_outputs={C}@CLIENTS>)`, an `FLProcessOutput`: the state and
+  metrics of the process composed without per-client outputs, plus each
+  client's outputs C, those of the client work (e.g. for
+  `client_work.build_weighted_client_work`, its batch losses, ΔL, |D_i|,
+  the weight used; see `client_work.CLIENT_STAT_KEYS`). A simulation-only
+  view: in a deployment they stay on the clients.
+
+  `tff.learning.templates.LearningProcess`'s constructor accepts only a
+  `LearningProcessOutput` (state, metrics) result with SERVER-placed
+  metrics, so this class checks the rest of its contract itself (with
+  `check_output_placements` and `init_process` above): the same placements
+  plus `client_outputs@CLIENTS`. The parts' fit is checked where they are
+  composed (`algorithms.fl_process.compose_learning_process`,
+  `partial_model_composer.compose_partial_model_process`).
+
+  Without `get_hparams_fn` and `set_hparams_fn`, those `LearningProcess`
+  builds when given none: `(S -> <>)` and `(<S, <>> -> S)` (TFF's
+  `hparams_base`).
+  """
+
+  def __init__(self, initialize_fn: tff.Computation,
+               next_fn: tff.Computation,
+               get_model_weights: tff.Computation,
+               set_model_weights: tff.Computation, *,
+               get_hparams_fn: Optional[tff.Computation] = None,
+               set_hparams_fn: Optional[tff.Computation] = None):
+    check_output_placements(
+        next_fn, FLProcessOutput,
+        (('state', tff.SERVER), ('metrics', tff.SERVER),
+         ('client_outputs', tff.CLIENTS)),
+        name='next_fn')
+    state_type = initialize_fn.type_signature.result.member
+    if get_hparams_fn is None:
+      get_hparams_fn = hparams_base.build_basic_hparams_getter(state_type)
+    if set_hparams_fn is None:
+      set_hparams_fn = hparams_base.build_basic_hparams_setter(
+          state_type, get_hparams_fn.type_signature.result)
+    init_process(
+        self, initialize_fn, next_fn, next_is_multi_arg=None,
+        get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
+    # What `LearningProcess`'s `get_model_weights` and `set_model_weights`
+    # properties read.
+    self._get_model_weights = get_model_weights
+    self._set_model_weights = set_model_weights

@@ -33,6 +33,13 @@ Which aggregator for which part of an update (`build_split_aggregator`):
 *   The dense part (every other tensor): any TFF factory, weighted or not
     (`tff.aggregators.MeanFactory`, `tff.learning.robust_aggregator`,
     `tff.learning.dp_aggregator`, ...).
+
+Per-client outputs are an optional output of the one `next`, as for
+`algorithms.fl_process.compose_learning_process`: client work whose `next`
+returns a `client_work.ClientWorkOutput` (a
+`client_work.MeasuredProcessWithClientOutputs`) gives an
+`extended_outputs.FLProcess`, whose `next` returns an `FLProcessOutput`
+(the same state and metrics, plus `client_outputs={O}@CLIENTS`).
 """
 
 import collections
@@ -40,6 +47,9 @@ from collections.abc import Mapping
 from typing import Optional
 
 import tensorflow_federated as tff
+
+from tff_nlp.templates import client_work as client_work_lib
+from tff_nlp.templates import extended_outputs
 
 DENSE = 'dense'
 
@@ -84,10 +94,23 @@ def compose_partial_model_process(
   *   `get_model_weights`: `(S -> W)`; `set_model_weights`: `(<S, W> -> S)`,
       the other states kept.
 
+  With client work whose `next` returns per-client outputs, a
+  `client_work.ClientWorkOutput` `<state=C@SERVER,
+  result={<update=U,update_weight=float32>}@CLIENTS,
+  measurements=M_c@SERVER, client_outputs={O}@CLIENTS>` (a
+  `client_work.MeasuredProcessWithClientOutputs`), an
+  `extended_outputs.FLProcess` whose one `next` is `(<S@SERVER,
+  {D}@CLIENTS> -> <state=S@SERVER, metrics=<distributor=<>,
+  client_work=M_c, aggregator=M_a, finalizer=M_f>@SERVER,
+  client_outputs={O}@CLIENTS>)` (an `FLProcessOutput`): the same round,
+  state and metrics, plus the client work's `client_outputs`; its other
+  methods are the same, with `LearningProcess`'s empty hparams.
+
   Args:
     initial_model_weights_fn: A no-arg `tff.Computation` returning the
       (unplaced) initial model weights W.
-    client_work: A `tff.templates.MeasuredProcess` as above.
+    client_work: A `tff.templates.MeasuredProcess` as above, or a
+      `client_work.MeasuredProcessWithClientOutputs` for per-client outputs.
     model_update_aggregator: A `tff.templates.AggregationProcess` of the
       clients' updates U, weighted or not.
     model_finalizer: A `tff.learning.templates.FinalizerProcess`.
@@ -95,7 +118,9 @@ def compose_partial_model_process(
       finalizer's update, or None if they are the same.
 
   Returns:
-    A `tff.learning.templates.LearningProcess`.
+    A `tff.learning.templates.LearningProcess`; an
+    `extended_outputs.FLProcess` if `client_work` returns per-client
+    outputs.
 
   Raises:
     TypeError: If the components do not fit together.
@@ -103,6 +128,7 @@ def compose_partial_model_process(
   weights_type = initial_model_weights_fn.type_signature.result
   _check_types(weights_type, client_work, model_update_aggregator,
                model_finalizer, model_update_fn)
+  with_client_outputs = client_work_lib.returns_client_outputs(client_work)
   data_type = client_work.next.type_signature.parameter[2]
 
   @tff.federated_computation
@@ -140,7 +166,10 @@ def compose_partial_model_process(
         client_work=work.measurements,
         aggregator=aggregated.measurements,
         finalizer=finalized.measurements))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+    if not with_client_outputs:
+      return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+    return extended_outputs.FLProcessOutput(new_state, metrics,
+                                            work.client_outputs)
 
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights(state):
@@ -153,6 +182,9 @@ def compose_partial_model_process(
         client_work=state.client_work, aggregator=state.aggregator,
         finalizer=state.finalizer)
 
+  if with_client_outputs:
+    return extended_outputs.FLProcess(initialize, next_fn, get_model_weights,
+                                      set_model_weights)
   return tff.learning.templates.LearningProcess(
       initialize, next_fn, get_model_weights, set_model_weights)
 

@@ -8,8 +8,15 @@ the signature
   `<S@SERVER, {D}@CLIENTS, {C}@CLIENTS> -> RoundOutput(state=S@SERVER,
   client_states={C}@CLIENTS, metrics=M@SERVER)`
 
-(a round, and FCL's `start_task` with task-start inputs for D), and the
-process provides, besides `initialize: ( -> S@SERVER)`:
+(a round, and FCL's `start_task` with task-start inputs for D), or, for a
+round whose client work returns per-client outputs
+(`stateful_composer.compose_stateful_clients_process`),
+
+  `<S@SERVER, {D}@CLIENTS, {C}@CLIENTS> -> RoundOutputWithClientOutputs(
+  state=S@SERVER, client_states={C}@CLIENTS, metrics=M@SERVER,
+  client_outputs={O}@CLIENTS)`,
+
+and the process provides, besides `initialize: ( -> S@SERVER)`:
 
 *   `initial_client_states(state, num_clients)`: K clients' states before
     their first round (numpy values), from a server state;
@@ -27,11 +34,13 @@ round loop's state (a `SimulationState`), and so has the parts of a
 """
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, Union
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from tff_nlp.templates import extended_outputs
 
 
 class RoundOutput(NamedTuple):
@@ -40,6 +49,22 @@ class RoundOutput(NamedTuple):
   state: Any
   client_states: Any
   metrics: Any
+
+
+class RoundOutputWithClientOutputs(NamedTuple):
+  """A `RoundOutput` plus each client's outputs of the round.
+
+  The result of a round whose client work returns per-client outputs
+  (`client_work.ClientWorkOutput`): `state`, `client_states` and `metrics`
+  as a `RoundOutput`'s, and `client_outputs={O}@CLIENTS`, the client
+  work's (in simulation a list in client order). A simulation-only view:
+  in a deployment they stay on the clients.
+  """
+
+  state: Any
+  client_states: Any
+  metrics: Any
+  client_outputs: Any
 
 
 class StatefulClientsProcess(Protocol):
@@ -77,7 +102,10 @@ class SimulationProcess:
 
   *   `initialize()`: the server state and K `initial_client_states`;
   *   `next(state, client_data)`: one round of all K clients (`client_data`
-      in client order), returning `LearningProcessOutput(state, metrics)`;
+      in client order), returning `LearningProcessOutput(state, metrics)`,
+      or, if the round returns per-client outputs
+      (`RoundOutputWithClientOutputs`), `extended_outputs.FLProcessOutput(
+      state, metrics, client_outputs)`, which the training loop records;
   *   `round_computation_for(state)`: the federated round `next` runs from
       `state`, from which the loop reads the round's traffic;
   *   `get_model_weights(state)` and `set_model_weights(state, weights)`
@@ -129,6 +157,12 @@ class SimulationProcess:
     Returns:
       The new `SimulationState` and the computation's metrics.
     """
+    state, output = self._run(computation, state, client_inputs)
+    return state, output.metrics
+
+  def _run(self, computation: tff.Computation, state: SimulationState,
+           client_inputs: Sequence[Any]) -> tuple[SimulationState, Any]:
+    """`apply`, returning the computation's whole output."""
     if len(client_inputs) != self.num_clients:
       raise ValueError(
           f'Every one of the {self.num_clients} clients takes part in every '
@@ -137,15 +171,19 @@ class SimulationProcess:
     output = computation(state.server, list(client_inputs),
                          list(state.clients))
     clients = [_as_numpy(c) for c in output.client_states]
-    return (SimulationState(server=output.state, clients=clients),
-            output.metrics)
+    return SimulationState(server=output.state, clients=clients), output
 
   def next(self, state: SimulationState, client_data: Sequence[Any]
-           ) -> tff.learning.templates.LearningProcessOutput:
-    state, metrics = self.apply(self.round_computation_for(state), state,
-                                client_data)
+           ) -> Union[tff.learning.templates.LearningProcessOutput,
+                      extended_outputs.FLProcessOutput]:
+    state, output = self._run(self.round_computation_for(state), state,
+                              client_data)
+    if isinstance(output, RoundOutputWithClientOutputs):
+      return extended_outputs.FLProcessOutput(
+          state=state, metrics=output.metrics,
+          client_outputs=output.client_outputs)
     return tff.learning.templates.LearningProcessOutput(state=state,
-                                                        metrics=metrics)
+                                                        metrics=output.metrics)
 
   def get_model_weights(self, state: SimulationState
                         ) -> tff.learning.models.ModelWeights:

@@ -33,6 +33,15 @@ The round's metrics are the parts' measurements merged into one
 structure, in the order distributor, client work, aggregator, finalizer
 (their names must differ; `()` contributes nothing), so that a process's
 metrics stay flat as its users read them.
+
+Per-client outputs are an optional output of the one `next`: client work
+whose `next` returns a `client_work.ClientWorkOutput` (a
+`client_work.MeasuredProcessWithClientOutputs`, `... ->
+<state=H@SERVER, result=<client_states=C, update=U>@CLIENTS,
+measurements=X@SERVER, client_outputs={O}@CLIENTS>`) gives a `next` that
+returns a `stateful_clients.RoundOutputWithClientOutputs`, the same round
+plus `client_outputs={O}@CLIENTS`; any other client work, a
+`stateful_clients.RoundOutput`.
 """
 
 import collections
@@ -42,6 +51,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow_federated as tff
 
+from tff_nlp.templates import client_work as client_work_lib
+from tff_nlp.templates import extended_outputs
 from tff_nlp.templates import stateful_clients
 
 
@@ -75,8 +86,10 @@ class ComposedProcess(tff.templates.IterativeProcess):
   `initialize`: `( -> S@SERVER)`, S = `StatefulClientsState`; `next`:
   `(<state=S@SERVER, client_data={D}@CLIENTS, client_states={C}@CLIENTS>
   -> RoundOutput<state=S@SERVER, client_states={C}@CLIENTS,
-  metrics=X@SERVER>)`; `get_model_weights` `(S -> M)` and
-  `set_model_weights` `(<S, M> -> S)`; and the methods of a
+  metrics=X@SERVER>)`, or with per-client outputs
+  `RoundOutputWithClientOutputs<state=S@SERVER, client_states={C}@CLIENTS,
+  metrics=X@SERVER, client_outputs={O}@CLIENTS>`; `get_model_weights`
+  `(S -> M)` and `set_model_weights` `(<S, M> -> S)`; and the methods of a
   `stateful_clients.StatefulClientsProcess`.
   """
 
@@ -181,10 +194,21 @@ def compose_stateful_clients_process(
   global_model_weights=M, distributor=, client_work=H, aggregator=A,
   finalizer=F, round_num=int32>`.
 
+  With client work that returns per-client outputs (a
+  `client_work.MeasuredProcessWithClientOutputs`, whose `next` returns a
+  `ClientWorkOutput` with `client_outputs={O}@CLIENTS`), the one `next` is
+  `(<state=S@SERVER, client_data={D}@CLIENTS, client_states={C}@CLIENTS>
+  -> RoundOutputWithClientOutputs<state=S@SERVER,
+  client_states={C}@CLIENTS, metrics=<X, Y, Z merged>@SERVER,
+  client_outputs={O}@CLIENTS>)`: the same round (the same state and
+  metrics) plus the client work's `client_outputs`.
+
   Args:
     initial_model_weights_fn: A `tff.Computation` `( -> M)`.
     distributor: A `DistributionProcess`.
-    client_work: The client work, a `MeasuredProcess` (module docstring).
+    client_work: The client work, a `MeasuredProcess` (module docstring),
+      a `client_work.MeasuredProcessWithClientOutputs` for per-client
+      outputs.
     aggregator: The aggregator, a `MeasuredProcess` (module docstring).
     finalizer: A `FinalizerProcess` whose update type is the aggregate's.
     initial_client_state_fn: A Python callable from the global model (numpy
@@ -205,6 +229,7 @@ def compose_stateful_clients_process(
       raise TypeError(f'{name} must be a {kind.__name__}, got {type(part)}.')
   weights_type = initial_model_weights_fn.type_signature.result
   client_params = client_work.next.type_signature.parameter
+  with_client_outputs = client_work_lib.returns_client_outputs(client_work)
 
   @tff.tensorflow.computation(np.int32)
   def increment(round_num):
@@ -243,9 +268,20 @@ def compose_stateful_clients_process(
     metrics = merge_measurements(distributed.measurements, work.measurements,
                                  aggregated.measurements,
                                  finalized.measurements)
-    return stateful_clients.RoundOutput(
+    if not with_client_outputs:
+      return stateful_clients.RoundOutput(
+          state=new_state, client_states=work.result.client_states,
+          metrics=metrics)
+    return stateful_clients.RoundOutputWithClientOutputs(
         state=new_state, client_states=work.result.client_states,
-        metrics=metrics)
+        metrics=metrics, client_outputs=work.client_outputs)
+
+  if with_client_outputs:
+    extended_outputs.check_output_placements(
+        next_fn, stateful_clients.RoundOutputWithClientOutputs,
+        (('state', tff.SERVER), ('client_states', tff.CLIENTS),
+         ('metrics', tff.SERVER), ('client_outputs', tff.CLIENTS)),
+        name='next_fn')
 
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights_fn(state):
