@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tests.algorithms import linear_model
+from tests import linear_model
 from tff_nlp.aggregators import weighting as weighting_lib
 from tff_nlp.algorithms import fl_process
 from tff_nlp.templates import client_work as client_work_lib
