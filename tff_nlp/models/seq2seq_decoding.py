@@ -26,8 +26,7 @@ it keeps extending and scoring beams past their end token.)
 """
 
 from collections.abc import Callable, Sequence
-import logging
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import tensorflow as tf
 
@@ -77,7 +76,7 @@ def greedy_search(
     state: Any,
     *,
     batch_size: tf.Tensor,
-    max_length: int,
+    max_length: Union[int, tf.Tensor],
     start_id: int = seq2seq.START_ID,
     end_id: int = seq2seq.END_ID,
     pad_id: int = seq2seq.PAD_ID,
@@ -89,7 +88,8 @@ def greedy_search(
     step_fn: See the module docstring (N = batch_size).
     state: The initial state of `step_fn`.
     batch_size: B.
-    max_length: The maximum number of generated tokens.
+    max_length: The maximum number of generated tokens (an int, or an
+      int32 scalar tensor: one traced function for every length).
     start_id: The token fed at position 0.
     end_id: The token that ends a sequence.
     pad_id: The token written after the end.
@@ -135,7 +135,7 @@ def beam_search(
     *,
     batch_size: tf.Tensor,
     beam_size: int,
-    max_length: int,
+    max_length: Union[int, tf.Tensor],
     start_id: int = seq2seq.START_ID,
     end_id: int = seq2seq.END_ID,
     pad_id: int = seq2seq.PAD_ID,
@@ -150,7 +150,8 @@ def beam_search(
       beams.
     batch_size: B.
     beam_size: K >= 1; 1 gives the same result as `greedy_search`.
-    max_length: The maximum number of generated tokens.
+    max_length: The maximum number of generated tokens (an int, or an
+      int32 scalar tensor: one traced function for every length).
     start_id: The token fed at position 0.
     end_id: The token that ends a sequence.
     pad_id: The token written after the end.
@@ -216,11 +217,12 @@ def beam_search(
 def _model_step_fn_and_state(
     model: seq2seq.Seq2SeqTransformer,
     encoder_token_ids: tf.Tensor,
-    max_length: int,
+    max_length: Union[int, tf.Tensor],
     start_id: int,
 ) -> tuple[StepFn, Any]:
   """The cached decoder step of `model` and its state after encoding."""
-  if max_length > model.config.max_target_length:
+  if (isinstance(max_length, int)
+      and max_length > model.config.max_target_length):
     raise ValueError(
         f'max_length={max_length} exceeds the model\'s max_target_length='
         f'{model.config.max_target_length}.'
@@ -262,7 +264,7 @@ def greedy_decode(
     model: seq2seq.Seq2SeqTransformer,
     encoder_token_ids: tf.Tensor,
     *,
-    max_length: int,
+    max_length: Union[int, tf.Tensor],
     start_id: int = seq2seq.START_ID,
     end_id: int = seq2seq.END_ID,
 ) -> DecodeOutput:
@@ -294,7 +296,7 @@ def beam_search_decode(
     encoder_token_ids: tf.Tensor,
     *,
     beam_size: int,
-    max_length: int,
+    max_length: Union[int, tf.Tensor],
     start_id: int = seq2seq.START_ID,
     end_id: int = seq2seq.END_ID,
 ) -> DecodeOutput:
@@ -322,13 +324,6 @@ def beam_search_decode(
   )
 
 
-class _DropsRetracingWarning(logging.Filter):
-  """Drops TF's "triggered tf.function retracing" warning."""
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    return 'triggered tf.function retracing' not in record.getMessage()
-
-
 def make_decode_fn(
     model: seq2seq.Seq2SeqTransformer,
     *,
@@ -340,42 +335,39 @@ def make_decode_fn(
   Greedy search if `beam_size` is 1, else the best beam of beam search. The
   function takes an optional `max_length` (at most this one) for a call:
   e.g. a client whose longest SQL is short need not run a weak model's
-  never-ending outputs to the longest SQL of all clients. Each length is
-  traced once, on its first call.
+  never-ending outputs to the longest SQL of all clients. The length is a
+  tensor argument of one traced function (the search's loop bound and the
+  size of its cache), so that clients of different lengths do not trace the
+  model's decoder once each: tracing it took longer than decoding a small
+  test set. A call runs the same kernels on the same shapes as a function
+  traced for that one length would.
   """
-  traced = {}
+  if max_length > model.config.max_target_length:
+    raise ValueError(
+        f'max_length={max_length} exceeds the model\'s max_target_length='
+        f'{model.config.max_target_length}.'
+    )
 
-  def build(length):
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def decode(encoder_token_ids):
-      if beam_size == 1:
-        return greedy_decode(
-            model, encoder_token_ids, max_length=length
-        ).token_ids
-      return beam_search_decode(
-          model, encoder_token_ids, beam_size=beam_size, max_length=length
-      ).token_ids[:, 0]
-    return decode
+  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                tf.TensorSpec([], tf.int32)])
+  def traced(encoder_token_ids, length):
+    if beam_size == 1:
+      return greedy_decode(
+          model, encoder_token_ids, max_length=length
+      ).token_ids
+    return beam_search_decode(
+        model, encoder_token_ids, beam_size=beam_size, max_length=length
+    ).token_ids[:, 0]
 
   def decode(encoder_token_ids, max_length: Optional[int] = None):
     length = limit if max_length is None else int(max_length)
     if not 0 < length <= limit:
       raise ValueError(f'max_length must be in 1..{limit}, got {max_length}.')
-    if length in traced:
-      return traced[length](encoder_token_ids)
-    traced[length] = build(length)
-    # One function per length is the design, so TF's warning that several
-    # functions were traced in a row ("... triggered tf.function
-    # retracing") says nothing here.
-    logger = tf.get_logger()
-    log_filter = _DropsRetracingWarning()
-    logger.addFilter(log_filter)
-    try:
-      return traced[length](encoder_token_ids)
-    finally:
-      logger.removeFilter(log_filter)
+    return traced(encoder_token_ids, tf.constant(length, tf.int32))
 
   limit = max_length
+  # How many times the decoder was traced (1 after any number of lengths).
+  decode.experimental_get_tracing_count = traced.experimental_get_tracing_count
   return decode
 
 

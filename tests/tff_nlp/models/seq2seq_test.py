@@ -767,6 +767,19 @@ class ModelDecodingExecutionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'max_length must be in 1..8'):
       decode(_ENCODER_IDS, max_length=9)
 
+  @parameterized.parameters(1, 3)
+  def test_one_trace_serves_every_length(self, beam_size):
+    decode = seq2seq_decoding.make_decode_fn(self.model, max_length=8,
+                                             beam_size=beam_size)
+    for length in (3, 8, 5):
+      # The same ids as a search for that one length, run eagerly with the
+      # length as a Python int (static shapes).
+      expected = seq2seq_decoding.beam_search_decode(
+          self.model, _ENCODER_IDS, beam_size=beam_size, max_length=length
+      ).token_ids[:, 0]
+      self.assertAllEqual(decode(_ENCODER_IDS, max_length=length), expected)
+    self.assertEqual(decode.experimental_get_tracing_count(), 1)
+
   def test_max_length_beyond_positions(self):
     with self.assertRaisesRegex(ValueError, 'max_target_length=8'):
       seq2seq_decoding.greedy_decode(self.model, _ENCODER_IDS, max_length=9)
