@@ -70,11 +70,16 @@ def tff_context():
 # the split files by their slowest test). It only decides when a file
 # starts: a file missing here runs as before, just later.
 _SLOW_FIRST = (
-    'tests/apps/sigkill_resume_test.py',  # 5 tests, 1-3 minutes each
-    'tests/apps/nmt/nmt_test.py',  # two tests of about 3 minutes
-    'tests/colabs/notebooks_test.py',  # 4 notebooks, 0.5-2.5 minutes each
-    'tests/apps/text2sql/text2sql_test.py',
-    'tests/apps/fcl/fcl_test.py',
+    'tests/apps/sigkill_resume_test.py',  # 5 tests, 0.5-3 minutes each
+    'tests/apps/text2sql/text2sql_test.py',  # about 7 minutes
+    'tests/apps/experiment_binaries_test.py',  # about 5.5 minutes
+    'tests/colabs/notebooks_test.py',  # 4 notebooks, 0.5-2 minutes each
+    'tests/apps/weighting_demo/weighting_demo_binary_test.py',  # about 5
+    'tests/apps/fcl/fcl_test.py',  # about 5 minutes
+    'tests/apps/nmt/nmt_test.py',  # about 3 minutes
+    'tests/apps/common/presets_test.py',
+    'tests/apps/text2sql/text2sql_lora_test.py',
+    'tests/apps/partial_models/train_sparse_tags_binary_test.py',
     'tests/bazel_test.py',
 )
 _PER_TEST = ('tests/apps/sigkill_resume_test.py',
