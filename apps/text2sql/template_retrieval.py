@@ -37,7 +37,8 @@ Precisely:
 On the paper's full test splits (`tff_nlp.data.text2sql.PAPER_FOLDS`), with
 annotated values, this gives exact match advising 447/573, atis 207/447,
 geography 137/279, restaurants 72/74, scholar 115/218, academic 3/38, imdb
-6/26, yelp 5/24: MacroAvg 46.9, MicroAvg 59.1 (`tests/apps/text2sql/template_retrieval_test.py`); with
+6/26, yelp 5/24: MacroAvg 46.9, MicroAvg 59.1
+(`tests/apps/text2sql/template_retrieval_test.py`); with
 stated values (the headline) see that test too. Issue 22 reports 47.3 /
 58.6 (advising 446, atis 200, geography 144, restaurants 73, scholar 106,
 academic 2, imdb 8, yelp 5 correct) for a description that leaves the

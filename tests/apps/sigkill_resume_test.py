@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from apps.common import presets
+from tests import test_helpers
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -176,20 +177,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 def _marked_workers(mark: str) -> list[int]:
   """Live `worker_binary` processes started by this case's binaries."""
-  result = subprocess.run(['pgrep', '-f', 'worker_binary'],
-                          capture_output=True, text=True, check=False)
-  pids = []
-  for pid in result.stdout.split():
-    try:
-      with open(f'/proc/{pid}/environ', 'rb') as f:
-        environ = f.read().split(b'\0')
-      with open(f'/proc/{pid}/stat', 'rb') as f:
-        state = f.read().rsplit(b')', 1)[-1].split()[0]
-    except OSError:  # Ended meanwhile, or not ours to inspect.
-      continue
-    if f'{_MARK_VAR}={mark}'.encode() in environ and state != b'Z':
-      pids.append(int(pid))
-  return pids
+  return sorted(test_helpers.marked_worker_pids(_MARK_VAR, mark))
 
 
 # --- What an output tree holds. ---

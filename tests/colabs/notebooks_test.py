@@ -22,6 +22,8 @@ import nbclient
 import nbformat
 import tensorflow as tf
 
+from tests import test_helpers
+
 _COLABS_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))),
@@ -43,20 +45,7 @@ def _worker_pids(mark: str) -> set[int]:
   same time, another notebook's included (its working directory, colabs/,
   would not).
   """
-  result = subprocess.run(['pgrep', '-f', 'worker_binary'],
-                          capture_output=True, text=True, check=False)
-  pids = set()
-  for pid in result.stdout.split():
-    try:
-      with open(f'/proc/{pid}/environ', 'rb') as f:
-        environ = f.read().split(b'\0')
-      with open(f'/proc/{pid}/stat', 'rb') as f:
-        state = f.read().rsplit(b')', 1)[-1].split()[0]
-    except OSError:  # Ended meanwhile, or not ours to inspect.
-      continue
-    if f'{_MARK_VAR}={mark}'.encode() in environ and state != b'Z':
-      pids.add(int(pid))
-  return pids
+  return test_helpers.marked_worker_pids(_MARK_VAR, mark)
 
 
 _REPO = os.path.dirname(_COLABS_DIR)

@@ -12,8 +12,8 @@ per-client outputs, and `FLProcess`, a `LearningProcess` with them.
 `optimizers`: the client optimizers by name, and what their states need to
 survive a round trip.
 `stateful_clients`: the protocol of processes whose clients keep state (one
-`RoundOutput`, or `RoundOutputWithClientOutputs`) and `SimulationProcess`, which keeps the clients' states in
-the training loop's state; `stateful_composer`:
+`RoundOutput`, or `RoundOutputWithClientOutputs`) and `SimulationProcess`,
+which keeps the clients' states in the training loop's state; `stateful_composer`:
 `compose_stateful_clients_process`, the one composer of such processes
 (one server state type, `StatefulClientsState`).
 `partial_model_composer`: `compose_partial_model_process`, TFF's

@@ -52,7 +52,6 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tff_nlp.templates import client_work as client_work_lib
-from tff_nlp.templates import extended_outputs
 from tff_nlp.templates import stateful_clients
 
 
@@ -275,13 +274,6 @@ def compose_stateful_clients_process(
     return stateful_clients.RoundOutputWithClientOutputs(
         state=new_state, client_states=work.result.client_states,
         metrics=metrics, client_outputs=work.client_outputs)
-
-  if with_client_outputs:
-    extended_outputs.check_output_placements(
-        next_fn, stateful_clients.RoundOutputWithClientOutputs,
-        (('state', tff.SERVER), ('client_states', tff.CLIENTS),
-         ('metrics', tff.SERVER), ('client_outputs', tff.CLIENTS)),
-        name='next_fn')
 
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights_fn(state):

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear_model
+from tests import test_helpers
 from tff_nlp.aggregators import weighting as weighting_lib
 from tff_nlp.algorithms import fl_process
 from tff_nlp.templates import client_work as client_work_lib
@@ -75,10 +76,6 @@ def _datasets():
   return [linear_model.to_dataset(c) for c in linear_model.three_clients()]
 
 
-def _assert_nested_allclose(actual, expected):
-  tf.nest.assert_same_structure(actual, expected)
-  for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
-    np.testing.assert_allclose(a, e, rtol=1e-6)
 
 
 class PartialModelComposerClientOutputsComputationTest(tf.test.TestCase):
@@ -154,10 +151,10 @@ class PartialModelComposerClientOutputsExecutionTest(tf.test.TestCase):
       self.assertIsInstance(plain_output,
                             tff.learning.templates.LearningProcessOutput)
       self.assertLen(output.client_outputs, 3)
-      _assert_nested_allclose(list(output.client_outputs),
+      test_helpers.assert_nested_allclose(list(output.client_outputs),
                               list(direct.client_outputs))
-      _assert_nested_allclose(output.state, plain_output.state)
-      _assert_nested_allclose(output.metrics, plain_output.metrics)
+      test_helpers.assert_nested_allclose(output.state, plain_output.state)
+      test_helpers.assert_nested_allclose(output.metrics, plain_output.metrics)
       state, plain_state = output.state, plain_output.state
     # The batches of 3+3+1, 2+2 and 4+4+2 examples.
     self.assertEqual([len(o['batch_losses']) for o in output.client_outputs],
@@ -170,10 +167,10 @@ class PartialModelComposerClientOutputsExecutionTest(tf.test.TestCase):
     state = process.initialize()
     self.assertEqual(process.get_hparams(state), collections.OrderedDict())
     weights = process.get_model_weights(state)
-    _assert_nested_allclose(
+    test_helpers.assert_nested_allclose(
         weights.trainable,
         [linear_model.INITIAL_KERNEL, linear_model.INITIAL_BIAS])
-    _assert_nested_allclose(
+    test_helpers.assert_nested_allclose(
         process.get_model_weights(process.set_model_weights(state, weights)),
         weights)
 

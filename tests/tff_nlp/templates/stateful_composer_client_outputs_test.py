@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests import test_helpers
 from tff_nlp.templates import client_work as client_work_lib
 from tff_nlp.templates import stateful_clients
 from tff_nlp.templates import stateful_composer
@@ -111,10 +112,6 @@ def _datasets():
           for d in _CLIENT_DATA]
 
 
-def _assert_nested_allclose(actual, expected):
-  tf.nest.assert_same_structure(actual, expected)
-  for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
-    np.testing.assert_allclose(a, e, rtol=1e-6)
 
 
 class StatefulComposerClientOutputsComputationTest(tf.test.TestCase):
@@ -194,13 +191,13 @@ class StatefulComposerClientOutputsExecutionTest(tf.test.TestCase):
       self.assertIsInstance(output,
                             stateful_clients.RoundOutputWithClientOutputs)
       self.assertIsInstance(plain_output, stateful_clients.RoundOutput)
-      _assert_nested_allclose(list(output.client_outputs),
+      test_helpers.assert_nested_allclose(list(output.client_outputs),
                               list(direct.client_outputs))
-      _assert_nested_allclose(list(output.client_states),
+      test_helpers.assert_nested_allclose(list(output.client_states),
                               [r['client_states'] for r in direct.result])
-      _assert_nested_allclose(output.state, plain_output.state)
-      _assert_nested_allclose(output.metrics, plain_output.metrics)
-      _assert_nested_allclose(list(output.client_states),
+      test_helpers.assert_nested_allclose(output.state, plain_output.state)
+      test_helpers.assert_nested_allclose(output.metrics, plain_output.metrics)
+      test_helpers.assert_nested_allclose(list(output.client_states),
                               list(plain_output.client_states))
       state, client_states = output.state, list(output.client_states)
       plain_state = plain_output.state
@@ -229,8 +226,8 @@ class StatefulComposerClientOutputsExecutionTest(tf.test.TestCase):
                           tff.learning.templates.LearningProcessOutput)
     self.assertEqual([o['data_sum'] for o in output.client_outputs],
                      [3.0, 3.0, 0.0])
-    _assert_nested_allclose(output.state, plain_output.state)
-    _assert_nested_allclose(output.metrics, plain_output.metrics)
+    test_helpers.assert_nested_allclose(output.state, plain_output.state)
+    test_helpers.assert_nested_allclose(output.metrics, plain_output.metrics)
 
 
 if __name__ == '__main__':
