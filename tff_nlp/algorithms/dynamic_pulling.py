@@ -97,7 +97,8 @@ The process is composed from parts by
 `stateful_composer.compose_stateful_clients_process`, as `tff.learning`'s
 processes are by `compose_learning_process`: TFF's broadcast as the
 distributor; the client work (start weights, the library's weighted client
-work, the change norms and the tensor selection: `_build_client_work`);
+work, the change norms and the tensor selection:
+`dynamic_pulling_client_work`);
 the aggregator (the masked per-tensor weighted mean or the
 `delta_aggregation.DeltaAggregator` of a `model_aggregator`, with the
 optional weight cap: `_build_aggregator`); the finalizer (the average as
@@ -111,7 +112,6 @@ signatures.
 
 import collections
 from collections.abc import Callable
-import math
 from typing import Optional
 
 import numpy as np
@@ -120,6 +120,7 @@ import tensorflow_federated as tff
 
 from tff_nlp.templates import client_work as client_work_lib
 from tff_nlp.aggregators import delta_aggregation
+from tff_nlp.algorithms import dynamic_pulling_client_work
 from tff_nlp.algorithms import dynamic_pulling_state
 from tff_nlp.templates import stateful_clients
 from tff_nlp.templates import stateful_composer
@@ -143,15 +144,6 @@ CHANGE_NORMS = tensor_selection.CHANGE_NORMS
 Push = tensor_selection.Push
 Selection = tensor_selection.Selection
 
-_UPDATE = 'update'
-_CLIENT_STATES = 'client_states'
-
-
-def _sizes(tensor_types):
-  sizes = [math.prod(t.shape) for t in tensor_types]
-  return sizes, [size * np.dtype(t.dtype).itemsize
-                 for size, t in zip(sizes, tensor_types)]
-
 
 def _masked_aggregand(trained, sent, weight):
   return collections.OrderedDict(
@@ -159,140 +151,6 @@ def _masked_aggregand(trained, sent, weight):
                 for t, w in enumerate(trained)],
       weights=tf.where(sent, weight, 0.0),
   )
-
-
-def _build_client_work(
-    selection: Selection, weights_type,
-    weighted_work: client_work_lib.WeightedClientWorkProcess,
-) -> tff.templates.MeasuredProcess:
-  """Steps 1-6 of the module docstring: `(<H@SERVER, M@CLIENTS, {D}@CLIENTS,
-  {C}@CLIENTS> -> <state=H@SERVER, result=<client_states=C,
-  update=<trained=M.trainable, sent=bool[T], weight=float32>>@CLIENTS,
-  measurements=X@SERVER>)`, H the weighted client work's state and X the
-  process's metrics up to `weighting` (without `tensors_updated`)."""
-  num_tensors = len(weights_type.trainable)
-  groups = tensor_selection.group_indices(selection.tensor_groups)
-  sizes, num_bytes = _sizes(weights_type.trainable)
-  non_trainable_sizes, non_trainable_bytes = _sizes(
-      weights_type.non_trainable)
-  keep_private, push = selection.keep_private, selection.push
-  work_data_type = weighted_work.next.type_signature.parameter[2]
-  result_type = weighted_work.next.type_signature.result.result.member
-  measurements_type = (
-      weighted_work.next.type_signature.result.measurements.member)
-  data_type = tff.StructWithPythonType(
-      [(TRAINING_DATA, work_data_type.member),
-       (SEED, tff.TensorType(np.int64, [2])),
-       (DATA_SIZE, tff.TensorType(np.float32))],
-      collections.OrderedDict,
-  )
-
-  @tff.tensorflow.computation(weights_type)
-  def new_client_state(weights):
-    return ClientState(weights=weights, shared=tf.ones([num_tensors], tf.bool))
-
-  client_state_type = new_client_state.type_signature.result
-
-  @tff.tensorflow.computation(weights_type, client_state_type)
-  def start_weights(pushed, state):
-    trainable = [
-        tf.where(state.shared[t], p, s) if keep_private else p
-        for t, (p, s) in enumerate(
-            zip(pushed.trainable, state.weights.trainable))
-    ]
-    return tff.learning.models.ModelWeights(
-        trainable=trainable, non_trainable=list(pushed.non_trainable))
-
-  def masked_sum(mask, values):
-    return tf.reduce_sum(tf.where(mask, tf.constant(values, tf.int64),
-                                  tf.zeros([num_tensors], tf.int64)))
-
-  @tff.tensorflow.computation(weights_type, client_state_type, result_type,
-                              tff.TensorType(np.int64, [2]),
-                              tff.TensorType(np.float32))
-  def client_round(start, state, result, seed, data_size):
-    trained = [s - u for s, u in zip(start.trainable, result.update)]
-    norms = tf.stack([
-        tf.norm(tf.cast(w - p, tf.float32)) / (
-            math.sqrt(size) if selection.change_norm == 'rms' else 1.0)
-        for w, p, size in zip(trained, state.weights.trainable, sizes)
-    ])
-    mask = tensor_selection.select_tensors(
-        norms, seed, mode=selection.mode,
-        tensor_groups=selection.tensor_groups,
-        exchanged=selection.exchanged, split_by=selection.split_by,
-        sizes=sizes)
-    weight = tf.where(result.update_weight > 0.0,
-                      tf.where(data_size > 0.0, data_size,
-                               result.update_weight), 0.0)
-    sent = tf.logical_and(mask, weight > 0.0)
-    pushed = state.shared if push is Push.SHARED else tf.ones_like(mask)
-    new_state = ClientState(
-        weights=tff.learning.models.ModelWeights(
-            trainable=trained, non_trainable=list(start.non_trainable)),
-        shared=mask,
-    )
-    stats = collections.OrderedDict(
-        num_clients=tf.constant(1, tf.int32),
-        parameters_pulled=masked_sum(sent, sizes),
-        parameters_pushed=masked_sum(pushed, sizes)
-        + sum(non_trainable_sizes),
-        bytes_pulled=masked_sum(sent, num_bytes),
-        bytes_pushed=masked_sum(pushed, num_bytes) + sum(non_trainable_bytes),
-        tensors_sent=collections.OrderedDict(
-            (group, tf.reduce_sum(tf.cast(tf.gather(sent, indices),
-                                          tf.int32)))
-            for group, indices in groups.items()),
-    )
-    output = collections.OrderedDict([
-        (_CLIENT_STATES, new_state),
-        (_UPDATE, collections.OrderedDict(
-            trained=trained, sent=mask, weight=weight)),
-    ])
-    return collections.OrderedDict(output=output, stats=stats)
-
-  stats_type = client_round.type_signature.result['stats']
-
-  @tff.tensorflow.computation(stats_type, measurements_type)
-  def work_metrics(stats, measurements):
-    n = tf.cast(tf.maximum(stats['num_clients'], 1), tf.float64)
-
-    def per_client(total):
-      return tf.cast(total, tf.float64) / n
-
-    return collections.OrderedDict(
-        parameters_pulled=stats['parameters_pulled'],
-        parameters_pushed=stats['parameters_pushed'],
-        parameters_pulled_per_client=per_client(stats['parameters_pulled']),
-        parameters_pushed_per_client=per_client(stats['parameters_pushed']),
-        bytes_pulled_per_client=per_client(stats['bytes_pulled']),
-        bytes_pushed_per_client=per_client(stats['bytes_pushed']),
-        tensors_sent=stats['tensors_sent'],
-        non_finite_clients=measurements['weighting']['num_non_finite_clients'],
-        train=measurements['train'],
-        weighting=measurements['weighting'],
-    )
-
-  @tff.federated_computation(
-      weighted_work.initialize.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS),
-      tff.FederatedType(client_state_type, tff.CLIENTS),
-  )
-  def next_fn(state, pushed, data, client_states):
-    # A dense broadcast; with push='shared' the metrics count only the
-    # tensors the client takes.
-    start = tff.federated_map(start_weights, (pushed, client_states))
-    work = weighted_work.next(state, start, getattr(data, TRAINING_DATA))
-    outputs = tff.federated_map(
-        client_round, (start, client_states, work.result,
-                       getattr(data, SEED), getattr(data, DATA_SIZE)))
-    metrics = tff.federated_map(
-        work_metrics, (tff.federated_sum(outputs.stats), work.measurements))
-    return tff.templates.MeasuredProcessOutput(
-        state=work.state, result=outputs.output, measurements=metrics)
-
-  return tff.templates.MeasuredProcess(weighted_work.initialize, next_fn)
 
 
 def _build_aggregator(
@@ -464,6 +322,7 @@ def build_dynamic_pulling_process(
         tff.aggregators.WeightedAggregationFactory] = None,
     max_weight_share: Optional[float] = None,
     server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
+    client_outputs: bool = False,
     **selection_options,
 ) -> DynamicPullingProcess:
   """Builds dynamic pulling with stateful clients (see the module docstring).
@@ -497,6 +356,13 @@ def build_dynamic_pulling_process(
       num_capped=int32, cap_infeasible=int32>` with `max_weight_share`
       and by `finalizer=<update_non_finite=int32>` with a
       `server_optimizer_fn`;
+  *   with `client_outputs`, `next` is `(<state=S@SERVER,
+      client_data={D}@CLIENTS, client_states={C}@CLIENTS> ->
+      RoundOutputWithClientOutputs<state=S@SERVER, client_states={C}@CLIENTS,
+      metrics=X@SERVER, client_outputs={O}@CLIENTS>)`: the same round plus
+      each client's statistics O (`dynamic_pulling_client_work.
+      build_client_work`: the weighted client work's, `weight` the weight
+      applied, `sent`, `parameters_pulled`, `bytes_pulled`);
   *   `get_model_weights`: `(S -> M)`; `set_model_weights`: `(<S, M> -> S)`.
 
   In simulation `next` returns `client_states` as a list in the order of the
@@ -528,6 +394,9 @@ def build_dynamic_pulling_process(
     server_optimizer_fn: A `tff.learning.optimizers.Optimizer` the server
       applies to the pseudo-gradient (the global model minus the average;
       module docstring); None: the average is the new model (the paper).
+    client_outputs: Whether `next` also returns each client's statistics
+      (above), for simulations that plot per-client curves or attack
+      studies; the state and metrics are the same either way.
     **selection_options: Instead of `selection`, its fields as keywords
       (`mode=..., tensor_groups=..., ...`).
 
@@ -566,14 +435,16 @@ def build_dynamic_pulling_process(
 
   weights_type = initial_model_weights.type_signature.result
   selection = selection.resolved(len(weights_type.trainable))
-  work = _build_client_work(
+  work = dynamic_pulling_client_work.build_client_work(
       selection, weights_type,
       client_work_lib.build_weighted_client_work(
           model_fn, optimizer=client_optimizer_fn,
           weighting=weighting_lib.Weighting.NUM_EXAMPLES,
           with_client_config=with_client_config,
-          metrics_aggregator=metrics_aggregator))
-  update_type = work.next.type_signature.result.result.member[_UPDATE]
+          metrics_aggregator=metrics_aggregator,
+          client_outputs=client_outputs))
+  update_type = work.next.type_signature.result.result.member[
+      dynamic_pulling_client_work.UPDATE]
   aggregator = _build_aggregator(weights_type, model_aggregator,
                                  max_weight_share, update_type)
   finalizer = _build_finalizer(

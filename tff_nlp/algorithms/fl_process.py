@@ -25,12 +25,6 @@ from typing import Optional, Union
 import numpy as np
 import tensorflow_federated as tff
 
-# TFF's composer's argument checks and its check of the client data type,
-# reused by the one composition here that TFF's composer cannot do (not
-# exported by `tff.learning.templates`; TFF 0.87).
-from tensorflow_federated.python.learning.templates import composers as tff_composers
-from tensorflow_federated.python.learning.templates import type_checks as tff_type_checks
-
 from tff_nlp.templates import client_work as client_work_lib
 from tff_nlp.templates import extended_outputs
 from tff_nlp.aggregators import delta_aggregation
@@ -242,8 +236,9 @@ def compose_learning_process(
   (0.87, `learning/templates/composers.py`) cannot give the client outputs
   (its `next_fn` is built inside it and returns only
   `LearningProcessOutput(state, metrics)`, metrics being SERVER-placed), so
-  this reuses its checks (`_validate_args`, the parts fit together; the
-  client data is a CLIENTS-placed structure of sequences) and builds the
+  this runs its checks (the parts fit together; the client data is a
+  CLIENTS-placed structure of sequences) by composing the same parts
+  without the client outputs, and builds the
   process's computations as it does (`_compose_with_client_outputs`): the
   same round (a test checks both give the same state and metrics) that also
   returns the client work's `client_outputs`. This is the library's one
@@ -268,21 +263,34 @@ def compose_learning_process(
     return tff.learning.templates.compose_learning_process(
         initial_model_weights_fn, distributor, client_work, aggregator,
         finalizer)
-  tff_composers._validate_args(  # pylint: disable=protected-access
+  # TFF's composer checks that the parts fit together and that the client
+  # data is a CLIENTS-placed structure of sequences; composing the same parts
+  # without the client outputs runs its checks through its public name
+  # (composing federated computations traces no TensorFlow).
+  tff.learning.templates.compose_learning_process(
+      initial_model_weights_fn, distributor,
+      _without_client_outputs(client_work), aggregator, finalizer)
+  return _compose_with_client_outputs(
       initial_model_weights_fn, distributor, client_work, aggregator,
       finalizer)
-  process = _compose_with_client_outputs(
-      initial_model_weights_fn, distributor, client_work, aggregator,
-      finalizer)
-  client_data_type = process.next.type_signature.parameter[1]
-  try:
-    tff_type_checks.check_is_client_placed_structure_of_sequences(
-        client_data_type)
-  except tff_type_checks.ClientSequenceTypeError as error:
-    raise TypeError(
-        'The second argument of next must be a CLIENTS-placed structure of '
-        f'sequences, got {client_data_type}.') from error
-  return process
+
+
+def _without_client_outputs(
+    client_work: tff.learning.templates.ClientWorkProcess,
+) -> tff.learning.templates.ClientWorkProcess:
+  """`client_work` whose `next` drops the per-client outputs."""
+  next_type = client_work.next.type_signature
+
+  @tff.federated_computation(*next_type.parameter)
+  def next_fn(state, weights, data):
+    output = client_work.next(state, weights, data)
+    return tff.templates.MeasuredProcessOutput(
+        output.state, output.result, output.measurements)
+
+  return tff.learning.templates.ClientWorkProcess(
+      client_work.initialize, next_fn,
+      get_hparams_fn=client_work.get_hparams,
+      set_hparams_fn=client_work.set_hparams)
 
 
 def _compose_with_client_outputs(

@@ -20,13 +20,13 @@ returns `stateful_clients.RoundOutputWithClientOutputs` instead, checked
 with `check_output_placements` by its composer.
 """
 
+import collections
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
 import tensorflow_federated as tff
 # What `tff.learning.templates.LearningProcess` builds when it is given no
 # hparams computations (not exported; TFF 0.87).
-from tensorflow_federated.python.learning.templates import hparams_base
 
 
 def check_output_placements(
@@ -108,6 +108,30 @@ class FLProcessOutput(NamedTuple):
   client_outputs: Any
 
 
+def _no_hparams_getter(state_type: tff.Type) -> tff.Computation:
+  """`(S -> <>)`: what `LearningProcess` uses when a process has no hparams
+  (TFF's `hparams_base.build_basic_hparams_getter`, not a public name)."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams(state):
+    del state  # No hyperparameters.
+    return collections.OrderedDict()
+
+  return get_hparams
+
+
+def _no_hparams_setter(state_type: tff.Type,
+                       hparams_type: tff.Type) -> tff.Computation:
+  """`(<S, H> -> S)`, the state unchanged (TFF's basic setter)."""
+
+  @tff.tensorflow.computation(state_type, hparams_type)
+  def set_hparams(state, hparams):
+    del hparams  # No hyperparameters.
+    return state
+
+  return set_hparams
+
+
 class FLProcess(tff.learning.templates.LearningProcess):
   """A `LearningProcess` whose one `next` also returns per-client outputs.
 
@@ -145,9 +169,9 @@ class FLProcess(tff.learning.templates.LearningProcess):
         name='next_fn')
     state_type = initialize_fn.type_signature.result.member
     if get_hparams_fn is None:
-      get_hparams_fn = hparams_base.build_basic_hparams_getter(state_type)
+      get_hparams_fn = _no_hparams_getter(state_type)
     if set_hparams_fn is None:
-      set_hparams_fn = hparams_base.build_basic_hparams_setter(
+      set_hparams_fn = _no_hparams_setter(
           state_type, get_hparams_fn.type_signature.result)
     init_process(
         self, initialize_fn, next_fn, next_is_multi_arg=None,
