@@ -11,6 +11,11 @@ with every seed through `text2sql_benchmark.collect_runs`, in
 interrupted benchmark resumes). Runs go seed by seed across the variants, so
 an interrupted benchmark has its first seeds' comparisons complete.
 
+A `PeftBenchmarkSpec` says what a comparison is (the shared settings, the
+variants, methods and seeds, the pre-trained run), refusing options that do
+not fit together; `run_peft_benchmark(spec, data_dir=..., output_dir=...)`
+runs it there.
+
 `peft_report.summarize` then writes the report, opening with what the
 model saw (`peft_setting`: training subsets, cuts, test set, protocol, the
 verdict rule), then each variant's exact match, token accuracy, bytes per
@@ -178,15 +183,63 @@ def parse_variants(names: Sequence[str]) -> list[Variant]:
   return variants
 
 
+@dataclasses.dataclass(frozen=True)
+class PeftBenchmarkSpec:
+  """What defines one fine-tuning comparison (`run_peft_benchmark`).
+
+  Where it reads and writes, its archive, and whether it trains or only
+  reports are the call's, not the spec's. A spec refuses options that do
+  not fit together when it is built, naming the flag.
+
+  Attributes:
+    settings: What every run shares (`text2sql_benchmark.RunSettings`);
+      each variant replaces its start and adapters (`Variant.settings`):
+      `settings.lora` gives the adapters' settings but their rank, and
+      `settings.init_from` and `settings.tokenizer_from` are replaced.
+    variants: The variants (`parse_variants`), distinct by name; at least
+      one.
+    methods: The federated methods (`text2sql_benchmark.parse_method`),
+      distinct; at least one.
+    seeds: The training seeds, distinct; at least one.
+    pretrained_dir: A finished `pretrain_seq2seq` (or text-to-SQL) run, the
+      start of the pre-trained variants (and the tokenizer of
+      `pretrained_tokenizer` ones); None only if no variant needs it.
+
+  Raises (when built):
+    InputError: No variant, method or seed, repeated ones, or a variant
+      that needs `pretrained_dir` without it.
+  """
+
+  settings: text2sql_benchmark.RunSettings
+  variants: tuple[Variant, ...]
+  methods: tuple[text2sql_report.MethodKey, ...]
+  seeds: tuple[int, ...]
+  pretrained_dir: Optional[str] = None
+
+  def __post_init__(self):
+    # Tuples, so that a spec built from lists is still immutable.
+    object.__setattr__(self, 'variants', tuple(self.variants))
+    object.__setattr__(self, 'methods', tuple(tuple(m) for m in self.methods))
+    object.__setattr__(self, 'seeds', tuple(self.seeds))
+    _check_variants(self.variants, self.pretrained_dir)
+    names = [v.name for v in self.variants]
+    if len(set(names)) != len(names):
+      raise errors.InputError(f'--variants: repeated variants in {names}.')
+    # No, or repeated, methods or seeds (the benchmark's own check).
+    text2sql_benchmark.run_schedule(self.methods, self.seeds)
+
+  def variant_settings(self, variant: Variant
+                       ) -> text2sql_benchmark.RunSettings:
+    """`settings` starting where `variant` starts, training what it
+    trains."""
+    return variant.settings(self.settings, self.pretrained_dir)
+
+
 def run_peft_benchmark(
-    settings: text2sql_benchmark.RunSettings,
+    spec: PeftBenchmarkSpec,
     *,
     data_dir: Optional[str],
     output_dir: str,
-    pretrained_dir: Optional[str],
-    variants: Sequence[Variant],
-    methods: Sequence[text2sql_report.MethodKey],
-    seeds: Sequence[int],
     archive_dir: Optional[str] = None,
     train: bool = True,
     command: str = '',
@@ -195,15 +248,13 @@ def run_peft_benchmark(
   """Runs (or reads back) every variant, method and seed; reports them.
 
   Args:
-    settings: What every run shares (`text2sql_benchmark.RunSettings`);
-      each variant replaces its start and adapters (`Variant.settings`).
+    spec: The comparison (`PeftBenchmarkSpec`, which refuses options that
+      do not fit together): the shared `settings`, the `variants`, the
+      federated `methods`, the `seeds` and the `pretrained_dir` run the
+      pre-trained variants start from. Each variant's runs are in
+      `<output_dir>/<variant>/`.
     data_dir: The `shared/data` folder; None finds it.
     output_dir: The benchmark directory.
-    pretrained_dir: A finished `pretrain_seq2seq` (or text-to-SQL) run, the
-      start of the pre-trained variants; None only if no variant needs it.
-    variants: The variants (`parse_variants`).
-    methods: The federated methods (`text2sql_benchmark.parse_method`).
-    seeds: The training seeds.
     archive_dir: Finished runs' records are archived to, and read back
       from, `<archive_dir>/<variant>/`.
     train: False: report the finished runs only; a variant with none is
@@ -215,12 +266,10 @@ def run_peft_benchmark(
     The content of `results.json` (`summarize`).
 
   Raises:
-    InputError: A pre-trained variant without `pretrained_dir`, or no
-      variant, method or seed.
+    InputError: No variant has a finished run to report.
   """
-  _check_variants(variants, pretrained_dir)
-  variant_settings = {v: v.settings(settings, pretrained_dir)
-                      for v in variants}
+  variants, methods, seeds = spec.variants, spec.methods, spec.seeds
+  variant_settings = {v: spec.variant_settings(v) for v in variants}
 
   def collect(variant, variant_seeds, variant_train):
     return text2sql_benchmark.collect_runs(
@@ -255,8 +304,9 @@ def run_peft_benchmark(
       for v in finished)
   # The data's full split sizes: "What the model saw" gives the training
   # questions used of how many.
-  sizes = peft_setting.split_sizes(settings.data.clients, data_dir=data_dir,
-                                   with_values=settings.data.with_values)
+  data = spec.settings.data
+  sizes = peft_setting.split_sizes(data.clients, data_dir=data_dir,
+                                   with_values=data.with_values)
   return peft_report.summarize(finished, summaries, output_dir=output_dir,
                                command=command, split_sizes=sizes)
 
@@ -273,11 +323,10 @@ def _check_variants(variants: Sequence[Variant],
         'model or its tokenizer.')
 
 
-def time_rounds(settings: text2sql_benchmark.RunSettings, *,
-                data_dir: Optional[str], output_dir: str,
-                pretrained_dir: Optional[str], variants: Sequence[Variant],
-                method: text2sql_report.MethodKey, rounds: int = 3,
-                repeats: int = 2) -> dict[str, Any]:
+def time_rounds(spec: PeftBenchmarkSpec, *, data_dir: Optional[str],
+                output_dir: str,
+                method: Optional[text2sql_report.MethodKey] = None,
+                rounds: int = 3, repeats: int = 2) -> dict[str, Any]:
   """Each variant's round time, measured side by side; writes `TIMING_FILE`.
 
   The runs' own round times are only comparable if the machine was equally
@@ -293,13 +342,14 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
   timed again from its start, so that no round after a restart counts.
 
   Args:
-    settings, data_dir, output_dir, pretrained_dir, variants: As
-      `run_peft_benchmark`'s; the runs are in
+    spec, data_dir, output_dir: As `run_peft_benchmark`'s: its
+      `variants`, their start (`pretrained_dir`) and shared `settings`
+      are timed (its `seeds` are not used: the runs have
+      `settings.loop.seed`); the runs are in
       `<output_dir>/timing/pass<i>/<variant>/runs/`, named by their
-      settings as the benchmark's (`text2sql_benchmark.run_dir_for`), with
-      `settings.loop.seed`.
+      settings as the benchmark's (`text2sql_benchmark.run_dir_for`).
     method: The method timed (e.g. `('federated', 'fedavg',
-      'num_examples')`).
+      'num_examples')`); None: the first of `spec.methods`.
     rounds: Rounds per run (>= 2).
     repeats: Runs per variant.
 
@@ -315,7 +365,8 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
     raise errors.InputError(
         f'--time_rounds={rounds} and --timing_repeats={repeats}: timing '
         'needs at least 2 rounds (the first compiles) and 1 repeat.')
-  _check_variants(variants, pretrained_dir)
+  settings, variants = spec.settings, spec.variants
+  method = spec.methods[0] if method is None else method
   timing = dataclasses.replace(
       settings, data=dataclasses.replace(settings.data, max_eval_examples=1),
       loop=dataclasses.replace(settings.loop, rounds=rounds,
@@ -326,7 +377,7 @@ def time_rounds(settings: text2sql_benchmark.RunSettings, *,
   for repeat in range(repeats):
     order = variants if repeat % 2 == 0 else list(reversed(variants))
     for variant in order:
-      run = variant.settings(timing, pretrained_dir).for_run(
+      run = variant.settings(timing, spec.pretrained_dir).for_run(
           method, settings.loop.seed)
       # Named by what defines the run, as the benchmark's runs: a timing
       # of other settings is not read back.

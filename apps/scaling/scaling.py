@@ -25,10 +25,11 @@ the memory growth; the client scaling is `client_scaling`'s.
     time: the time ratio of the largest to the smallest setting against
     their clients ratio, and the slope of log(time) on log(clients) (1 is
     linear).
-*   Memory growth (`run_memory_growth`): many rounds of a small process,
-    with the resident memory (`VmRSS`) of the Python process and of each
-    worker sampled every few rounds; `growth_after` is the growth from a
-    baseline round (after warm-up) to the last sample, in percent.
+*   Memory growth (`run_memory_growth` of a `MemoryGrowthSpec`): many
+    rounds of a small process, with the resident memory (`VmRSS`) of the
+    Python process and of each worker sampled every few rounds;
+    `growth_after` is the growth from a baseline round (after warm-up) to
+    the last sample, in percent.
 
 What the memory benchmark found (`apps/scaling/bin/memory_growth.py`: the dense
 process, 20 of the 5,452 question clients per round; growth of resident
@@ -328,49 +329,101 @@ def write_memory_growth_plot(samples: Sequence[Mapping[str, Any]],
   fig.savefig(path, dpi=120)
 
 
+# The task's settings a memory-growth run records (those the binary's flags
+# set: `apps.partial_models.tag_task_flags`), in the order it records them.
+_RECORDED_DATA = ('dataset', 'partition', 'num_clients', 'max_words',
+                  'max_tags')
+_RECORDED_TRAINING = ('max_keys', 'client_learning_rate', 'batch_size')
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryGrowthSpec:
+  """What defines one memory-growth run (`run_memory_growth`).
+
+  Where the run reads and writes, and the TFF runtime it runs in, are the
+  call's, not the spec's. A spec refuses values that do not fit together
+  when it is built, naming the field.
+
+  Attributes:
+    data: The tag task's data and client split.
+    training: Client training.
+    method: The process, one of `sparse_tags.METHODS`.
+    clients_per_round: Clients sampled per round (`training.sample_clients`;
+      0: every client).
+    rounds: Rounds to run (>= 1).
+    sample_every: Sample memory every this many rounds (>= 1; and before
+      round 1 and after the last).
+    baseline_round: Growth is measured from the first sample at or after
+      this round (0 <= `baseline_round` <= `rounds`).
+    seed: Seed of the sampling and the example order.
+    target_percent: The growth allowed (each process), in percent.
+
+  Raises (when built):
+    ValueError: A field out of its range, or an unknown `method`.
+  """
+
+  data: sparse_tags.TagDataConfig
+  training: sparse_tags.TagTrainingConfig
+  method: str = sparse_tags.DENSE
+  clients_per_round: int = 20
+  rounds: int = 200
+  sample_every: int = 10
+  baseline_round: int = 20
+  seed: int = 0
+  target_percent: float = 5.0
+
+  def __post_init__(self):
+    if self.method not in sparse_tags.METHODS:
+      raise ValueError(f'method: unknown {self.method!r}; expected one of '
+                       f'{list(sparse_tags.METHODS)}.')
+    for name, low in (('clients_per_round', 0), ('rounds', 1),
+                      ('sample_every', 1)):
+      if getattr(self, name) < low:
+        raise ValueError(f'{name} must be >= {low}, got '
+                         f'{getattr(self, name)}.')
+    if not 0 <= self.baseline_round <= self.rounds:
+      raise ValueError(f'baseline_round must be in 0..rounds '
+                       f'({self.rounds}), got {self.baseline_round}.')
+
+  def config(self, context: Optional[Mapping[str, Any]] = None
+             ) -> collections.OrderedDict:
+    """The run's `config` record: method, clients per round, the task's
+    settings, `context` (the runtime's, e.g. the workers' malloc
+    settings), seed."""
+    return collections.OrderedDict(
+        method=self.method, clients_per_round=self.clients_per_round,
+        **{f: getattr(self.data, f) for f in _RECORDED_DATA},
+        **{f: getattr(self.training, f) for f in _RECORDED_TRAINING},
+        **(context or {}), seed=self.seed)
+
+
 def run_memory_growth(
+    spec: MemoryGrowthSpec,
     *,
     data_dir: Optional[str],
-    data: sparse_tags.TagDataConfig,
-    training: sparse_tags.TagTrainingConfig,
-    method: str,
-    clients_per_round: int,
-    rounds: int,
-    sample_every: int,
-    baseline_round: int,
-    seed: int,
     output_dir: str,
-    target_percent: float = 5.0,
-    config: Optional[Mapping[str, Any]] = None,
+    context: Optional[Mapping[str, Any]] = None,
 ) -> collections.OrderedDict:
   """Runs many rounds in the current TFF context, sampling memory.
 
   Args:
+    spec: The run (`MemoryGrowthSpec`): the task's `data` and `training`,
+      `method`, `clients_per_round`, `rounds`, `sample_every`,
+      `baseline_round`, `seed` and `target_percent`.
     data_dir: The `shared/data` folder; None finds it.
-    data: The task's data and client split.
-    training: Client training.
-    method: One of `sparse_tags.METHODS`.
-    clients_per_round: Clients sampled per round.
-    rounds: Rounds to run.
-    sample_every: Sample memory every this many rounds (and before round 1
-      and after the last).
-    baseline_round: Growth is measured from the first sample at or after
-      this round.
-    seed: Seed of the sampling and the example order.
     output_dir: Gets `memory_growth.{json,md,png}`.
-    target_percent: The growth allowed (each process).
-    config: What defines the run (recorded in the JSON and the report).
+    context: The settings of the TFF runtime the caller runs this in (e.g.
+      the workers' malloc settings), recorded in `config`
+      (`MemoryGrowthSpec.config`).
 
   Returns:
     The results written to `memory_growth.json`: `config`, `samples`,
     `growth` (`growth_after`), `passed` (max growth < target),
     per-round `round_seconds` and `data_seconds`.
   """
-  if sample_every < 1 or not 0 <= baseline_round <= rounds:
-    raise ValueError(f'Need sample_every >= 1 and 0 <= baseline_round <= '
-                     f'rounds, got {sample_every}, {baseline_round}, '
-                     f'{rounds}.')
-  run = prepare_run(data_dir, data, training, method, seed)
+  rounds, sample_every = spec.rounds, spec.sample_every
+  run = prepare_run(data_dir, spec.data, spec.training, spec.method,
+                    spec.seed)
   num_clients, process, data_fn = (run.num_clients, run.process,
                                    run.client_data_fn)
   state = process.initialize()
@@ -383,15 +436,15 @@ def run_memory_growth(
 
   _, records = run_rounds(
       process, state, client_data_fn=data_fn, num_clients=num_clients,
-      clients_per_round=clients_per_round, rounds=rounds, seed=seed,
-      after_round=after_round)
-  growth = growth_after(samples, baseline_round)
+      clients_per_round=spec.clients_per_round, rounds=rounds,
+      seed=spec.seed, after_round=after_round)
+  growth = growth_after(samples, spec.baseline_round)
   summary = collections.OrderedDict(
-      config=dict(config or {}),
+      config=dict(spec.config(context)),
       num_clients=num_clients,
-      target_percent=target_percent,
+      target_percent=spec.target_percent,
       growth=growth,
-      passed=bool(growth['max_percent'] < target_percent),
+      passed=bool(growth['max_percent'] < spec.target_percent),
       samples=samples,
       round_seconds=[r['round_seconds'] for r in records],
       data_seconds=[r['data_seconds'] for r in records],

@@ -5,9 +5,10 @@ Runs `--rounds` rounds (200) of a small process, the dense tag process of
 TREC-50 question clients, and samples the resident memory (VmRSS) of the
 Python process and of each TFF worker it started every `--sample_every`
 (10) rounds. The growth from round `--baseline_round` (20) to the last
-sample must stay under `--target_percent` (5%) for every process. Writes
-`memory_growth.{json,md,png}` to `--output_dir` and prints the table
-(`benchmarks.scaling`).
+sample must stay under `--target_percent` (5%) for every process. The flags
+build a `scaling.MemoryGrowthSpec` (their defaults are its fields'), run by
+`scaling.run_memory_growth`. Writes `memory_growth.{json,md,png}` to
+`--output_dir` and prints the table.
 
   python -m apps.scaling.bin.memory_growth                    # ~2.5 minutes, 2 cores
   # With glibc's default malloc in the worker (it grows ~17% by round 100):
@@ -34,48 +35,35 @@ flags.set_default(runtime_flags.WORKER_MALLOC_ARENA_MAX, 2)
 flags.set_default(runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD, 128 * 1024)
 
 _OUTPUT_DIR = config_flags.define('output_dir', 'runs/memory_growth')
-_METHOD = flags.DEFINE_enum(
-    'method', sparse_tags.DENSE, list(sparse_tags.METHODS),
-    'The process to run.')
-_CLIENTS_PER_ROUND = config_flags.define('clients_per_round', 20)
-_ROUNDS = config_flags.define('rounds', 200)
-_SAMPLE_EVERY = flags.DEFINE_integer(
-    'sample_every', 10, 'Sample memory every this many rounds.',
-    lower_bound=1)
-_BASELINE_ROUND = flags.DEFINE_integer(
-    'baseline_round', 20, 'Growth is measured from this round on.',
-    lower_bound=0)
-_TARGET_PERCENT = flags.DEFINE_float(
-    'target_percent', 5.0, 'Growth allowed after the baseline round (%).')
-_SEED = config_flags.define('seed', 0)
+# The run's flags, one per field of the spec but the task's (whose flags
+# `tag_task_flags` defines); their defaults are the spec's.
+_SPEC = config_flags.define_config(
+    scaling.MemoryGrowthSpec, exclude=('data', 'training'), specs={
+        'method': config_flags.Spec(
+            'The process to run.', enum_values=sparse_tags.METHODS),
+        'sample_every': config_flags.Spec(
+            'Sample memory every this many rounds.', lower_bound=1),
+        'baseline_round': config_flags.Spec(
+            'Growth is measured from this round on.', lower_bound=0),
+        'target_percent': config_flags.Spec(
+            'Growth allowed after the baseline round (%).'),
+    })
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  config = collections.OrderedDict(
-      method=_METHOD.value, clients_per_round=_CLIENTS_PER_ROUND.value,
-      **_tag_task_flags.config_record(),
+  spec = _SPEC.build(data=_tag_task_flags.data_config(),
+                     training=_tag_task_flags.training_config())
+  context = collections.OrderedDict(
       worker_malloc_arena_max=(
           runtime_flags.WORKER_MALLOC_ARENA_MAX.value or 'default'),
       worker_malloc_mmap_threshold=(
-          runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD.value or 'default'),
-      seed=_SEED.value)
+          runtime_flags.WORKER_MALLOC_MMAP_THRESHOLD.value or 'default'))
   with runtime_flags.context_from_flags():
     result = scaling.run_memory_growth(
-        data_dir=_tag_task_flags.DATA_DIR.value,
-        data=_tag_task_flags.data_config(),
-        training=_tag_task_flags.training_config(),
-        method=_METHOD.value,
-        clients_per_round=_CLIENTS_PER_ROUND.value,
-        rounds=_ROUNDS.value,
-        sample_every=_SAMPLE_EVERY.value,
-        baseline_round=_BASELINE_ROUND.value,
-        seed=_SEED.value,
-        output_dir=_OUTPUT_DIR.value,
-        target_percent=_TARGET_PERCENT.value,
-        config=config,
-    )
+        spec, data_dir=_tag_task_flags.DATA_DIR.value,
+        output_dir=_OUTPUT_DIR.value, context=context)
   print(result['markdown'])
   print(f'\nWritten to {_OUTPUT_DIR.value}/')
 

@@ -227,16 +227,17 @@ def main(argv):
     # The adapters' settings but their rank, which each variant sets.
     settings = dataclasses.replace(
         settings, lora=text2sql_flags.lora_config(rank=1))
-    place['pretrained_dir'] = _PRETRAINED_DIR.value
+    spec = peft_benchmark.PeftBenchmarkSpec(
+        settings, variants=variants, methods=methods, seeds=seeds,
+        pretrained_dir=_PRETRAINED_DIR.value)
     with runtime_flags.context_from_flags():
       if _TIME_ROUNDS.value and not _REPORT_ONLY.value:
+        # Times the first of the methods (`time_rounds`' default).
         peft_benchmark.time_rounds(
-            settings, variants=variants, method=methods[0],
-            rounds=_TIME_ROUNDS.value, repeats=_TIMING_REPEATS.value,
+            spec, rounds=_TIME_ROUNDS.value, repeats=_TIMING_REPEATS.value,
             **place)
       peft_benchmark.run_peft_benchmark(
-          settings, variants=variants, methods=methods, seeds=seeds,
-          archive_dir=_ARCHIVE_DIR.value,
+          spec, archive_dir=_ARCHIVE_DIR.value,
           train=not (_REPORT_ONLY.value or _TIMING_ONLY.value),
           command=command, restart=common.RESTART.value, **place)
     return os.path.join(common.OUTPUT_DIR.value, peft_report.TABLE_FILE)

@@ -183,11 +183,41 @@ class ParseVariantsTest(tf.test.TestCase, parameterized.TestCase):
   def test_variant_needs_the_pretrained_run(self, name):
     with self.assertRaisesRegex(errors.InputError,
                                 rf'\[{name!r}\] need --pretrained_dir'):
-      peft_benchmark.run_peft_benchmark(
-          _settings(), data_dir=None,
-          output_dir=self.create_tempdir().full_path, pretrained_dir=None,
+      peft_benchmark.PeftBenchmarkSpec(
+          _settings(), pretrained_dir=None,
           variants=peft_benchmark.parse_variants([name]),
           methods=[_FEDAVG], seeds=[0])
+
+
+class PeftBenchmarkSpecTest(tf.test.TestCase, parameterized.TestCase):
+
+  # Each refusal names the flag it refuses.
+  @parameterized.parameters(
+      (dict(variants=[]), '--variants: no variant given'),
+      (dict(variants=['lora_r4', 'lora_r4']), '--variants: repeated'),
+      (dict(methods=[]), '--methods: no method given'),
+      (dict(methods=[_FEDAVG, _FEDAVG]), '--methods: repeated'),
+      (dict(seeds=[]), '--seeds: no seed given'),
+      (dict(seeds=[1, 1]), '--seeds: repeated'))
+  def test_refuses(self, fields, message):
+    # Variants by name; a repeated one as `parse_variants` would not give.
+    names = fields.pop('variants', ['lora_r4'])
+    fields = dict(dict(methods=[_FEDAVG], seeds=[0]), **fields)
+    with self.assertRaisesRegex(errors.InputError, message):
+      peft_benchmark.PeftBenchmarkSpec(
+          _settings(), pretrained_dir='pre',
+          variants=[peft_benchmark.parse_variants([n])[0] for n in names],
+          **fields)
+
+  def test_frozen_tuples_and_variant_settings(self):
+    (variant,) = peft_benchmark.parse_variants(['lora_r4'])
+    spec = peft_benchmark.PeftBenchmarkSpec(
+        _settings(), variants=[variant], methods=[list(_FEDAVG)],
+        seeds=[0, 1], pretrained_dir='pre')
+    self.assertEqual((spec.variants, spec.methods, spec.seeds),
+                     ((variant,), (_FEDAVG,), (0, 1)))
+    self.assertEqual(spec.variant_settings(variant),
+                     variant.settings(_settings(), 'pre'))
 
 
 class RunPeftBenchmarkTest(tf.test.TestCase):
@@ -238,11 +268,12 @@ class RunPeftBenchmarkTest(tf.test.TestCase):
         lora=lora_lib.LoraConfig(rank=1, alpha=16.0))
     with mock.patch.object(text2sql, 'run_text2sql',
                            side_effect=self._fake_run):
-      return peft_benchmark.run_peft_benchmark(
-          settings, data_dir=None, output_dir=self.bench,
-          pretrained_dir=self.pretrained,
+      spec = peft_benchmark.PeftBenchmarkSpec(
+          settings, pretrained_dir=self.pretrained,
           variants=peft_benchmark.parse_variants(names), methods=[_FEDAVG],
-          seeds=[0, 1], **kwargs)
+          seeds=[0, 1])
+      return peft_benchmark.run_peft_benchmark(
+          spec, data_dir=None, output_dir=self.bench, **kwargs)
 
   def test_seed_by_seed_across_variants_then_one_report(self):
     content = self._run(['scratch_full', 'pretrained_full', 'lora_r4'])
@@ -659,13 +690,18 @@ class TimeRoundsTest(tf.test.TestCase):
     training.write_json(os.path.join(output_dir, 'results.json'),
                         {'config': {'loop': {'rounds': loop.rounds}}})
 
+  def _spec(self, pretrained_dir=None):
+    # The timed method is the first; the second is not timed.
+    return peft_benchmark.PeftBenchmarkSpec(
+        _settings(), pretrained_dir=pretrained_dir or self.pretrained,
+        variants=self.variants, methods=[_FEDAVG, _FEDAVG_LORAR], seeds=[0])
+
   def _time(self, pretrained_dir=None):
     with mock.patch.object(text2sql, 'run_text2sql',
                            side_effect=self._fake_run):
       return peft_benchmark.time_rounds(
-          _settings(), data_dir=None, output_dir=self.root,
-          pretrained_dir=pretrained_dir or self.pretrained,
-          variants=self.variants, method=_FEDAVG, rounds=3, repeats=2)
+          self._spec(pretrained_dir), data_dir=None, output_dir=self.root,
+          rounds=3, repeats=2)
 
   def test_interleaved_passes_and_medians(self):
     content = self._time()
@@ -710,8 +746,7 @@ class TimeRoundsTest(tf.test.TestCase):
   def test_needs_two_rounds(self):
     with self.assertRaisesRegex(errors.InputError, 'at least 2 rounds'):
       peft_benchmark.time_rounds(
-          _settings(), data_dir=None, output_dir=self.root,
-          pretrained_dir=self.pretrained, variants=self.variants,
+          self._spec(), data_dir=None, output_dir=self.root,
           method=_FEDAVG, rounds=1)
 
   def test_reported_beside_the_runs(self):

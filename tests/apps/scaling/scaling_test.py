@@ -113,6 +113,29 @@ class ReportUnitsTest(tf.test.TestCase):
     self.assertNotIn('M = ', report)
 
 
+class MemoryGrowthSpecTest(parameterized.TestCase):
+
+  # Each refusal names the field it refuses.
+  @parameterized.parameters(
+      (dict(method='dens'), 'method: unknown'),
+      (dict(clients_per_round=-1), 'clients_per_round must be >= 0'),
+      (dict(rounds=0, baseline_round=0), 'rounds must be >= 1'),
+      (dict(sample_every=0), 'sample_every must be >= 1'),
+      (dict(baseline_round=-1), r'baseline_round must be in 0..rounds'),
+      (dict(rounds=10, baseline_round=11),
+       r'baseline_round must be in 0..rounds \(10\), got 11'))
+  def test_refuses_values_out_of_range(self, fields, message):
+    with self.assertRaisesRegex(ValueError, message):
+      scaling.MemoryGrowthSpec(data=_DATA, training=_TRAINING, **fields)
+
+  def test_defaults_are_the_benchmarks(self):
+    spec = scaling.MemoryGrowthSpec(data=_DATA, training=_TRAINING)
+    self.assertEqual(
+        (spec.method, spec.clients_per_round, spec.rounds, spec.sample_every,
+         spec.baseline_round, spec.seed, spec.target_percent),
+        ('dense', 20, 200, 10, 20, 0, 5.0))
+
+
 class FitScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_power_law_slope_and_ratio(self):
@@ -175,10 +198,18 @@ class ScalingExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_memory_growth_samples_every_n_rounds(self):
     tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    spec = scaling.MemoryGrowthSpec(
+        data=_DATA, training=_TRAINING, method='dense', clients_per_round=3,
+        rounds=12, sample_every=4, baseline_round=4, seed=1)
     summary = scaling.run_memory_growth(
-        data_dir=None, data=_DATA, training=_TRAINING, method='dense',
-        clients_per_round=3, rounds=12, sample_every=4, baseline_round=4,
-        seed=1, output_dir=str(tmp_path), config={'test': True})
+        spec, data_dir=None, output_dir=str(tmp_path),
+        context={'test': True})
+    # The binary's record: the run's, the task's, the context's settings.
+    self.assertEqual(list(summary['config'].items()), [
+        ('method', 'dense'), ('clients_per_round', 3), ('dataset', 'trec6'),
+        ('partition', 'document'), ('num_clients', 50), ('max_words', 100),
+        ('max_tags', 20), ('max_keys', 8), ('client_learning_rate', 1),
+        ('batch_size', 1), ('test', True), ('seed', 1)])
     samples = summary['samples']
     assert [s['round'] for s in samples] == [0, 4, 8, 12]
     assert len(summary['round_seconds']) == len(summary['data_seconds']) == 12
