@@ -8,17 +8,20 @@
   num_examples and Lorar weighting, and `train_text2sql` its `--algorithm`,
   FedAvg; each accepts the other's flag and warns when it disagrees.
 
-The command lines run in one process per binary (`bad_input_driver`); each
-stops at a data folder that does not exist, before any training.
+The command lines, and the parse of the demo preset, run in one process per
+binary (`_DRIVER`, around `bad_input_driver`); each command line stops at a
+data folder that does not exist, before any training.
 """
 
+import functools
+import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import tensorflow as tf
 
-from tests.apps import bad_input_driver
 from apps.common import presets
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -45,19 +48,77 @@ class FlagfileGivenTest(tf.test.TestCase):
                               presets.preset_names('train_text2sql'))
 
 
+# Each binary's command lines, and the demo preset as it parses it, in one
+# Python process per binary: a driver around `bad_input_driver.run_cases`
+# (which runs each command line through `common.run`, as `python -m` does).
+# The preset is parsed first, in the fresh process, as the binary's own
+# `python -c` would; the flags are reset before each command line.
+_DRIVER = """
+import json
+import os
+import sys
+
+from absl import flags
+
+from apps.common import presets
+from tests.apps import bad_input_driver
+
+binary, expression, demo = sys.argv[1:4]
+# stdout carries the JSON only; what the binaries print goes to stderr.
+outcomes_file = os.fdopen(os.dup(1), 'w')
+os.dup2(2, 1)
+parsed = None
+cases = json.load(sys.stdin)
+if expression:
+  module = __import__(presets.binary_module(binary), fromlist=['_'])
+  flags.FLAGS([sys.argv[0], f'--flagfile={demo}'])
+  parsed = str(eval(expression, {'binary': module}))
+  flags.FLAGS.unparse_flags()
+json.dump({'outcomes': bad_input_driver.run_cases(binary, cases),
+           'parsed': parsed}, outcomes_file)
+outcomes_file.close()
+"""
+
+# binary -> (its command lines, the expression its demo preset is read by).
+_CASES = {
+    'train_text2sql': (
+        [[_NO_DATA],
+         [f'--flagfile={_DEMO}', _NO_DATA],
+         [f'--flagfile={_DEMO}', '--algorithm=fedopt', _NO_DATA]],
+        'binary._METHOD.values()'),
+    'text2sql_benchmark': (
+        [[_NO_DATA, '--seeds=0'],
+         [f'--flagfile={_DEMO}', _NO_DATA, '--seeds=0'],
+         [f'--flagfile={_DEMO}', '--methods=fedopt/lorar', _NO_DATA,
+          '--seeds=0']],
+        'binary._METHODS.value'),
+    'train_nmt': ([[_NO_DATA]], ''),
+    'train_fcl': ([[_NO_DATA]], ''),
+}
+
+
+@functools.cache
+def _driven(binary):
+  """((status, stderr) per command line of `_CASES`, the parsed preset)."""
+  cases, expression = _CASES[binary]
+  with tempfile.TemporaryDirectory() as root:
+    result = subprocess.run(
+        [sys.executable, '-c', _DRIVER, binary, expression, _DEMO],
+        input=json.dumps([[*case, f'--output_dir={root}/{i}']
+                          for i, case in enumerate(cases)]),
+        cwd=_REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        capture_output=True, text=True, timeout=1200, check=False)
+  if result.returncode != 0:
+    raise RuntimeError(f'driver of {binary} failed:\n{result.stderr[-2000:]}')
+  output = json.loads(result.stdout)
+  return ([(o['returncode'], o['stderr']) for o in output['outcomes']],
+          output['parsed'])
+
+
 class PresetsExecutionTest(tf.test.TestCase):
 
-  def _run(self, binary, cases):
-    """Each case with its own output folder; (status, stderr) per case."""
-    root = self.create_tempdir().full_path
-    return bad_input_driver.run_command_lines(binary, [
-        [*case, f'--output_dir={root}/{i}'] for i, case in enumerate(cases)])
-
   def test_train_text2sql(self):
-    (bare, demo, fedopt) = self._run('train_text2sql', [
-        [_NO_DATA],
-        [f'--flagfile={_DEMO}', _NO_DATA],
-        [f'--flagfile={_DEMO}', '--algorithm=fedopt', _NO_DATA]])
+    (bare, demo, fedopt), _ = _driven('train_text2sql')
     for status, stderr in (bare, demo, fedopt):
       self.assertEqual(status, 2, stderr[-2000:])
       self.assertIn('/no/such/dir', stderr)
@@ -80,11 +141,7 @@ class PresetsExecutionTest(tf.test.TestCase):
         'train_text2sql trains one method, fedopt/lorar', _one_line(fedopt[1]))
 
   def test_text2sql_benchmark(self):
-    (bare, demo, fedopt) = self._run('text2sql_benchmark', [
-        [_NO_DATA, '--seeds=0'],
-        [f'--flagfile={_DEMO}', _NO_DATA, '--seeds=0'],
-        [f'--flagfile={_DEMO}', '--methods=fedopt/lorar', _NO_DATA,
-         '--seeds=0']])
+    (bare, demo, fedopt), _ = _driven('text2sql_benchmark')
     for status, stderr in (bare, demo, fedopt):
       self.assertEqual(status, 2, stderr[-2000:])
       self.assertIn('/no/such/dir', stderr)
@@ -109,7 +166,7 @@ class PresetsExecutionTest(tf.test.TestCase):
         ('train_fcl', r'No --flagfile: train_fcl runs its defaults and flags: '
                       r'\d+ methods .* on r8,tmn,trec6 with 1 seed\(s\), each '
                       r'3 clients x 5 tasks')):
-      (status, stderr), = self._run(binary, [[_NO_DATA]])
+      ((status, stderr),), _ = _driven(binary)
       self.assertEqual(status, 2, stderr[-2000:])
       self.assertRegex(_one_line(stderr), expected)
       self.assertIn(presets.preset_path(binary, '<preset>'),
@@ -119,26 +176,11 @@ class PresetsExecutionTest(tf.test.TestCase):
 class DemoPresetParsingTest(tf.test.TestCase):
   """The demo preset's method as each binary parses it (no training)."""
 
-  def _parsed(self, binary: str, expression: str) -> str:
-    script = (
-        'import sys\n'
-        'from absl import flags\n'
-        f'from apps.{presets.application_of(binary)}.bin import {binary} as binary\n'
-        'flags.FLAGS(sys.argv)\n'
-        f'print({expression})\n')
-    result = subprocess.run(
-        [sys.executable, '-c', script, f'--flagfile={_DEMO}'], cwd=_REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), capture_output=True,
-        text=True, timeout=600, check=False)
-    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    return result.stdout.strip().splitlines()[-1]
-
   def test_both_binaries_train_fedavg(self):
+    self.assertEqual(_driven('text2sql_benchmark')[1],
+                     "['fedavg/num_examples', 'fedavg/lorar']")
     self.assertEqual(
-        self._parsed('text2sql_benchmark', 'binary._METHODS.value'),
-        "['fedavg/num_examples', 'fedavg/lorar']")
-    self.assertEqual(
-        self._parsed('train_text2sql', 'binary._METHOD.values()'),
+        _driven('train_text2sql')[1],
         "{'paradigm': 'federated', 'algorithm': 'fedavg', "
         "'weighting': 'lorar'}")
 

@@ -1,6 +1,7 @@
 """Tests of the partial-model tag process against a numpy reference."""
 
 import collections
+import functools
 
 from absl.testing import parameterized
 import numpy as np
@@ -15,6 +16,31 @@ from tff_nlp.data import tags as tags_data
 from apps.partial_models import tag_model as tag_regression
 
 
+# Built processes, one per configuration (the arguments as given, so a test
+# of a default still builds with that default), shared by this file's
+# tests: a process holds no training state
+# (tff_nlp/training/process_cache.py), and tracing one costs more than the
+# round a test runs with it. Objects among the arguments (an aggregation
+# factory) key by identity.
+_BUILT = {}
+
+
+def _built(builder, **kwargs):
+  key = (builder.__name__, tuple(sorted(kwargs.items())))
+  if key not in _BUILT:
+    _BUILT[key] = builder(**kwargs)
+  return _BUILT[key]
+
+
+def _sparse_process(**kwargs):
+  return _built(sparse_tags.build_sparse_tag_process, **kwargs)
+
+
+def _dense_process(**kwargs):
+  return _built(sparse_tags.build_dense_tag_process, **kwargs)
+
+
+@functools.cache
 def _adaptive_clipping_factory():
   """Adaptive clipping (TFF's quantile estimate) around the mean of rows.
 
@@ -45,7 +71,7 @@ class SparseTagProcessComputationTest(tf.test.TestCase,
         '}@CLIENTS> -> float32[13,4]@SERVER)')
 
   def test_process_next_type_signature(self):
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     self.assertIsInstance(process, tff.learning.templates.LearningProcess)
     state_type = process.initialize.type_signature.result
@@ -67,10 +93,10 @@ class SparseTagProcessComputationTest(tf.test.TestCase,
                      '<trainable=<float32[13,4]>,non_trainable=<>>')
 
   def test_keyed_client_data_type(self):
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR,
         keys_in_data=True)
-    plain = sparse_tags.build_sparse_tag_process(
+    plain = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     batches = plain.next.type_signature.parameter[1].member
     tff.test.assert_types_equivalent(
@@ -85,7 +111,7 @@ class SparseTagProcessComputationTest(tf.test.TestCase,
 
   def test_state_carries_a_stateful_aggregators_state(self):
     factory = _adaptive_clipping_factory()
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR,
         aggregation_factory=factory)
     aggregator = factory.create(sparse.indexed_slices_type([fx.T]))
@@ -134,7 +160,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
       block_size=[1, 4])
   def test_matches_numpy_reference(self, max_keys, divisor, keys_in_data,
                                    block_size):
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=max_keys,
         client_learning_rate=fx.LR, divisor=divisor,
         keys_in_data=keys_in_data, block_size=block_size)
@@ -170,7 +196,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(False, True)
   def test_dropped_tokens_are_counted(self, keys_in_data):
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=1, client_learning_rate=fx.LR,
         keys_in_data=keys_in_data)
     datasets = fx.datasets()[:1]
@@ -212,10 +238,10 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_equals_dense_fedavg_when_nothing_is_dropped(self):
     # Two rounds; M = V keeps every word, so sparse == FedAvg with uniform
     # weights on the dense model (an independent tff.learning code path).
-    sparse_process = sparse_tags.build_sparse_tag_process(
+    sparse_process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=fx.V,
         client_learning_rate=fx.LR)
-    dense_process = sparse_tags.build_dense_tag_process(
+    dense_process = _dense_process(
         num_words=fx.V, num_tags=fx.T, client_learning_rate=fx.LR)
     datasets = fx.datasets()
     sparse_state = sparse_process.initialize()
@@ -232,7 +258,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_dense_rounds_on_padded_batches_equal_mapped_ones(self):
     # Entries of count 0 add nothing: the same floats, not just close ones.
-    process = sparse_tags.build_dense_tag_process(
+    process = _dense_process(
         num_words=fx.V, num_tags=fx.T, client_learning_rate=fx.LR)
     encoded = [tags_data.encode(c, fx.VOCAB) for c in fx.CLIENTS]
     mapped = [tag_regression.as_keras_batches(d) for d in fx.datasets()]
@@ -251,7 +277,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(num_words=fx.V, num_tags=fx.T, max_keys=3,
                   client_learning_rate=fx.LR)
     round_fn = sparse_tags.build_sparse_tag_round(**kwargs)
-    process = sparse_tags.build_sparse_tag_process(**kwargs)
+    process = _sparse_process(**kwargs)
     table = fx.start_table()
     np.testing.assert_allclose(
         round_fn(table, fx.datasets()),
@@ -270,13 +296,13 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_faulty_client_is_dropped_and_counted(self, fault, expected):
     datasets = fx.datasets()[:2] + [fx.faulty_dataset(fx.CLIENTS[2], fault)]
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     table = fx.start_table()
     new_table, metrics = fx.run_round(process, table, datasets)
     # The same round with keys and local batches carried by the data.
     keyed_table, keyed = fx.run_round(
-        sparse_tags.build_sparse_tag_process(
+        _sparse_process(
             num_words=fx.V, num_tags=fx.T, max_keys=3,
             client_learning_rate=fx.LR, keys_in_data=True),
         table, [sparse_tags.keyed_client_data(d, 3) for d in datasets])
@@ -319,7 +345,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_round_without_a_usable_client_keeps_the_model(self, fault,
                                                          expected):
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     table = fx.start_table()
     new_table, metrics = fx.run_round(
@@ -338,7 +364,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_stateful_aggregator_state_is_carried_between_rounds(self):
     factory = _adaptive_clipping_factory()
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR,
         aggregation_factory=factory)
     # The independent reference: the aggregator alone, fed the numpy
@@ -380,7 +406,7 @@ class SparseTagProcessExecutionTest(tf.test.TestCase, parameterized.TestCase):
 class SparseTagTrainingLoopExecutionTest(tf.test.TestCase):
 
   def test_training_loop_records_bytes_per_client(self):
-    process = sparse_tags.build_sparse_tag_process(
+    process = _sparse_process(
         num_words=fx.V, num_tags=fx.T, max_keys=3, client_learning_rate=fx.LR)
     datasets = fx.datasets()
     run = training.run_training(

@@ -20,7 +20,23 @@ ALGORITHMS = process_fixtures.FL_ALGORITHMS
 WEIGHTINGS = process_fixtures.FL_WEIGHTINGS
 CLIENT_LEARNING_RATE = process_fixtures.FL_CLIENT_LEARNING_RATE
 PROXIMAL_STRENGTH = process_fixtures.FL_PROXIMAL_STRENGTH
-_build = process_fixtures.build_fl
+# Built processes, one per configuration, shared by this file's tests: a
+# process holds no training state (tff_nlp/training/process_cache.py), and
+# tracing one costs more than the rounds the tests run with it. Arguments
+# that are objects (optimizers, aggregators) key by identity, so only a test
+# that passes the very same object shares its process.
+_BUILT = {}
+
+
+def _build(algorithm='fedavg', weighting='lorar', **kwargs):
+  key = (algorithm, weighting, tuple(sorted(kwargs.items())))
+  try:
+    hash(key)
+  except TypeError:  # E.g. a Keras optimizer, which the builder rejects.
+    return process_fixtures.build_fl(algorithm, weighting, **kwargs)
+  if key not in _BUILT:
+    _BUILT[key] = process_fixtures.build_fl(algorithm, weighting, **kwargs)
+  return _BUILT[key]
 
 
 def _reference_kwargs(algorithm):

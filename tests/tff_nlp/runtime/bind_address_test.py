@@ -116,9 +116,35 @@ class _Capture:
     pass
 
 
-class TffWorkerBindAddressTest(tf.test.TestCase, parameterized.TestCase):
+# The `tff_worker` command lines of TffWorkerBindAddressTest, by name.
+_WORKER_FLAGS = {
+    # Default: loopback, reached through an SSH tunnel.
+    'default': (),
+    # A named address (all of 127/8 is this machine's loopback): only it.
+    'named': ('--bind_address=127.0.0.2',),
+    # Every interface, asked for by name.
+    'every_interface': ('--bind_address=0.0.0.0',),
+    'bad': ('--bind_address=localhost',),
+}
 
-  def _start(self, *flags):
+
+class TffWorkerBindAddressTest(tf.test.TestCase, parameterized.TestCase):
+  """`python -m apps.common.bin.tff_worker`, one process per command line.
+
+  The processes start together in setUpClass: each spends most of its start
+  importing TFF, and started one after another they cost the sum. Each test
+  checks its own process (the named worker serves two of them).
+  """
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.workers = {}
+    for name, flags in _WORKER_FLAGS.items():
+      cls.workers[name] = cls._start(*flags)
+
+  @classmethod
+  def _start(cls, *flags):
     port = portpicker.pick_unused_port()
     process = subprocess.Popen(
         [sys.executable, '-m', 'apps.common.bin.tff_worker', f'--port={port}',
@@ -128,36 +154,31 @@ class TffWorkerBindAddressTest(tf.test.TestCase, parameterized.TestCase):
       process.kill()
       process.wait()
       process.stderr.close()
-    self.addCleanup(stop)
+    cls.addClassCleanup(stop)
     return process, port
 
   @parameterized.named_parameters(
-      # Default: loopback, reached through an SSH tunnel.
-      ('default', (), '127.0.0.1', '127.0.0.1', '127.0.0.2'),
-      # A named address (all of 127/8 is this machine's loopback): only it.
-      ('named', ('--bind_address=127.0.0.2',), '127.0.0.2', '127.0.0.2',
-       '127.0.0.1'),
-      # Every interface, asked for by name.
-      ('every_interface', ('--bind_address=0.0.0.0',), '::', '127.0.0.2',
-       None),
+      ('default', 'default', '127.0.0.1', '127.0.0.1', '127.0.0.2'),
+      ('named', 'named', '127.0.0.2', '127.0.0.2', '127.0.0.1'),
+      ('every_interface', 'every_interface', '::', '127.0.0.2', None),
   )
-  def test_listens_where_asked(self, flags, listening, reachable,
+  def test_listens_where_asked(self, name, listening, reachable,
                                unreachable):
-    process, port = self._start(*flags)
+    process, port = self.workers[name]
     self.assertEqual(_wait_listening(process.pid), [(listening, port)])
     self.assertTrue(_accepts(reachable, port))
     if unreachable:
       self.assertFalse(_accepts(unreachable, port))
 
   def test_a_computation_runs_on_a_named_address(self):
-    process, port = self._start('--bind_address=127.0.0.2')
+    process, port = self.workers['named']
     _wait_listening(process.pid)
     with runtime.multi_worker_context(
         worker_addresses=[f'127.0.0.2:{port}']):
       self.assertEqual(computations.sum_plus_one([1.0, 2.0]), 5.0)  # 2 + 3
 
   def test_a_bad_address_is_refused(self):
-    process, _ = self._start('--bind_address=localhost')
+    process, _ = self.workers['bad']
     self.assertNotEqual(process.wait(timeout=120), 0)
     self.assertIn("--bind_address: 'localhost' is not an IPv4 or IPv6 "
                   'address', process.stderr.read())

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,8 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     __file__))))
 
 # A child Python process: starts a context, runs a federated round, prints the
-# worker pid, then ends as the scenario says.
+# worker pid, waits for a line on stdin (the test's go, once it has seen the
+# worker alive), then ends as the scenario says.
 _CHILD = textwrap.dedent("""
     import os, signal, sys, time
     import numpy as np
@@ -47,10 +49,12 @@ _CHILD = textwrap.dedent("""
       with runtime.local_cpp_context() as context:
         assert one_round([1.0, 2.0]) == 5.0
         print(context.worker.pid, flush=True)
+        sys.stdin.readline()
       time.sleep(600)  # the test checks the worker died while we live on
     context = runtime.set_local_cpp_context()
     assert one_round([1.0, 2.0]) == 5.0
     print(context.worker.pid, flush=True)
+    sys.stdin.readline()
     if scenario == 'normal_exit':
       sys.exit(0)
     if scenario == 'exception_in_round':
@@ -83,7 +87,38 @@ def _wait_until_gone(pid: int, patience_seconds: float = 60.0) -> bool:
   return False
 
 
+_SCENARIOS = ('normal_exit', 'exception_in_round', 'sigkill',
+              'with_block_then_continue')
+
+
 class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
+  """One child per scenario, all started in setUpClass.
+
+  Each child spends most of its start importing TensorFlow and TFF; started
+  together they cost about the slowest one, not the sum. A child waits,
+  worker running, until its test has read the worker's pid and seen it
+  alive, and only then ends as its scenario says.
+  """
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.children = {}
+    for scenario in _SCENARIOS:
+      tmpdir = tempfile.mkdtemp(prefix=f'contexts_test_{scenario}_')
+      cls.addClassCleanup(shutil.rmtree, tmpdir, ignore_errors=True)
+      # stdout is a pipe, as in `make test | tee`: if the worker inherited
+      # it, reading to EOF in the test would never finish.
+      child = subprocess.Popen(
+          [sys.executable, '-c', _CHILD, scenario],
+          stdin=subprocess.PIPE,
+          stdout=subprocess.PIPE,
+          stderr=subprocess.DEVNULL,
+          cwd=_REPO_ROOT,
+          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', TMPDIR=tmpdir),
+      )
+      cls.addClassCleanup(_stop_child, child)
+      cls.children[scenario] = child, tmpdir
 
   # The last value: log folders ($TMPDIR/tff_nlp_worker_*) left behind. A
   # worker stopped by tff_nlp leaves none; after a SIGKILL of Python nothing
@@ -96,18 +131,10 @@ class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_worker_is_gone(self, scenario, expected_returncode,
                           expected_log_folders):
-    tmpdir = self.create_tempdir().full_path
-    # stdout is a pipe, as in `make test | tee`: if the worker inherited it,
-    # reading to EOF below would never finish.
-    child = subprocess.Popen(
-        [sys.executable, '-c', _CHILD, scenario],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=_REPO_ROOT,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', TMPDIR=tmpdir),
-    )
+    child, tmpdir = self.children[scenario]
     worker_pid = int(child.stdout.readline())
     self.assertTrue(_pid_alive(worker_pid))
+    child.stdin.close()  # The go: the child's readline returns.
     if scenario == 'with_block_then_continue':
       self.assertTrue(_wait_until_gone(worker_pid),
                       'worker outlived its `with` block')
@@ -125,6 +152,15 @@ class WorkerTeardownExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(_wait_until_gone(worker_pid),
                     f'worker {worker_pid} survived scenario {scenario}')
     self.assertLen(_worker_log_folders(tmpdir), expected_log_folders)
+
+
+def _stop_child(child):
+  if child.poll() is None:
+    child.kill()
+  child.wait()
+  for pipe in (child.stdin, child.stdout):
+    if pipe and not pipe.closed:
+      pipe.close()
 
 
 def _proc_cmdline(pid):

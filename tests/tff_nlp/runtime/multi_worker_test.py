@@ -1,5 +1,6 @@
 """Tests of several TFF workers: same model as one worker, clear failures."""
 
+import functools
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from tests import tag_fixtures
 from tff_nlp import algorithms
 from apps.partial_models import tag_process
 from tff_nlp import runtime
+from tff_nlp.runtime import bind_address
 from tff_nlp.runtime import flags as runtime_flags
 from tff_nlp.runtime import multi_worker
 
@@ -35,7 +37,13 @@ def _clients():
   ]
 
 
+@functools.cache
 def _process(algorithm, weighting, fallback):
+  """One process per configuration, shared by this file's tests.
+
+  A process holds no training state, and tracing it costs more than the
+  rounds run with it.
+  """
   kwargs = {}
   if algorithm == 'fedprox':
     kwargs['proximal_strength'] = 0.01
@@ -59,6 +67,16 @@ def _two_rounds(process):
   return kernel, bias, output.metrics
 
 
+@functools.cache
+def _reference_rounds(algorithm, weighting, fallback):
+  """`_two_rounds` in the suite's default context: one worker, one call.
+
+  Computed once per configuration (the tests only read it); call it outside
+  any other context.
+  """
+  return _two_rounds(_process(algorithm, weighting, fallback))
+
+
 def _assert_same_rounds(test, split, reference):
   """`_two_rounds` on split calls gave the one-call result (5 clients)."""
   (split_kernel, split_bias, split_metrics), (kernel, bias, metrics) = (
@@ -73,6 +91,17 @@ def _assert_same_rounds(test, split, reference):
   test.assertAllClose(
       split_metrics['client_work']['train']['loss'],
       metrics['client_work']['train']['loss'], rtol=1e-6)
+
+
+def _wait_listening(server, timeout=600.0):
+  """Waits until `server` (a `tff_worker` process) listens on a port."""
+  deadline = time.monotonic() + timeout
+  while not bind_address.listening_addresses(server.pid):
+    if server.poll() is not None:
+      raise AssertionError(f'tff_worker exited ({server.returncode})')
+    if time.monotonic() > deadline:
+      raise AssertionError(f'tff_worker listens on nothing after {timeout}s')
+    time.sleep(0.1)
 
 
 def _pid_alive(pid):
@@ -112,7 +141,7 @@ class MultiWorkerExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self, algorithm, weighting, fallback, splits):
     process = _process(algorithm, weighting, fallback)
     # The reference: the suite's default context, one worker (conftest).
-    kernel, bias, metrics = _two_rounds(process)
+    kernel, bias, metrics = _reference_rounds(algorithm, weighting, fallback)
     unsplit_before = len(self.context.tff_context.unsplit_computations)
     with self._installed():
       split_kernel, split_bias, split_metrics = _two_rounds(process)
@@ -168,7 +197,8 @@ class SubroundExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self, num_workers, clients_per_subround, algorithm, weighting,
       num_subrounds):
     process = _process(algorithm, weighting, True)
-    kernel, bias, metrics = _two_rounds(process)  # One worker, one call.
+    # One worker, one call.
+    kernel, bias, metrics = _reference_rounds(algorithm, weighting, True)
     with runtime.multi_worker_context(
         num_workers=num_workers,
         clients_per_subround=clients_per_subround) as context:
@@ -292,7 +322,12 @@ class RemoteWorkerExecutionTest(tf.test.TestCase):
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     servers = [self._start_tff_worker_binary(p) for p in ports]
     process = _process('fedavg', 'num_examples', True)
-    kernel, bias, _ = _two_rounds(process)
+    kernel, bias, _ = _reference_rounds('fedavg', 'num_examples', True)
+    # The reference is shared, so nothing here gives the servers the time
+    # it took to compute: wait until both listen (their Python start,
+    # TFF's import, can outlast the 60 s a worker is given to answer).
+    for server in servers:
+      _wait_listening(server)
     context = runtime.multi_worker_context(
         worker_addresses=[f'127.0.0.1:{p}' for p in ports])
     with context:
