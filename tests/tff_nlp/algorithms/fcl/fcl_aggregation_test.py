@@ -17,13 +17,31 @@ import tensorflow_federated as tff
 
 from tests.tff_nlp.algorithms import delta_reference
 from tests.tff_nlp.algorithms import process_fixtures
+from tff_nlp import training
 from tff_nlp.algorithms import fcl
 from tff_nlp.models import fcl_cnn
 
 _F32 = np.float32
 _C = process_fixtures.FCL_NUM_CLIENTS
 _SIZES = (4, 8, 4)
-_process = process_fixtures.build_fcl
+
+
+def _process(method, **kwargs):
+  """`process_fixtures.build_fcl`, built once per configuration and test
+  session: through `training.shared_processes()` (the key of fcl_test.py),
+  whose store (the session's, tests/conftest.py) holds the processes
+  without a model aggregator that fcl_test.py built on the other pytest
+  worker. A factory's key is its identity (not stored on disk)."""
+  return training.shared_processes().get(
+      ('tests.build_fcl', method, tuple(sorted(kwargs.items()))),
+      lambda: process_fixtures.build_fcl(method, **kwargs))
+
+
+# One instance of each factory for the whole file: processes are cached by
+# their arguments, and a factory compares by identity, so a new instance per
+# test would build (trace) the same process again.
+_MEAN = tff.aggregators.MeanFactory()
+_CLIPPING = delta_reference.adaptive_clipping_factory()
 
 
 def _datasets(task, sizes):
@@ -74,7 +92,7 @@ def _value_type(process, task):
 class FclAggregatorComputationTest(tf.test.TestCase):
 
   def test_state_and_metrics_carry_the_aggregators(self):
-    factory = delta_reference.adaptive_clipping_factory()
+    factory = _CLIPPING
     process = _process('fedweit', model_aggregator=factory)
     server_type = process.initialize.type_signature.result.member
     self.assertEqual(tff.structure.name_list(server_type)[-1], 'aggregator')
@@ -107,7 +125,7 @@ class FclAggregatorComputationTest(tf.test.TestCase):
     # `()` without a model aggregator (as TFF's LearningAlgorithmState).
     plain = _process('fedweit')
     aggregated = _process(
-        'fedweit', model_aggregator=tff.aggregators.MeanFactory())
+        'fedweit', model_aggregator=_MEAN)
     plain_type = plain.initialize.type_signature.result.member
     aggregated_type = aggregated.initialize.type_signature.result.member
     self.assertEqual(tff.structure.name_list(plain_type),
@@ -132,7 +150,7 @@ class FclAggregatorComputationTest(tf.test.TestCase):
   def test_local_ignores_both(self):
     plain = _process('local')
     process = _process('local', max_weight_share=0.5,
-                       model_aggregator=tff.aggregators.MeanFactory())
+                       model_aggregator=_MEAN)
     tff.test.assert_types_equivalent(process.next.type_signature,
                                      plain.next.type_signature)
 
@@ -150,7 +168,7 @@ class FclAggregatorExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_mean_factory_equals_plain_average(self, method):
     plain = _run(_process(method))
     mean = _run(_process(method,
-                         model_aggregator=tff.aggregators.MeanFactory()))
+                         model_aggregator=_MEAN))
     for (_, _, want), (_, _, got) in zip(plain, mean):
       self.assertAllClose(got.state.shared, want.state.shared, atol=1e-6,
                           rtol=1e-6)
@@ -164,7 +182,7 @@ class FclAggregatorExecutionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(('fedavg', 'fedavg'),
                                   ('fedseit', 'fedseit'))
   def test_adaptive_clipping_matches_the_aggregator_alone(self, method):
-    factory = delta_reference.adaptive_clipping_factory()
+    factory = _CLIPPING
     process = _process(method, model_aggregator=factory)
     records = _run(process)
     aggregators = {task: factory.create(_value_type(process, task),
@@ -207,7 +225,7 @@ class FclAggregatorExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # λ = 0.25; check: λ·6 = 1.5 > c (capped), λ·1 = 0.25 < c (not
     # capped). Shares (0.5, 0.25, 0.25): the new shared weights are
     # 0.5·w_0 + 0.25·w_1 + 0.25·w_2.
-    for kwargs in ({}, dict(model_aggregator=tff.aggregators.MeanFactory())):
+    for kwargs in ({}, dict(model_aggregator=_MEAN)):
       process = _process('fedavg', max_weight_share=0.5, **kwargs)
       _, _, output = _run(process, rounds_per_task=(1,),
                           sizes=(6, 1, 1))[0]

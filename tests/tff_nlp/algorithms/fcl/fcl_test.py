@@ -22,6 +22,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.tff_nlp.algorithms import process_fixtures
+from tff_nlp import training
 from tff_nlp.algorithms import fcl
 from tff_nlp.algorithms import sit
 from tff_nlp.models import fcl_cnn
@@ -34,7 +35,22 @@ _WIDTHS = process_fixtures.FCL_WIDTHS
 _LR = process_fixtures.FCL_LEARNING_RATE
 _SPARSITY = process_fixtures.FCL_SPARSITY
 _DECOMPOSED = process_fixtures.FCL_DECOMPOSED
-_process = process_fixtures.build_fcl
+# The fixture's own values of arguments the tests name: processes are
+# cached by their arguments, so naming one at this value would build (trace)
+# the same process again.
+_FIXTURE_DEFAULTS = {'sit_top_k': 2, 'kb_include_own': False}
+
+
+def _process(method, **kwargs):
+  """`process_fixtures.build_fcl`, built once per configuration and test
+  session: through `training.shared_processes()`, whose store (the
+  session's, tests/conftest.py) gives what this file builds to
+  fcl_aggregation_test.py (same key) on the other pytest worker."""
+  kwargs = {k: v for k, v in kwargs.items()
+            if k not in _FIXTURE_DEFAULTS or v != _FIXTURE_DEFAULTS[k]}
+  return training.shared_processes().get(
+      ('tests.build_fcl', method, tuple(sorted(kwargs.items()))),
+      lambda: process_fixtures.build_fcl(method, **kwargs))
 
 
 def _slot(client, task):
@@ -79,11 +95,46 @@ def _round(process, task, output, client_states=None, **kwargs):
       output.state, _datasets(task, **kwargs), client_states)
 
 
+# Runs that several tests read: each is executed once per process (one per
+# configuration, `_process`) and shared. The tests only read them (they copy
+# what they change, e.g. `_with_nan_head`).
+_RUNS = {}
+
+
+def _shared_run(process, name, run):
+  key = (id(process), name)
+  if key not in _RUNS:
+    # Holding the process keeps its id from being reused by another.
+    _RUNS[key] = (process, run())
+  return _RUNS[key][1]
+
+
 def _task0(process):
   """(initial state, initial clients, start_task(0), one round of task 0)."""
-  state, clients = _initial(process)
-  started = _start(process, state, clients, 0)
-  return state, clients, started, _round(process, 0, started)
+
+  def run():
+    state, clients = _initial(process)
+    started = _start(process, state, clients, 0)
+    return state, clients, started, _round(process, 0, started)
+
+  return _shared_run(process, 'task0', run)
+
+
+def _start1(process):
+  """After `_task0`: start_task(1) with the default inputs."""
+
+  def run():
+    first = _task0(process)[3]
+    return _start(process, first.state, first.client_states, 1)
+
+  return _shared_run(process, 'start1', run)
+
+
+def _task1(process):
+  """(`_start1`, one round of task 1 after it)."""
+  started = _start1(process)
+  return started, _shared_run(process, 'round1',
+                              lambda: _round(process, 1, started))
 
 
 def _weighted_mean(client_states, key, sizes=_SIZES):
@@ -168,6 +219,7 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
       + [('fedseit_sit_k1', 'fedseit_sit', 1)])
   def test_type_signatures(self, method, top_k):
     process = _process(method, sit_top_k=top_k)
+    self.assertEqual(process.config.sit_top_k, top_k)
     spec = process.spec
     uses_sit = method == 'fedseit_sit'
     server_type = process.initialize.type_signature.result
@@ -290,12 +342,14 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(first.metrics['non_finite_clients'], 0)
     self.assertEqual(first.state.task, 0)
     self.assertEqual(first.state.round_num, 1)
-    inputs = None
     if method == 'fedseit_sit':
       inputs = [process.task_start_input(1, [_REP_TASK0[c], _REP_TASK1[c]],
                                          [0, 1]) for c in range(_C)]
-    second_start = _start(process, first.state, first.client_states, 1,
-                          inputs)
+      second_start = _start(process, first.state, first.client_states, 1,
+                            inputs)
+      second = _round(process, 1, second_start)
+    else:
+      second_start, second = _task1(process)
     # 480 bytes of embedding + K·240 bytes of A's.
     self.assertEqual(second_start.metrics['bytes_down_per_client'],
                      480.0 + 240.0 * kb_size if federated else 0.0)
@@ -304,7 +358,6 @@ class FclComputationTest(tf.test.TestCase, parameterized.TestCase):
         dict(second_start.metrics['bytes_down_by_part_per_client']),
         {'embedding': 480.0 if federated else 0.0,
          'knowledge_base': 240.0 * kb_size})
-    second = _round(process, 1, second_start)
     # Later rounds: no embedding either way.
     self.assertEqual(second.metrics['bytes_down_per_client'],
                      4 * later_floats)
@@ -367,12 +420,12 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # `stateful_clients.StatefulClientsProcess`: every client's initial
     # state, and the round of the server state's task.
     process = _process('fedweit')
-    state, clients = _initial(process)
+    state, clients, started, _ = _task0(process)
     for got, want in zip(process.initial_client_states(state, _C), clients):
       tf.nest.map_structure(self.assertAllEqual, got, want)
     with self.assertRaisesRegex(ValueError, 'clients'):
       process.initial_client_states(state, _C + 1)
-    started = _start(process, state, clients, 0).state
+    started = started.state
     self.assertIs(process.round_computation_for(started),
                   process.next_first_task)
     self.assertIs(process.round_computation_for(
@@ -393,8 +446,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
       # Training moved the clients apart (the mean is not trivial).
       self.assertNotAllClose(first.client_states[0].weights[key],
                              first.client_states[1].weights[key], msg=key)
-    second_start = _start(process, first.state, first.client_states, 1)
-    second = _round(process, 1, second_start)
+    second_start, second = _task1(process)
     for key in shared:
       if key == 'embedding':  # not aggregated after task 0
         want = second_start.state.shared[key]
@@ -420,7 +472,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
     for client in first.client_states:
       self.assertNotAllClose(client.weights['embedding'],
                              clients[0].weights['embedding'])
-    output = _start(process, first.state, first.client_states, 1)
+    output, second = _task1(process)
     for c, client in enumerate(output.client_states):
       if method == 'local':  # no server: the client's own embedding
         want = first.client_states[c].weights['embedding']
@@ -429,8 +481,8 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(client.weights['embedding'], want)
     received = [c.weights['embedding'] for c in output.client_states]
     server_embedding = output.state.shared['embedding']
-    for _ in range(2):
-      output = _round(process, 1, output)
+    # Two rounds of task 1: `_task1`'s, then one more.
+    for output in (second, _round(process, 1, second)):
       for client, want in zip(output.client_states, received):
         self.assertAllEqual(client.weights['embedding'], want)
       # The other weights do train.
@@ -516,13 +568,14 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_start_task(self, method, include_own, kb_slots):
     process = _process(method, kb_include_own=include_own)
+    self.assertEqual(process.config.kb_include_own, include_own)
     prefix = 'conv' if method == 'fedweit' else 'foreign'
     kb_keys = [f'{prefix}{w}/kb' for w in _WIDTHS]
     self.assertEqual(fcl_cnn.kb_keys(process.spec), tuple(kb_keys))
     _, clients, started, first = _task0(process)
     self.assertEqual(started.metrics['kb_entries_per_client'], 0.0)
     self._assert_started(clients, started, 0, kb_keys, kb_slots)
-    output = _start(process, first.state, first.client_states, 1)
+    output = _start1(process)
     self.assertEqual(output.metrics['kb_entries_per_client'],
                      len(kb_slots[0]))
     self._assert_started(first.client_states, output, 1, kb_keys, kb_slots)
@@ -536,8 +589,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_server_stores_pruned_adaptive(self, method):
     process = _process(method)
     _, _, _, first = _task0(process)
-    second = _round(process, 1, _start(process, first.state,
-                                       first.client_states, 1))
+    second = _task1(process)[1]
     for output, trained in ((first, [0]), (second, [0, 1])):
       slots = [_slot(c, t) for c in range(_C) for t in trained]
       self.assertAllEqual(output.state.stored,
@@ -584,6 +636,8 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_sit_selection(self, k, include_own, client0_slots, client0_alphas):
     process = _process('fedseit_sit', sit_top_k=k, kb_include_own=include_own)
+    self.assertEqual((process.config.sit_top_k, process.config.kb_include_own),
+                     (k, include_own))
     state, clients = _initial(process)
     started = _start(process, state, clients, 0,
                      [process.task_start_input(0, [_STALE], [0])] * _C)
@@ -653,11 +707,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_faulty_client(self, method, fault, task):
     """Client 1 has a NaN head (its loss is NaN) or no training example."""
     process = _process(method)
-    state, clients = _initial(process)
-    started = _start(process, state, clients, 0)
-    if task == 1:
-      first = _round(process, 0, started)
-      started = _start(process, first.state, first.client_states, 1)
+    started = _start1(process) if task == 1 else _task0(process)[2]
     empty = fault == 'empty'
     sizes = (4, 0, 4) if empty else _SIZES
     faulty = list(started.client_states)
@@ -750,9 +800,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
     for name, process in (('fedavg', fedavg), ('prox0', prox0),
                           ('strong', strong)):
       _, _, started, first = _task0(process)
-      second = _round(process, 1,
-                      _start(process, first.state, first.client_states, 1))
-      runs[name] = (started, first, second)
+      runs[name] = (started, first, _task1(process)[1])
     # μ = 0: the proximal term adds 0 to every gradient; FedAvg exactly.
     for got, want in zip(runs['prox0'][1:], runs['fedavg'][1:]):
       for a, b in zip(tf.nest.flatten((got.state, got.client_states)),
@@ -780,9 +828,7 @@ class FclExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_predictor(self, method):
     process = _process(method)
     spec = process.spec
-    _, _, _, first = _task0(process)
-    output = _round(process, 1,
-                    _start(process, first.state, first.client_states, 1))
+    output = _task1(process)[1]
     ids, _ = _examples(7, 0, 7)
     # One predictor (batches of 3: 3 + 3 + 1 examples) for two clients'
     # weights and both tasks.
