@@ -80,12 +80,28 @@ PREDICTIONS_DIR = nmt_results.PREDICTIONS_DIR
 SERVER = nmt_seeds.SERVER
 
 
+# Keras models and their traced decode functions, by model configuration
+# and beam size: tracing the decoder costs seconds, more than scoring a
+# small test set, and it depends on neither the weights (assigned before
+# every translation) nor the data, so every `BleuEvaluator` of this Python
+# process (each `run_nmt` call has its own: a sweep, a resumed experiment,
+# the tests of one pytest worker) shares them.
+_DECODERS = training_lib.ProcessCache(max_size=8)
+
+
+def _build_decoder(config: seq2seq.Seq2SeqConfig, beam_size: int):
+  keras_model = seq2seq.build_keras_model(config)
+  return keras_model, seq2seq_decoding.make_decode_fn(
+      keras_model, max_length=config.max_target_length, beam_size=beam_size)
+
+
 class BleuEvaluator:
   """SacreBLEU of model weights on a split of several domains.
 
-  Builds its Keras model and decode function once (lazily: a Keras model
-  built before TFF traces a `model_fn` fails inside a `tf.function`
-  afterwards; see `experiments.text2sql`).
+  Takes its Keras model and decode function from `_DECODERS` on first use
+  (lazily: a Keras model built before TFF traces a `model_fn` fails inside
+  a `tf.function` afterwards; see `experiments.text2sql`; one that has
+  traced its decoder keeps working).
   """
 
   def __init__(self, task: nmt_task.NmtTask, config: seq2seq.Seq2SeqConfig,
@@ -99,10 +115,10 @@ class BleuEvaluator:
                 data: nmt_task.EncodedCorpus) -> list[str]:
     """The detokenized translations of `data`'s sources by `weights`."""
     if self._keras_model is None:
-      self._keras_model = seq2seq.build_keras_model(self._config)
-      self._decode_fn = seq2seq_decoding.make_decode_fn(
-          self._keras_model, max_length=self._config.max_target_length,
-          beam_size=self._training.beam_size)
+      beam_size = self._training.beam_size
+      self._keras_model, self._decode_fn = _DECODERS.get(
+          (self._config, beam_size),
+          lambda: _build_decoder(self._config, beam_size))
     for variable, value in zip(self._keras_model.trainable_weights, weights):
       variable.assign(value)
     return seq2seq_examples.decode(

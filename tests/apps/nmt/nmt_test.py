@@ -13,6 +13,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 
 from absl.testing import parameterized
 import numpy as np
@@ -282,6 +283,9 @@ _TINY_ENGINES = ('single:ubuntu_l10n', 'finetuned:ubuntu_l10n', 'chained',
 
 # What `_tiny_run` printed.
 _TINY_RUN_STDOUT = []
+# What the call `_tiny_run` made first raised, and whether its output
+# directory existed afterwards.
+_TINY_RUN_REFUSED = []
 
 
 @functools.cache
@@ -289,9 +293,23 @@ def _tiny_run():
   """`_run` of `_TINY_ENGINES` (seed 0), once: (its dir, its results).
 
   Its generic engine is also the reference of the pretrain settings' test.
-  What it prints goes to `_TINY_RUN_STDOUT`.
+  What it prints goes to `_TINY_RUN_STDOUT`. It is also the corrected run
+  of `test_corrected_run_after_a_data_error_starts`: the same output
+  directory was first given a domain that is not in the data, whose error
+  (or None) and whether the directory then existed go to
+  `_TINY_RUN_REFUSED`.
   """
-  output_dir = pathlib.Path(shared_runs.temp_dir('tiny'))
+  output_dir = pathlib.Path(shared_runs.temp_dir('tiny')) / 'run'
+  try:
+    nmt.run_nmt(
+        engines=[nmt.EngineSpec('generic')], data_dir=None,
+        output_dir=str(output_dir),
+        data=dataclasses.replace(_DATA, domains=('wmt_news', 'legal')),
+        model=_MODEL, training=_TRAINING, loop=_LOOP, command='cmd')
+    refused = None
+  except errors.InputError as e:
+    refused = e
+  _TINY_RUN_REFUSED.append((refused, output_dir.exists()))
   with contextlib.redirect_stdout(io.StringIO()) as stdout:
     results = _run(output_dir, _TINY_ENGINES)[0]
   _TINY_RUN_STDOUT.append(stdout.getvalue())
@@ -457,34 +475,53 @@ class RunNmtExecutionTest(tf.test.TestCase):
       _run(machine, engines, report_only=True)
 
   def test_seeds_share_one_generic_engine_and_are_summarized(self):
-    tmp_path = pathlib.Path(self.create_tempdir().full_path)
+    # In a copy of the tiny run (seed 0): its generic and dp_l engines are
+    # the first seed's, read back; the rest of both seeds' engines train.
+    tiny_dir, tiny_results = _tiny_run()
+    tmp_path = pathlib.Path(self.create_tempdir().full_path) / 'run'
+    shutil.copytree(tiny_dir, tmp_path)
+    tiny_engines = set(os.listdir(tmp_path / 'engines'))
     runs = _run(tmp_path, ['combined', 'federated:default', 'federated:dp_l'],
-                seeds=(3, 4))
-    self.assertEqual(list(runs), [3, 4])
+                seeds=(0, 4))
+    self.assertEqual(list(runs), [0, 4])
     # The generic engine is trained once, with the first seed, and both
     # seeds' engines start from it.
-    self.assertEqual(list(runs[3]), ['generic', 'combined',
+    self.assertEqual(list(runs[0]), ['generic', 'combined',
                                      'federated-default-r1',
                                      'federated-dp_l-r1'])
     self.assertEqual(list(runs[4]), ['combined', 'federated-default-r1',
                                      'federated-dp_l-r1'])
-    self.assertLen(os.listdir(tmp_path / 'engines'), 7)
+    self.assertEqual(runs[0]['generic']['run_dir'],
+                     tiny_results['generic']['run_dir'])
+    self.assertEqual(runs[0]['federated-dp_l-r1']['bleu'],
+                     tiny_results['federated-dp_l-r1']['bleu'])
+    # One new engine folder per engine trained: no second generic engine.
+    new = sorted(set(os.listdir(tmp_path / 'engines')) - tiny_engines)
+    self.assertEqual([name.rsplit('-', 1)[0] for name in new],
+                     ['combined', 'combined', 'federated-default-r1',
+                      'federated-default-r1', 'federated-dp_l-r1'])
+    self.assertLen([n for n in os.listdir(tmp_path / 'engines')
+                    if n.startswith('generic-')], 1)
+    digest = runs[0]['generic']['weights_sha256']
+    for seed in (0, 4):
+      for name in ('combined', 'federated-default-r1', 'federated-dp_l-r1'):
+        self.assertEqual(runs[seed][name]['generic_sha256'], digest)
     # An engine's time: its rounds' (kept across resumes) plus scoring.
-    combined = runs[3]['combined']
+    combined = runs[0]['combined']
     self.assertEqual(combined['train_seconds'], pytest.approx(sum(
         r.get('round_seconds', 0) for r in combined['records']['train'])))
     self.assertGreater(combined['score_seconds'], 0)
     report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
-    self.assertEqual(report['seeds'], [3, 4])
+    self.assertEqual(report['seeds'], [0, 4])
     self.assertEqual(
-        report['engines']['data_combination']['seeds']['3']['seconds'],
+        report['engines']['data_combination']['seeds']['0']['seconds'],
         pytest.approx(combined['train_seconds'] + combined['score_seconds']))
     self.assertEqual(list(report['engines']), [
         'generic', 'data_combination', 'fedavg_default_r1', 'dp_l_r1'])
     dp_l = report['engines']['dp_l_r1']
-    self.assertEqual(list(dp_l['seeds']), ['3', '4'])
+    self.assertEqual(list(dp_l['seeds']), ['0', '4'])
     averages = []
-    for seed in (3, 4):
+    for seed in (0, 4):
       scores = runs[seed]['federated-dp_l-r1']['bleu']['server']
       entry = dp_l['seeds'][str(seed)]
       self.assertEqual(entry['bleu'], scores)
@@ -510,7 +547,7 @@ class RunNmtExecutionTest(tf.test.TestCase):
     comparison = report['comparisons'][1]
     self.assertEqual(comparison['difference'], pytest.approx(
         report['engines']['fedavg_default_r1']['bleu_avg'] - mean))
-    self.assertEqual(comparison['paired_seeds'], [3, 4])
+    self.assertEqual(comparison['paired_seeds'], [0, 4])
     low, high = comparison['bootstrap_ci95']
     self.assertLessEqual(low, high)
     table = (tmp_path / 'results.md').read_text()
@@ -520,12 +557,13 @@ class RunNmtExecutionTest(tf.test.TestCase):
     # --report_only trains nothing: an engine not run yet (and a seed with
     # no finished engine) is left out of the report.
     partial = _run(tmp_path, ['combined', 'federated:random'],
-                   seeds=(3, 4, 5), report_only=True)
-    self.assertLen(os.listdir(tmp_path / 'engines'), 7)
+                   seeds=(0, 4, 5), report_only=True)
+    self.assertLen(os.listdir(tmp_path / 'engines'),
+                   len(tiny_engines) + len(new))
     self.assertEqual(list(partial[4]), ['combined'])
     self.assertEqual(partial[5], {})
     report = json.loads((tmp_path / nmt.RESULTS_FILE).read_text())
-    self.assertEqual(report['seeds'], [3, 4])
+    self.assertEqual(report['seeds'], [0, 4])
     self.assertEqual(list(report['engines']), ['generic', 'data_combination'])
     self.assertGreater((tmp_path / 'bleu_avg.png').stat().st_size, 0)
 
@@ -557,18 +595,15 @@ class RunNmtExecutionTest(tf.test.TestCase):
   def test_corrected_run_after_a_data_error_starts(self):
     # A domain that is not in the data (e.g. --domains=wmt_news,legal):
     # refused once the data is read, leaving nothing behind, so the
-    # corrected call is not refused as another experiment.
-    output_dir = os.path.join(self.create_tempdir().full_path, 'run')
-    setup = dict(engines=[nmt.EngineSpec('generic')], data_dir=None,
-                 output_dir=output_dir, model=_MODEL, training=_TRAINING,
-                 loop=_LOOP, command='cmd')
-    with self.assertRaisesRegex(errors.InputError,
-                                r"Unknown domains \['legal'\]"):
-      nmt.run_nmt(data=dataclasses.replace(
-          _DATA, domains=('wmt_news', 'legal')), **setup)
-    self.assertFalse(os.path.exists(output_dir))
-    runs = nmt.run_nmt(data=_DATA, **setup)
-    self.assertEqual(list(runs[0]), ['generic'])
+    # corrected call is not refused as another experiment. The corrected
+    # call is the tiny run (its first engine the generic one), in the same
+    # output directory: `_tiny_run` made the refused call there first.
+    output_dir, results = _tiny_run()
+    (refused, existed), = _TINY_RUN_REFUSED
+    self.assertIsInstance(refused, errors.InputError)
+    self.assertRegex(str(refused), r"Unknown domains \['legal'\]")
+    self.assertFalse(existed)
+    self.assertEqual(list(results)[0], 'generic')
     with open(os.path.join(output_dir, 'config.json')) as f:
       self.assertEqual(json.load(f)['experiment']['data']['domains'],
                        list(_DATA.domains))

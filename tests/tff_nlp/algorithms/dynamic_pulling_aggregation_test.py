@@ -47,10 +47,17 @@ def _value_type():
   return process_fixtures.dp_weights_type().trainable
 
 
+# One factory for every test: `_process` caches a built process by its
+# arguments, the factory by identity (a factory keeps no state of its own:
+# its processes' states are explicit), so the tests of one configuration
+# build it once.
+_CLIPPING = delta_reference.adaptive_clipping_factory()
+
+
 class DynamicPullingAggregatorComputationTest(tf.test.TestCase):
 
   def test_state_and_metrics_carry_the_aggregator(self):
-    factory = delta_reference.adaptive_clipping_factory()
+    factory = _CLIPPING
     process = _process('dp_l', model_aggregator=factory)
     aggregator = factory.create(_value_type(), tff.TensorType(_F32))
     state_type = process.initialize.type_signature.result.member
@@ -119,7 +126,7 @@ class DynamicPullingAggregatorExecutionTest(tf.test.TestCase,
 
   @parameterized.named_parameters(('dp_l', 'dp_l'), ('default', 'default'))
   def test_adaptive_clipping_matches_the_aggregator_alone(self, mode):
-    factory = delta_reference.adaptive_clipping_factory()
+    factory = _CLIPPING
     rounds = _run(_process(mode, model_aggregator=factory), num_rounds=2)
     aggregator = factory.create(_value_type(), tff.TensorType(_F32))
     self.assertAllClose(rounds[0][0].aggregator, aggregator.initialize())

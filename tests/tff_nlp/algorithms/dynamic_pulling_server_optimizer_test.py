@@ -28,11 +28,18 @@ def _sgdm(learning_rate, momentum=None):
                                             momentum=momentum)
 
 
+# The momentum tests' optimizer, one object: `_process` caches a built
+# process by its arguments, the optimizer by identity (its state is
+# explicit, in the process's), so the type test and the numbers test of
+# dp_l build one process.
+_LEARNING_RATE, _MOMENTUM = 1.5, 0.9
+_SGDM = _sgdm(_LEARNING_RATE, _MOMENTUM)
+
+
 class ServerOptimizerComputationTest(tf.test.TestCase):
 
   def test_state_and_metrics_carry_the_optimizer(self):
-    optimizer = _sgdm(1.0, momentum=0.9)
-    process = _process('dp_l', server_optimizer_fn=optimizer)
+    process = _process('dp_l', server_optimizer_fn=_SGDM)
     state_type = process.initialize.type_signature.result.member
     self.assertEqual(tff.structure.name_list(state_type),
                      ['global_model_weights', 'distributor', 'client_work',
@@ -90,10 +97,9 @@ class ServerOptimizerExecutionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(('default', 'default'), ('dp_l', 'dp_l'),
                                   ('random', 'random'))
   def test_momentum_matches_numpy_from_the_plain_average(self, mode):
-    learning_rate, momentum = 1.5, 0.9
+    learning_rate, momentum = _LEARNING_RATE, _MOMENTUM
     plain = _process(mode)
-    process = _process(mode, server_optimizer_fn=_sgdm(learning_rate,
-                                                       momentum))
+    process = _process(mode, server_optimizer_fn=_SGDM)
     clients = linear_model.three_clients()
     state = process.initialize()
     client_states = [dynamic_pulling.initial_client_state(process, state)] * 3
